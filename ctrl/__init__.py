@@ -1,0 +1,1 @@
+"""Controllers and trajectories (built on :mod:`dynamics`)."""

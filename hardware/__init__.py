@@ -1,0 +1,1 @@
+"""Joint-drive interfaces, simulated plant and the real-time loop (not built yet)."""

@@ -1,0 +1,1 @@
+"""Friction identification experiments, processing and fitting (not built yet)."""

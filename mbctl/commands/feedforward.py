@@ -1,0 +1,104 @@
+"""``mbctl feedforward``: drive torques with friction along a trajectory CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ctrl.feedforward import FeedforwardResult, feedforward, write_torques
+from ctrl.trajectory import limit_violations, read_trajectory
+from dynamics.friction import LAWS, simplify_law
+from dynamics.model import RobotModel, load_robot
+from mbctl.errors import ConfigError
+from mbctl.fileio import check_output
+from mbctl.plots import FORMATS, plot_feedforward
+from mbctl.progress import ProgressPrinter
+
+FRICTION_CHOICES = ("config", "none", *LAWS)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "feedforward",
+        help="feed-forward torques along a trajectory",
+        description="Inverse dynamics plus joint friction along a trajectory CSV; writes a torque CSV.",
+    )
+    p.add_argument("config", type=Path, help="robot TOML file")
+    p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>")
+    p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")
+    p.add_argument("--plot", type=Path, help="also plot the torques (.png, .pdf or .svg)")
+    p.add_argument("--reactions", action="store_true", help="add joint reaction wrenches and normal loads to the CSV")
+    p.add_argument(
+        "--friction",
+        choices=FRICTION_CHOICES,
+        default="config",
+        help="override every joint's law: none, or a simpler law with the configured parameters (default: config)",
+    )
+    p.add_argument(
+        "--lugre",
+        choices=("dynamic", "steady"),
+        default="dynamic",
+        help="integrate LuGre states along the trajectory (default) or use their steady state",
+    )
+    p.set_defaults(run=run)
+
+
+def override_friction(robot: RobotModel, law: str) -> RobotModel:
+    """Replace every joint's law by ``law`` ("config" keeps them, "none" removes them)."""
+    if law == "config":
+        return robot
+    changed = {}
+    for j in robot.joints:
+        if law == "none" or j.friction is None:
+            changed[j.name] = None
+            continue
+        try:
+            changed[j.name] = type(j.friction)(law=simplify_law(j.friction.law, law), load=j.friction.load)
+        except ConfigError as exc:
+            raise ConfigError(f"--friction {law}: {exc.reason}", file=robot.source, field=f"joints.{j.name}.friction") from None
+    return robot.with_friction(changed)
+
+
+def format_summary(ff: FeedforwardResult, elapsed_s: float) -> str:
+    """Per-joint peak/RMS torque table with limit flags, as printed by the CLI."""
+    n = len(ff.trajectory)
+    lines = [
+        f"{ff.robot.name}: {n} samples over {ff.trajectory.duration:.3f} s, "
+        f"computed in {elapsed_s * 1e3:.1f} ms ({elapsed_s / n * 1e6:.2f} us/sample)",
+        f"  {'joint':<22}{'peak |tau|':>14}{'rms':>12}{'peak friction':>15}{'effort limit':>14}",
+    ]
+    for s in ff.stats():
+        flag = "  EXCEEDS LIMIT" if s.over_limit else ""
+        lines.append(
+            f"  {s.name:<22}{s.peak:>10.4g} {s.unit:<3}{s.rms:>8.4g} {s.unit:<3}"
+            f"{s.peak_friction:>11.4g} {s.unit:<3}{s.effort_limit:>10.4g} {s.unit:<3}{flag}"
+        )
+    for name, peak in ff.unactuated_demand().items():
+        if peak > 1e-9:
+            lines.append(f"  unactuated {name} would need up to {peak:.4g}: the trajectory is not realisable exactly")
+    return "\n".join(lines)
+
+
+def warn(message: str) -> None:
+    print(f"mbctl: warning: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    robot = override_friction(load_robot(args.config), args.friction)
+    traj = read_trajectory(args.trajectory, robot.joint_names)
+    for message in limit_violations(robot, traj):
+        warn(f"{args.trajectory}: {message}")
+    start = time.perf_counter()
+    ff = feedforward(robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"))
+    elapsed = time.perf_counter() - start
+    write_torques(args.out, ff)
+    if args.plot:
+        plot_feedforward(ff, args.plot)
+    print(format_summary(ff, elapsed))
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+    return 0

@@ -1,0 +1,82 @@
+"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from ctrl.trajectory import Trajectory, constant_acceleration, limit_violations, quintic_rest_to_rest, write_trajectory
+from dynamics.model import load_robot
+from mbctl.commands.feedforward import warn
+from mbctl.errors import InputError
+from mbctl.fileio import check_output
+from mbctl.plots import FORMATS, plot_trajectory
+
+
+def parse_numbers(text: str, option: str) -> np.ndarray:
+    """``"1, 2.5"`` -> array; rows separated by ``;`` give a 2-D array."""
+    try:
+        rows = [[float(x) for x in row.split(",")] for row in text.split(";") if row.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=option) from None
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise InputError(f"expected rows of equally many numbers, got {text!r}", field=option)
+    arr = np.array(rows)
+    if not np.isfinite(arr).all():
+        raise InputError("values must be finite", field=option)
+    return arr if len(rows) > 1 else arr[0]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trajectory", help="generate a trajectory CSV", description=__doc__)
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+
+    def common(k: argparse.ArgumentParser) -> None:
+        k.add_argument("config", type=Path, help="robot TOML file (gives joint names and limits)")
+        k.add_argument("--rate", type=float, default=1000.0, help="sampling rate in Hz (default 1000)")
+        k.add_argument("--out", type=Path, required=True, help="trajectory CSV to write")
+        k.add_argument("--plot", type=Path, help="also plot q, dq, ddq (.png, .pdf or .svg)")
+        k.set_defaults(run=run)
+
+    q = kinds.add_parser("quintic", help="rest-to-rest quintic moves through joint waypoints")
+    common(q)
+    q.add_argument("--waypoints", required=True, help='joint positions in rad or m, one row per waypoint: "0,0; 0.5,1.0"')
+    q.add_argument("--durations", required=True, help='segment durations in s: "1.5,2"')
+
+    a = kinds.add_parser("accel", help="constant acceleration from rest (seed 003 motion)")
+    common(a)
+    a.add_argument("--acceleration", required=True, help="rad/s² or m/s²: one value for all joints, or one per joint")
+    a.add_argument("--duration", type=float, required=True, help="s")
+    a.add_argument("--q0", help="start positions (rad or m), one per joint (default: zeros)")
+
+
+def build(args: argparse.Namespace, names: tuple[str, ...]) -> Trajectory:
+    n = len(names)
+    if args.kind == "quintic":
+        waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
+        if waypoints.shape[1] != n:
+            raise InputError(f"each waypoint needs {n} values ({', '.join(names)})", field="--waypoints")
+        return quintic_rest_to_rest(waypoints, np.atleast_1d(parse_numbers(args.durations, "--durations")), args.rate, names)
+    acc = np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
+    acc = np.full(n, acc[0]) if acc.size == 1 else acc
+    q0 = np.zeros(n) if args.q0 is None else np.atleast_1d(parse_numbers(args.q0, "--q0"))
+    if acc.shape != (n,) or q0.shape != (n,):
+        raise InputError(f"--acceleration and --q0 need 1 or {n} values ({', '.join(names)})")
+    return constant_acceleration(q0, acc, args.duration, args.rate, names)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    robot = load_robot(args.config)
+    traj = build(args, robot.joint_names)
+    for message in limit_violations(robot, traj):
+        warn(message)
+    write_trajectory(args.out, traj)
+    if args.plot:
+        plot_trajectory(traj, args.plot, title=f"{robot.name}: {args.kind} trajectory")
+    print(f"wrote {args.out}: {len(traj)} samples over {traj.duration:.3f} s")
+    return 0

@@ -1,0 +1,102 @@
+"""Figures for the command line: torques along a trajectory, trajectories, comparisons.
+
+Uses matplotlib's object API (no pyplot state, no display needed) and writes files
+atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ctrl.feedforward import FeedforwardResult
+from ctrl.trajectory import Trajectory
+from mbctl.errors import InputError
+from mbctl.fileio import CsvTable, atomic_output, check_output
+
+__all__ = ["FORMATS", "plot_feedforward", "plot_trajectory", "plot_torque_tables", "save_figure"]
+
+FORMATS = (".png", ".pdf", ".svg")
+
+
+def save_figure(fig: Figure, path: str | Path) -> None:
+    """Save a figure atomically; the format follows the file suffix.
+
+    Raises:
+        InputError: For a suffix other than .png, .pdf or .svg.
+    """
+    with atomic_output(check_output(path, FORMATS)) as tmp:
+        fig.savefig(tmp, dpi=120)
+
+
+def _grid(n: int, title: str) -> tuple[Figure, list]:
+    cols = 1 if n <= 3 else 2
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(6.5 * cols, 2.2 * rows + 0.8), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for i, ax in enumerate(axes[:n]):
+        if i + cols >= n:  # lowest visible panel of its column
+            ax.set_xlabel("t [s]")
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def plot_feedforward(ff: FeedforwardResult, path: str | Path, title: str | None = None) -> None:
+    """One panel per actuated joint: total drive torque and its friction part vs time."""
+    joints = [j for j in ff.robot.joints if j.actuated]
+    fig, axes = _grid(len(joints), title or f"{ff.robot.name}: feed-forward torques")
+    t = ff.trajectory.t
+    for ax, j in zip(axes, joints):
+        unit = "N·m" if j.kind == "revolute" else "N"
+        tau = ff.dynamics.tau[:, j.idx_v]
+        ax.plot(t, tau, label="total", color="C0")
+        ax.plot(t, ff.dynamics.tau_friction[:, j.idx_v], label="friction", color="C3", lw=1)
+        peak = np.abs(tau).max()
+        if math.isfinite(j.limits.effort) and peak > 0.5 * j.limits.effort:
+            for sign in (-1, 1):
+                ax.axhline(sign * j.limits.effort, color="k", ls="--", lw=0.8)
+        ax.set_ylabel(f"{j.name} [{unit}]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_trajectory(traj: Trajectory, path: str | Path, title: str = "trajectory") -> None:
+    """Positions, velocities and accelerations of every joint (three panels)."""
+    fig = Figure(figsize=(7, 7), layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    for ax, data, label in zip(axes, (traj.q, traj.dq, traj.ddq), ("q [rad, m]", "dq [rad/s, m/s]", "ddq [rad/s², m/s²]")):
+        for i, name in enumerate(traj.joint_names):
+            ax.plot(traj.t, data[:, i], label=name)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small", ncol=2)
+    axes[-1].set_xlabel("t [s]")
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_torque_tables(tables: Sequence[CsvTable], labels: Sequence[str], path: str | Path, title: str) -> None:
+    """Overlay the ``tau.<joint>`` columns of several torque CSVs, one panel per joint.
+
+    Raises:
+        InputError: If the files share no ``tau.`` column.
+    """
+    names = [c for c in tables[0].header if c.startswith("tau.")]
+    names = [c for c in names if all(tb.has(c) for tb in tables)]
+    if not names:
+        raise InputError("the torque files share no tau.<joint> column", file=tables[0].path)
+    fig, axes = _grid(len(names), title)
+    for ax, col in zip(axes, names):
+        for tb, label in zip(tables, labels):
+            ax.plot(tb.column("t"), tb.column(col), label=label)
+        ax.set_ylabel(f"{col.removeprefix('tau.')} [N·m or N]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)

@@ -1,0 +1,29 @@
+"""Progress lines on stderr for long computations (the numerics only call a callback)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+__all__ = ["ProgressPrinter"]
+
+
+class ProgressPrinter:
+    """Callable ``(done, total)`` that prints ``label: done/total (pct%)``.
+
+    Silent for jobs shorter than ``min_total`` samples. On a terminal the line is
+    rewritten in place; otherwise one line per call.
+    """
+
+    def __init__(self, label: str, min_total: int = 200_000, stream: TextIO | None = None):
+        self.label = label
+        self.min_total = min_total
+        self.stream = stream if stream is not None else sys.stderr
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.min_total:
+            return
+        tty = self.stream.isatty()
+        end = "\n" if not tty or done >= total else ""
+        prefix = "\r" if tty else ""
+        print(f"{prefix}{self.label}: {done}/{total} samples ({100 * done / total:3.0f}%)", end=end, file=self.stream, flush=True)

@@ -1,0 +1,46 @@
+"""Shared fixtures: the bundled robots and an in-process runner for the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dynamics.model import RobotModel, load_robot
+from mbctl.cli import main
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.fixture(scope="session")
+def configs() -> Path:
+    return CONFIGS
+
+
+@pytest.fixture(scope="session")
+def robots() -> dict[str, RobotModel]:
+    """The bundled robots, loaded once."""
+    return {name: load_robot(CONFIGS / f"{name}.toml") for name in ("scara", "tree5", "ur5")}
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``mbctl ARGS`` in-process; returns exit code, stdout and stderr."""
+
+    def run(*args: str | Path) -> CliResult:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

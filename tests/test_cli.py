@@ -1,0 +1,87 @@
+"""End-to-end runs of the mbctl commands on the bundled configs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctrl.feedforward import feedforward, torque_table
+from ctrl.trajectory import read_trajectory
+from mbctl.fileio import read_csv
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+TRAJECTORIES = {
+    "scara": ("quintic", "--waypoints", "0,0,0,0; 0.5,1.0,-0.4,0.05; 0,0,0,0", "--durations", "1,1.2"),
+    "tree5": ("accel", "--acceleration", "0.2", "--duration", "3"),
+    "ur5": ("quintic", "--waypoints", "0,-1.2,1.4,-1.6,-1.57,0; 0.8,-0.6,0.9,-1.2,-1.2,0.7", "--durations", "2"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAJECTORIES))
+def test_feedforward_cli_writes_what_the_library_computes(cli, configs, robots, tmp_path, name):
+    """trajectory + feedforward on scara, tree5 and ur5; the CSV equals the library API's numbers."""
+    kind, *options = TRAJECTORIES[name]
+    traj_csv, tau_csv, png = tmp_path / "traj.csv", tmp_path / "tau.csv", tmp_path / "tau.png"
+    r = cli("trajectory", kind, configs / f"{name}.toml", *options, "--rate", "500", "--out", traj_csv)
+    assert r.code == 0, r.err
+    r = cli("feedforward", configs / f"{name}.toml", "--trajectory", traj_csv, "--out", tau_csv, "--plot", png, "--reactions")
+    assert r.code == 0, r.err
+    assert "peak |tau|" in r.out and png.read_bytes().startswith(PNG_MAGIC)
+
+    robot = robots[name]
+    expected_header, expected = torque_table(feedforward(robot, read_trajectory(traj_csv, robot.joint_names), reactions=True))
+    table = read_csv(tau_csv)
+    assert list(table.header) == expected_header
+    assert np.array_equal(table.data, expected)  # 17 significant digits round-trip exactly
+    assert f"tau.{robot.joint_names[0]}" in table.header and f"wrench.{robot.joint_names[-1]}.tz" in table.header
+
+
+def test_tree5_friction_variants_are_produced_and_plotted(cli, configs, tmp_path):
+    """Seed 003: no friction, Coulomb–viscous and Stribeck torques differ; loads are nonzero."""
+    config = configs / "tree5.toml"
+    traj = tmp_path / "traj.csv"
+    assert cli("trajectory", "accel", config, "--acceleration", "0.2", "--duration", "3", "--out", traj).code == 0
+    outputs = {}
+    for law in ("none", "coulomb-viscous", "stribeck"):
+        out = tmp_path / f"{law}.csv"
+        r = cli("feedforward", config, "--trajectory", traj, "--out", out, "--friction", law, "--reactions")
+        assert r.code == 0, r.err
+        outputs[law] = read_csv(out)
+    tau = {law: t.column("tau.joint3") for law, t in outputs.items()}
+    # starting from rest, Stribeck needs the break-away level ks*tau_n = 10x Coulomb's kc*tau_n
+    assert tau["stribeck"][0] - tau["none"][0] == pytest.approx(10 * (tau["coulomb-viscous"][0] - tau["none"][0]), rel=1e-12)
+    assert tau["coulomb-viscous"][0] - tau["none"][0] > 0
+    # at 0.6 rad/s the Stribeck bump is gone and both laws agree
+    assert tau["stribeck"][-1] == pytest.approx(tau["coulomb-viscous"][-1], rel=1e-12)
+    loads = outputs["stribeck"].column("load.joint3")
+    assert (loads > 0).all()
+    assert "load.joint3" not in outputs["none"].header  # no load model left without friction
+    png = tmp_path / "compare.png"
+    r = cli("plot", *(tmp_path / f"{law}.csv" for law in outputs), "--labels", "none,coulomb-viscous,stribeck", "--out", png)
+    assert r.code == 0, r.err
+    assert png.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_demo_runs_from_the_installed_console_script(tmp_path):
+    """`mbctl demo` (the README's main command) prints a summary and writes its files."""
+    script = Path(sys.executable).with_name("mbctl")
+    assert script.exists(), "the mbctl console script is not installed next to this Python"
+    done = subprocess.run([script, "demo", "--out-dir", tmp_path / "demo"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "j1" in done.stdout and "peak |tau|" in done.stdout
+    files = sorted(p.name for p in (tmp_path / "demo").iterdir())
+    assert files == ["scara_torques.csv", "scara_torques.png", "scara_trajectory.csv"]
+    assert oct(os.stat(tmp_path / "demo" / "scara_torques.csv").st_mode & 0o777) != "0o600"
+
+
+def test_progress_is_printed_for_long_trajectories(cli, configs, tmp_path):
+    traj = tmp_path / "traj.csv"
+    assert cli("trajectory", "accel", configs / "ur5.toml", "--acceleration", "0.01", "--duration", "21", "--rate", "10000", "--out", traj).code == 0
+    r = cli("feedforward", configs / "ur5.toml", "--trajectory", traj, "--out", tmp_path / "tau.csv")
+    assert r.code == 0 and "feedforward: 210001/210001 samples (100%)" in r.err
