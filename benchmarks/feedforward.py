@@ -77,7 +77,7 @@ def main() -> None:
     for label, model_, options in cases:
         for threads in (1, None):
             ff = InverseDynamics(model_, threads=threads, **options)
-            cost = median_seconds(lambda: ff(q, dq, ddq, t), args.repeat) / n
+            cost = median_seconds(lambda ff=ff: ff(q, dq, ddq, t), args.repeat) / n
             shown = "1" if threads == 1 else "auto"
             print(f"{label:<50}{shown:>8}{cost * 1e6:>11.3f}{cost / reference:>7.2f}x")
     print("targets: <= 1.5x without load-dependent friction, <= 3x with (threads=1 is the like-for-like figure)")

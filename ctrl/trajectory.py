@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.errors import DataError
 from dynamics.model import RobotModel
+from mbctl.errors import DataError
 from mbctl.fileio import read_csv, write_csv
 
 __all__ = ["Trajectory", "quintic_rest_to_rest", "constant_acceleration", "read_trajectory", "write_trajectory", "limit_violations"]
@@ -42,9 +42,9 @@ class Trajectory:
     ddq: np.ndarray
 
     def __post_init__(self) -> None:
-        n = len(self.t)
-        if np.ndim(self.t) != 1 or n < 1:
+        if np.ndim(self.t) != 1 or len(self.t) < 1:
             raise DataError("needs a 1-D array of at least one sample time", field="t")
+        n = len(self.t)
         for name in ("q", "dq", "ddq"):
             x = getattr(self, name)
             if x.shape != (n, len(self.joint_names)):
@@ -153,7 +153,7 @@ def read_trajectory(path: str | Path, joint_names: Sequence[str]) -> Trajectory:
     table = read_csv(path)
     t = table.column("t")
     if np.any(np.diff(t) <= 0):
-        line = int(np.argmax(np.diff(t) <= 0)) + 3
+        line = table.line_numbers[int(np.argmax(np.diff(t) <= 0)) + 1]
         raise DataError(f"times must be strictly increasing (line {line})", file=table.path, field="t")
     q, dq, ddq = (np.column_stack([table.column(f"{p}.{j}") for j in joint_names]) for p in ("q", "dq", "ddq"))
     return Trajectory(t=t, joint_names=tuple(joint_names), q=q, dq=dq, ddq=ddq)

@@ -4,7 +4,13 @@ constraints, simulation and the symbolic CasADi mirror).
 This package imports none of ``ctrl``, ``hardware`` or ``identification``.
 """
 
-from dynamics.friction import CoulombViscous, JointFriction, LuGre, Stribeck, motion_direction
+from dynamics.friction import (
+    CoulombViscous,
+    JointFriction,
+    LuGre,
+    Stribeck,
+    motion_direction,
+)
 from dynamics.inverse import InverseDynamics, InverseDynamicsResult, inverse_dynamics
 from dynamics.joint_load import Bearing3D, Journal2D
 from dynamics.model import Joint, JointLimits, RobotModel, load_robot

@@ -30,7 +30,6 @@ from scipy.optimize import brentq
 from dynamics.backend import namespace
 from dynamics.joint_load import Bearing3D, Journal2D
 from dynamics.parameters import Parameters
-from mbctl.errors import ConfigError
 
 __all__ = [
     "CoulombViscous",
@@ -55,7 +54,7 @@ def motion_direction(v: Any, a: Any) -> Any:
     return xp.where(v != 0, xp.sign(v), xp.sign(a))
 
 
-def _validate_stribeck_levels(law: "Stribeck | LuGre") -> None:
+def _validate_stribeck_levels(law: Stribeck | LuGre) -> None:
     law._require("fc", law.fc >= 0, "must be >= 0")
     law._require("fs", law.fs >= law.fc, f"must be >= fc = {law.fc:g}")
     law._require("vs", law.vs > 0, "must be > 0")
@@ -233,18 +232,15 @@ class JointFriction:
 
 
 def simplify_law(law: FrictionLaw, target: str) -> FrictionLaw:
-    """Reduce a law to a simpler one with the same parameters.
+    """Reduce a law to at most ``target`` in the order LuGre > Stribeck > Coulomb–viscous.
 
-    LuGre -> Stribeck (its steady state, ``delta = 2``) -> Coulomb–viscous (drops the
-    Stribeck bump). Used to compare feed-forward variants of one identified model.
-
-    Raises:
-        ConfigError: If ``target`` needs parameters ``law`` does not have.
+    LuGre becomes its steady state (Stribeck, ``delta = 2``); Stribeck becomes
+    Coulomb–viscous by dropping the bump; a law already at or below ``target`` is
+    kept. Used to compare feed-forward variants of one identified model.
     """
-    if target == law.name:
+    order = [CoulombViscous.name, Stribeck.name, LuGre.name]
+    if order.index(law.name) <= order.index(target):
         return law
     if target == CoulombViscous.name:
         return CoulombViscous(fc=law.fc, fv=law.fv)
-    if target == Stribeck.name and isinstance(law, LuGre):
-        return Stribeck(fc=law.fc, fs=law.fs, vs=law.vs, fv=law.fv, delta=2.0)
-    raise ConfigError(f"cannot turn a {law.name} law into a {target} law (it lacks the parameters)")
+    return Stribeck(fc=law.fc, fs=law.fs, vs=law.vs, fv=law.fv, delta=2.0)

@@ -54,7 +54,7 @@ class InverseDynamicsResult:
             revolute, N for prismatic); NaN for other joints; None if no joint has
             a load model.
         friction_state: LuGre bristle deflection ``z`` (rad or m); NaN for other
-            joints; None if no joint has a LuGre law.
+            joints; None unless LuGre states were integrated.
     """
 
     joint_names: tuple[str, ...]
@@ -151,7 +151,8 @@ class InverseDynamics:
         wrench_of = {j.name: i for i, j in enumerate(self._wrench_joints)}
         tau_friction = np.zeros((n, robot.nv))
         normal_load = np.full((n, robot.nv), np.nan) if any(j.friction and j.friction.load for j in robot.joints) else None
-        state = np.full((n, robot.nv), np.nan) if any(j.friction and j.friction.is_dynamic for j in robot.joints) else None
+        integrates = self.lugre == "dynamic" and any(j.friction and j.friction.is_dynamic for j in robot.joints)
+        state = np.full((n, robot.nv), np.nan) if integrates else None
         for j in robot.joints:
             if j.friction is None:
                 continue

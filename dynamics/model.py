@@ -144,7 +144,7 @@ class RobotModel:
     def create_data(self) -> pin.Data:
         return self.model.createData()
 
-    def with_friction(self, friction: Mapping[str, JointFriction | None]) -> "RobotModel":
+    def with_friction(self, friction: Mapping[str, JointFriction | None]) -> RobotModel:
         """A copy with the friction of the named joints replaced."""
         for name in friction:
             self.joint(name)

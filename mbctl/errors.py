@@ -41,7 +41,7 @@ class InputError(MbctlError):
             where.append(self.field)
         return f"{': '.join(where)}: {self.reason}" if where else self.reason
 
-    def located(self, *, file: str | Path | None = None, prefix: str | None = None) -> "InputError":
+    def located(self, *, file: str | Path | None = None, prefix: str | None = None) -> InputError:
         """Return a copy of this error placed in ``file`` with ``prefix`` prepended to its field."""
         field = self.field
         if prefix:

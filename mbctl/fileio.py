@@ -75,11 +75,13 @@ def write_csv(path: str | Path, header: Sequence[str], data: np.ndarray) -> None
 
 @dataclass(frozen=True)
 class CsvTable:
-    """A numeric CSV file: column names and an (N, ncol) array of finite floats."""
+    """A numeric CSV file: column names, an (N, ncol) array of finite floats, and the
+    file line number of every row (for error messages)."""
 
     path: Path
     header: tuple[str, ...]
     data: np.ndarray
+    line_numbers: tuple[int, ...]
 
     def column(self, name: str) -> np.ndarray:
         """Return one column by name.
@@ -110,17 +112,17 @@ def read_csv(path: str | Path) -> CsvTable:
         raise DataError("file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read file ({exc.__class__.__name__})", file=path) from None
-    lines = [line for line in lines if line.strip()]
-    if not lines:
+    numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
+    if not numbered:
         raise DataError("empty file", file=path)
-    header = tuple(name.strip() for name in lines[0].split(","))
+    header = tuple(name.strip() for name in numbered[0][1].split(","))
     if len(set(header)) != len(header):
         raise DataError("duplicate column names in header", file=path)
-    rows = lines[1:]
+    rows = numbered[1:]
     if not rows:
         raise DataError("no data rows", file=path)
     try:
-        data = np.loadtxt(rows, delimiter=",", ndmin=2, dtype=float)
+        data = np.loadtxt([text for _, text in rows], delimiter=",", ndmin=2, dtype=float)
     except ValueError:
         _raise_first_bad_row(path, header, rows)
         raise
@@ -129,18 +131,18 @@ def read_csv(path: str | Path) -> CsvTable:
     bad = ~np.isfinite(data)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise DataError(f"non-finite value on line {row + 2}", file=path, field=header[col])
-    return CsvTable(path=path, header=header, data=data)
+        raise DataError(f"non-finite value on line {rows[row][0]}", file=path, field=header[col])
+    return CsvTable(path=path, header=header, data=data, line_numbers=tuple(n for n, _ in rows))
 
 
-def _raise_first_bad_row(path: Path, header: tuple[str, ...], rows: list[str]) -> None:
+def _raise_first_bad_row(path: Path, header: tuple[str, ...], rows: list[tuple[int, str]]) -> None:
     """Find the first ragged or non-numeric line (slow path, only after numpy refused the file)."""
-    for i, row in enumerate(rows):
+    for lineno, row in rows:
         cells = row.split(",")
         if len(cells) != len(header):
-            raise DataError(f"line {i + 2} has {len(cells)} values, header has {len(header)}", file=path)
+            raise DataError(f"line {lineno} has {len(cells)} values, header has {len(header)}", file=path)
         for name, cell in zip(header, cells):
             try:
                 float(cell)
             except ValueError:
-                raise DataError(f"line {i + 2}: {cell.strip()!r} is not a number", file=path, field=name) from None
+                raise DataError(f"line {lineno}: {cell.strip()!r} is not a number", file=path, field=name) from None

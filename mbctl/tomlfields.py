@@ -23,7 +23,7 @@ __all__ = ["Table", "read_toml"]
 _MISSING: Any = object()
 
 
-def read_toml(path: str | Path) -> "Table":
+def read_toml(path: str | Path) -> Table:
     """Parse a TOML file into a root :class:`Table`.
 
     Raises:
@@ -125,7 +125,7 @@ class Table:
             raise self.error(key, f"must be {shape}, got {value!r}")
         return np.array(value, dtype=float)
 
-    def table(self, key: str, default: Any = _MISSING) -> "Table":
+    def table(self, key: str, default: Any = _MISSING) -> Table:
         """A sub-table (``[a.b]`` or an inline table)."""
         value = self.get(key, default)
         if value is default and default is not _MISSING:
@@ -134,7 +134,7 @@ class Table:
             raise self.error(key, f"must be a table, got {value!r}")
         return Table(value, self.file, self.path(key) or key)
 
-    def tables(self) -> Iterator[tuple[str, "Table"]]:
+    def tables(self) -> Iterator[tuple[str, Table]]:
         """Iterate over the sub-tables of this table (every value must be a table)."""
         for key in self.data:
             yield key, self.table(key)

@@ -10,6 +10,7 @@ from ctrl.trajectory import constant_acceleration
 from dynamics.friction import JointFriction, LuGre
 from dynamics.inverse import InverseDynamics, inverse_dynamics
 from dynamics.joint_load import Bearing3D
+from dynamics.model import load_robot
 from mbctl.errors import DataError
 
 
@@ -102,6 +103,20 @@ def test_load_dependent_lugre_scales_the_bristle_force(robots):
     res = inverse_dynamics(robot, traj.q, traj.dq, traj.ddq, traj.t)
     v, z, load = traj.dq[:, 0], res.friction_state[:, 0], res.normal_load[:, 0]
     assert np.allclose(res.tau_friction[:, 0], load * (law.sigma0 * z + law.sigma1 * law.z_rate(v, z)) + law.fv * v)
+
+
+def test_armature_enters_rigid_torques_and_wrenches(configs):
+    """Rotor inertia (model.armature) is kept by the wrench-augmented model."""
+    robot = load_robot(configs / "scara.toml")
+    robot.model.armature = np.array([0.5, 0.2, 0.1, 0.05])
+    q, dq, ddq = random_states(robot, 20, seed=3)
+    with_wrenches = InverseDynamics(robot, reactions=True, lugre="steady")(q, dq, ddq)
+    plain = InverseDynamics(robot, lugre="steady")(q, dq, ddq)
+    data = robot.create_data()
+    expected = np.array([pin.rnea(robot.model, data, robot.configuration(q[k]), dq[k], ddq[k]) for k in range(20)])
+    assert np.allclose(plain.tau_rigid, expected, rtol=1e-12, atol=1e-12)
+    assert np.allclose(with_wrenches.tau_rigid, expected, rtol=1e-12, atol=1e-12)
+    assert np.abs(expected - InverseDynamics(load_robot(configs / "scara.toml"), lugre="steady")(q, dq, ddq).tau_rigid).max() > 0.01
 
 
 def test_bad_shapes_and_values_are_reported(robots):

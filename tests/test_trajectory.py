@@ -66,6 +66,9 @@ def test_bad_csv_files_name_file_and_column(tmp_path):
     path.write_text("t,q.a,dq.a,ddq.a\n0,0,0,0\n0,1,0,0\n")
     with pytest.raises(DataError, match=r"t: times must be strictly increasing \(line 3\)"):
         read_trajectory(path, ("a",))
+    path.write_text("t,q.a,dq.a,ddq.a\n\n0,0,0,0\n\n0,1,0,0\n")  # blank lines do not shift line numbers
+    with pytest.raises(DataError, match=r"t: times must be strictly increasing \(line 5\)"):
+        read_trajectory(path, ("a",))
     path.write_text("t,q.a,dq.a,ddq.a\n0,0,0,0\n1,x,0,0\n")
     with pytest.raises(DataError, match=r"q.a: line 3: 'x' is not a number"):
         read_trajectory(path, ("a",))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import dataclasses
 import time
 from pathlib import Path
 
@@ -11,10 +11,9 @@ from ctrl.feedforward import FeedforwardResult, feedforward, write_torques
 from ctrl.trajectory import limit_violations, read_trajectory
 from dynamics.friction import LAWS, simplify_law
 from dynamics.model import RobotModel, load_robot
-from mbctl.errors import ConfigError
+from mbctl.console import ProgressPrinter, warn
 from mbctl.fileio import check_output
 from mbctl.plots import FORMATS, plot_feedforward
-from mbctl.progress import ProgressPrinter
 
 FRICTION_CHOICES = ("config", "none", *LAWS)
 
@@ -34,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--friction",
         choices=FRICTION_CHOICES,
         default="config",
-        help="override every joint's law: none, or a simpler law with the configured parameters (default: config)",
+        help="none, or reduce every joint's law to at most this one, keeping its parameters "
+        "(lugre > stribeck > coulomb-viscous; default: config)",
     )
     p.add_argument(
         "--lugre",
@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def override_friction(robot: RobotModel, law: str) -> RobotModel:
-    """Replace every joint's law by ``law`` ("config" keeps them, "none" removes them)."""
+    """Reduce every joint's law to at most ``law`` ("config" keeps them, "none" removes them)."""
     if law == "config":
         return robot
     changed = {}
@@ -54,10 +54,7 @@ def override_friction(robot: RobotModel, law: str) -> RobotModel:
         if law == "none" or j.friction is None:
             changed[j.name] = None
             continue
-        try:
-            changed[j.name] = type(j.friction)(law=simplify_law(j.friction.law, law), load=j.friction.load)
-        except ConfigError as exc:
-            raise ConfigError(f"--friction {law}: {exc.reason}", file=robot.source, field=f"joints.{j.name}.friction") from None
+        changed[j.name] = dataclasses.replace(j.friction, law=simplify_law(j.friction.law, law))
     return robot.with_friction(changed)
 
 
@@ -79,10 +76,6 @@ def format_summary(ff: FeedforwardResult, elapsed_s: float) -> str:
         if peak > 1e-9:
             lines.append(f"  unactuated {name} would need up to {peak:.4g}: the trajectory is not realisable exactly")
     return "\n".join(lines)
-
-
-def warn(message: str) -> None:
-    print(f"mbctl: warning: {message}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

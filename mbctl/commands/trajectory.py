@@ -7,9 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ctrl.trajectory import Trajectory, constant_acceleration, limit_violations, quintic_rest_to_rest, write_trajectory
+from ctrl.trajectory import (
+    Trajectory,
+    constant_acceleration,
+    limit_violations,
+    quintic_rest_to_rest,
+    write_trajectory,
+)
 from dynamics.model import load_robot
-from mbctl.commands.feedforward import warn
+from mbctl.console import warn
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
 from mbctl.plots import FORMATS, plot_trajectory

@@ -1,11 +1,16 @@
-"""Progress lines on stderr for long computations (the numerics only call a callback)."""
+"""Messages for the command line on stderr: warnings and progress (numerics only call a callback)."""
 
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-__all__ = ["ProgressPrinter"]
+__all__ = ["ProgressPrinter", "warn"]
+
+
+def warn(message: str) -> None:
+    """Print ``mbctl: warning: <message>`` on stderr."""
+    print(f"mbctl: warning: {message}", file=sys.stderr)
 
 
 class ProgressPrinter:
