@@ -1,0 +1,169 @@
+"""The emulated Dynamixel bus: the official SDK talks to it; the driver classifies every fault."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
+
+from hardware.drive_config import BusConfig, DriveUnits
+from hardware.dynamixel import DynamixelBus
+from hardware.emulator import DriveEmulator, Faults
+from hardware.interface import CommandMode, CommunicationError, DriveFault, DriveTimeout, JointCommand
+from hardware.xseries import REGISTERS, HardwareErrorBit, OperatingMode
+
+
+class Inertia:
+    """Two independent joints: inertia J (kg m^2) and viscous damping b (N m s/rad)."""
+
+    def __init__(self, n: int = 2, J: float = 0.01, b: float = 0.05):
+        self.q, self.dq, self.J, self.b = np.zeros(n), np.zeros(n), J, b
+
+    def step(self, tau, dt):
+        self.dq += dt * (tau - self.b * self.dq) / self.J
+        self.q += dt * self.dq
+
+    def state(self):
+        return self.q.copy(), self.dq.copy()
+
+
+def make_bus(watchdog_s: float = 0.1) -> BusConfig:
+    n = 2
+    units = DriveUnits(
+        ids=np.array([1, 2]),
+        torque_constant=np.full(n, 1.78),
+        gear_ratio=np.array([1.0, 3.0]),
+        zero_count=np.full(n, 2048.0),
+        direction=np.array([1.0, -1.0]),
+        current_unit_A=np.full(n, 2.69e-3),
+        current_limit_A=np.full(n, 3.2),
+    )
+    return BusConfig(port=None, baudrate=4000000, latency_s=1e-3, return_delay_s=0.0, bus_watchdog_s=watchdog_s, units=units)
+
+
+@pytest.fixture
+def emulator():
+    with DriveEmulator(make_bus(), Inertia()) as emu:
+        yield emu
+
+
+def test_official_sdk_client_pings_reads_and_writes(emulator):
+    """ROBOTIS' dynamixel_sdk, unchanged, pings, reads and writes the emulated servos."""
+    port, ph = PortHandler(emulator.port_name), PacketHandler(2.0)
+    assert port.openPort() and port.setBaudRate(4000000)
+    try:
+        model, result, error = ph.ping(port, 2)
+        assert (result, error, model) == (COMM_SUCCESS, 0, 1020)
+        result, error = ph.write1ByteTxRx(port, 2, REGISTERS["operating_mode"].address, OperatingMode.CURRENT)
+        assert (result, error) == (COMM_SUCCESS, 0)
+        mode, result, error = ph.read1ByteTxRx(port, 2, REGISTERS["operating_mode"].address)
+        assert (mode, result, error) == (OperatingMode.CURRENT, COMM_SUCCESS, 0)
+        _, result, error = ph.read4ByteTxRx(port, 1, REGISTERS["present_position"].address)
+        assert result == COMM_SUCCESS
+        # writing a read-only register is refused with an access error (7)
+        result, error = ph.write4ByteTxRx(port, 1, REGISTERS["present_position"].address, 5)
+        assert (result, error) == (COMM_SUCCESS, 7)
+        _, result, _ = ph.ping(port, 9)  # nobody answers for an absent ID
+        assert result != COMM_SUCCESS
+    finally:
+        port.closePort()
+
+
+def test_driver_round_trip_in_si_units(emulator):
+    """Torque commands reach the plant through current units; state comes back in rad, rad/s, N m."""
+    bus = DynamixelBus(("a", "b"), make_bus(), port=emulator.port_name)
+    tau = np.array([0.3, -0.2])
+    with bus:
+        bus.enable()
+        for _ in range(50):
+            state = bus.read()
+            bus.write(JointCommand.torque(tau))
+        state = bus.read()
+    assert np.allclose(state.effort, tau, atol=0.01)  # one current unit is 4.8 mN m
+    q_true, _ = emulator.plant.state()
+    assert np.allclose(state.q, q_true, atol=2 * np.pi / 4096 / np.array([1, 3]))  # encoder resolution
+    assert np.sign(state.q).tolist() == [1.0, -1.0]
+    assert not emulator.servo(0).torque_on  # the context manager turned torque off
+    assert bus.comm_errors == {}
+
+
+@pytest.mark.parametrize(
+    "faults, kind, error",
+    [
+        (Faults(drop_reply=1.0), "no_reply", CommunicationError),
+        (Faults(corrupt_crc=1.0), "crc", CommunicationError),
+    ],
+)
+def test_faulty_replies_are_classified(faults, kind, error):
+    with DriveEmulator(make_bus(), Inertia()) as emu:
+        bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
+        bus.open()
+        emu.faults = faults
+        with pytest.raises(error) as info:
+            bus.read()
+        assert info.value.kind == kind and bus.comm_errors[kind] == 1
+        bus.close()
+
+
+def test_partial_reply_is_a_timeout():
+    with DriveEmulator(make_bus(), Inertia()) as emu:
+        bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
+        bus.open()
+        emu.faults = Faults(delay_s=0.02)  # the reply arrives after the 4 ms timeout
+        with pytest.raises(CommunicationError) as info:
+            bus.read()
+        assert info.value.kind in ("no_reply", "timeout")
+        bus.close()
+
+
+def test_hardware_error_raises_drive_fault_and_torque_is_off(emulator):
+    bus = DynamixelBus(("a", "b"), make_bus(), port=emulator.port_name)
+    with bus:
+        bus.enable()
+        bus.read()
+        emulator.inject_hardware_error(1, HardwareErrorBit.OVERLOAD)
+        with pytest.raises(DriveFault) as info:
+            bus.read()
+    assert info.value.joint == "b" and "overload" in str(info.value)
+    assert bus.comm_errors["alert"] == 1 and not emulator.servo(1).torque_on
+
+
+def test_bus_watchdog_stops_a_silent_host(emulator):
+    """No packets for longer than the Bus Watchdog: the servo stops and refuses goals until cleared."""
+    import time
+
+    bus = DynamixelBus(("a", "b"), make_bus(watchdog_s=0.04), port=emulator.port_name)
+    bus.open()
+    bus.enable()
+    bus.write(JointCommand.torque(np.array([0.2, 0.2])))
+    time.sleep(0.15)
+    emulator.advance()
+    servo = emulator.servo(0)
+    assert servo.get("bus_watchdog") == -1 and not servo.torque_on and emulator.stats.watchdog_fired == 2
+    with pytest.raises(CommunicationError):
+        bus._write_each("goal_current", [10, 10])  # refused: data range error until the watchdog is cleared
+    bus.close()
+
+
+def test_disconnected_port_is_a_port_error():
+    emu = DriveEmulator(make_bus(), Inertia()).start()
+    bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
+    bus.open()
+    emu.disconnect()
+    with pytest.raises(CommunicationError) as info:
+        for _ in range(3):
+            bus.read()
+    assert info.value.kind in ("port", "no_reply")
+    bus.disable()  # never raises
+    bus.close()
+
+
+def test_torque_commands_beyond_the_current_limit_are_saturated_and_counted(emulator):
+    bus = DynamixelBus(("a", "b"), make_bus(), port=emulator.port_name)
+    with bus:
+        bus.enable()
+        bus.write(JointCommand.torque(np.array([100.0, 0.0])))
+        assert bus.saturated == 1
+        with pytest.raises(ValueError, match="torque mode"):
+            bus.write(JointCommand.velocity(np.zeros(2)))
+    assert DynamixelBus(("a", "b"), make_bus(), port="x", mode=CommandMode.POSITION).mode is CommandMode.POSITION
