@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ctrl.feedforward import ENGINES, FeedforwardResult, feedforward, write_torques
+from ctrl.settings import control_settings
 from ctrl.trajectory import limit_violations, read_trajectory
 from dynamics.friction import LAWS, simplify_law
 from dynamics.model import RobotModel, load_robot
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot, FORMATS)
     robot = override_friction(load_robot(args.config), args.friction)
+    control_settings(robot)  # a bad [control] table is reported even where no controller is built
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
