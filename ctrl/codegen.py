@@ -169,6 +169,7 @@ class CompiledFunction:
 
     For the last microsecond, write into :attr:`inputs`, call :meth:`eval` and read
     :attr:`outputs` (overwritten by the next evaluation): no allocation at all.
+    The buffers make an instance single-threaded: use one per thread.
 
     Attributes:
         function: The CasADi function (dense inputs and outputs).
