@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from ctrl.casadi_inverse import CasadiInverseDynamics
 from dynamics.friction import JointFriction, LuGre
 from dynamics.inverse import InverseDynamics
 from dynamics.joint_load import Bearing3D
@@ -80,6 +81,11 @@ def main() -> None:
             cost = median_seconds(lambda ff=ff: ff(q, dq, ddq, t), args.repeat) / n
             shown = "1" if threads == 1 else "auto"
             print(f"{label:<50}{shown:>8}{cost * 1e6:>11.3f}{cost / reference:>7.2f}x")
+    casadi_cases = [("--engine casadi: stribeck friction", {}), ("--engine casadi: reactions of every joint", {"reactions": True})]
+    for label, options in casadi_cases:
+        ff = CasadiInverseDynamics(robot, **options)
+        cost = median_seconds(lambda ff=ff: ff(q, dq, ddq, t), args.repeat) / n
+        print(f"{label:<50}{'1':>8}{cost * 1e6:>11.3f}{cost / reference:>7.2f}x")
     print("targets: <= 1.5x without load-dependent friction, <= 3x with (threads=1 is the like-for-like figure)")
 
 

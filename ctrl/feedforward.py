@@ -21,12 +21,15 @@ from typing import Literal
 
 import numpy as np
 
+from ctrl.casadi_inverse import CasadiInverseDynamics
 from ctrl.trajectory import Trajectory
 from dynamics.inverse import InverseDynamics, InverseDynamicsResult
 from dynamics.model import RobotModel
 from mbctl.fileio import write_csv
 
-__all__ = ["FeedforwardResult", "JointTorqueStats", "feedforward", "torque_table", "write_torques"]
+__all__ = ["FeedforwardResult", "JointTorqueStats", "feedforward", "torque_table", "write_torques", "ENGINES"]
+
+ENGINES = ("pinocchio", "casadi")
 
 WRENCH_AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -97,11 +100,20 @@ def feedforward(
     reactions: bool = False,
     lugre: Literal["dynamic", "steady"] = "dynamic",
     progress: Callable[[int, int], None] | None = None,
+    engine: Literal["pinocchio", "casadi"] = "pinocchio",
 ) -> FeedforwardResult:
-    """Inverse dynamics with friction along ``trajectory`` (which must cover every DOF)."""
+    """Inverse dynamics with friction along ``trajectory`` (which must cover every DOF).
+
+    ``engine="pinocchio"`` runs :class:`~dynamics.inverse.InverseDynamics` (batched
+    pinocchio RNEA); ``"casadi"`` the same quantities from the CasADi mirror
+    (:class:`~ctrl.casadi_inverse.CasadiInverseDynamics`); they agree to round-off.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     q, dq, ddq = trajectory.columns(robot.joint_names)
     ordered = Trajectory(t=trajectory.t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq)
-    result = InverseDynamics(robot, reactions=reactions, lugre=lugre)(q, dq, ddq, trajectory.t, progress=progress)
+    engine_cls = InverseDynamics if engine == "pinocchio" else CasadiInverseDynamics
+    result = engine_cls(robot, reactions=reactions, lugre=lugre)(q, dq, ddq, trajectory.t, progress=progress)
     return FeedforwardResult(robot=robot, trajectory=ordered, dynamics=result)
 
 

@@ -1,5 +1,5 @@
-"""Physics of mbctl: robot models, friction, inverse dynamics (and later flexibility,
-constraints, simulation and the symbolic CasADi mirror).
+"""Physics of mbctl: robot models, friction, inverse dynamics, the symbolic CasADi
+mirror (and later flexibility, constraints and simulation).
 
 This package imports none of ``ctrl``, ``hardware`` or ``identification``.
 """
@@ -14,6 +14,7 @@ from dynamics.friction import (
 from dynamics.inverse import InverseDynamics, InverseDynamicsResult, inverse_dynamics
 from dynamics.joint_load import Bearing3D, Journal2D
 from dynamics.model import Joint, JointLimits, RobotModel, load_robot
+from dynamics.symbolic import SymbolicDynamics
 
 __all__ = [
     "Bearing3D",
@@ -27,6 +28,7 @@ __all__ = [
     "LuGre",
     "RobotModel",
     "Stribeck",
+    "SymbolicDynamics",
     "inverse_dynamics",
     "load_robot",
     "motion_direction",

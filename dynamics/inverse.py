@@ -34,7 +34,7 @@ from dynamics.model import RobotModel
 from dynamics.wrench_model import WrenchModel, rnea_batch
 from mbctl.errors import DataError
 
-__all__ = ["InverseDynamics", "InverseDynamicsResult", "inverse_dynamics"]
+__all__ = ["InverseDynamics", "InverseDynamicsResult", "inverse_dynamics", "lugre_states"]
 
 Progress = Callable[[int, int], None]
 
@@ -165,7 +165,7 @@ class InverseDynamics:
             if isinstance(law, LuGre) and self.lugre == "dynamic":
                 if t is None:
                     raise DataError("sample times are needed to integrate LuGre states (or use lugre='steady')", field="t")
-                z = _lugre_states(law, v, np.asarray(t, dtype=float))
+                z = lugre_states(law, v, np.asarray(t, dtype=float))
                 state[:, j.idx_v] = z
                 tau_friction[:, j.idx_v] = law.torque(v, z, load)
             else:
@@ -182,7 +182,7 @@ class InverseDynamics:
         )
 
 
-def _lugre_states(law: LuGre, v: np.ndarray, t: np.ndarray) -> np.ndarray:
+def lugre_states(law: LuGre, v: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Bristle states along sampled velocities, from ``z = 0`` at the first sample.
 
     Between samples the velocity is taken constant at the interval midpoint, for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,16 @@ from dynamics.model import RobotModel, load_robot
 from mbctl.cli import main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def codegen_cache(tmp_path_factory) -> Iterator[Path]:
+    """Compiled controllers go to a per-session directory, never to the user's cache."""
+    path = tmp_path_factory.mktemp("codegen")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MBCTL_CODEGEN_CACHE", str(path))
+    yield path
+    mp.undo()
 
 
 @pytest.fixture(scope="session")

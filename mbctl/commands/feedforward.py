@@ -7,7 +7,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ctrl.feedforward import FeedforwardResult, feedforward, write_torques
+from ctrl.feedforward import ENGINES, FeedforwardResult, feedforward, write_torques
+from ctrl.settings import control_settings
 from ctrl.trajectory import limit_violations, read_trajectory
 from dynamics.friction import LAWS, simplify_law
 from dynamics.model import RobotModel, load_robot
@@ -41,6 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("dynamic", "steady"),
         default="dynamic",
         help="integrate LuGre states along the trajectory (default) or use their steady state",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="pinocchio",
+        help="pinocchio's batched RNEA (default) or the CasADi mirror of the model (same numbers, slower)",
     )
     p.set_defaults(run=run)
 
@@ -83,11 +90,14 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot, FORMATS)
     robot = override_friction(load_robot(args.config), args.friction)
+    control_settings(robot)  # a bad [control] table is reported even where no controller is built
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     start = time.perf_counter()
-    ff = feedforward(robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"))
+    ff = feedforward(
+        robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"), engine=args.engine
+    )
     elapsed = time.perf_counter() - start
     write_torques(args.out, ff)
     if args.plot:

@@ -1,0 +1,174 @@
+"""Joint-space control laws as CasADi functions, built once, with explicit saturation.
+
+Every law is one CasADi ``Function`` with the same signature, so a control loop can
+swap them by name::
+
+    (q, dq, q_d, dq_d, ddq_d, z) -> (tau, tau_demand, saturated)
+
+``q, dq`` are the measured DOF positions and velocities (rad, rad/s or m, m/s),
+``q_d, dq_d, ddq_d`` the desired trajectory sample, ``z`` the LuGre bristle states
+(rad or m; ignored by joints without a LuGre law). With ``e = q_d - q``,
+``de = dq_d - dq`` and ``ID(q, dq, ddq, z)`` the inverse dynamics with friction of
+:class:`~dynamics.symbolic.SymbolicDynamics` (rigid ``M(q) ddq + h(q, dq)`` plus each
+joint's friction law, loaded by the joint reactions of the same motion):
+
+| law | ``tau_demand`` | gains |
+|---|---|---|
+| ``feedforward`` | ``ID(q_d, dq_d, ddq_d, z)`` | none |
+| ``computed-torque`` | ``ID(q, dq, a, z)``, ``a = ddq_d + Kd de + Kp e`` | ``[control.computed-torque]`` (1/s², 1/s) |
+| ``pd-gravity`` | ``Kp e + Kd de + g(q)`` | ``[control.pd]`` (N·m/rad, N·m·s/rad) |
+| ``pd-feedforward`` | ``ID(q_d, dq_d, ddq_d, z) + Kp e + Kd de`` | ``[control.pd]`` |
+
+Computed torque is evaluated as one RNEA pass at the reference acceleration ``a``,
+which equals ``M(q) a + h(q, dq)``; its friction uses the measured velocity (and
+``a`` for the sign at rest), so on an exact model the error obeys
+``e'' + Kd e' + Kp e = 0``.
+
+**Saturation** is explicit: ``tau = clip(tau_demand, -limit, limit)`` with the
+``[control]`` saturation level of each DOF (default its effort limit; none when the
+limit is infinite; 0 for unactuated DOF), and ``saturated`` is 1.0 exactly where
+``|tau_demand| > limit``, 0.0 elsewhere. Nothing is clipped without being flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+
+from ctrl.batch import map_rows
+from ctrl.codegen import CompiledFunction, compile_function
+from ctrl.settings import ControlSettings, control_settings
+from dynamics.model import RobotModel
+from dynamics.symbolic import SymbolicDynamics
+from mbctl.errors import DataError
+
+__all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "INPUTS", "OUTPUTS"]
+
+LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
+INPUTS = ("q", "dq", "q_d", "dq_d", "ddq_d", "z")
+OUTPUTS = ("tau", "tau_demand", "saturated")
+
+
+@dataclass(frozen=True)
+class ControlBatch:
+    """A control law evaluated along a trajectory; arrays (N, nv) in DOF order.
+
+    Attributes:
+        tau: Saturated torques (N·m or N).
+        tau_demand: Torques the law asked for before saturation.
+        saturated: True where ``tau`` was clipped.
+    """
+
+    tau: np.ndarray
+    tau_demand: np.ndarray
+    saturated: np.ndarray
+
+    @property
+    def saturated_samples(self) -> int:
+        """Number of samples in which at least one DOF was clipped."""
+        return int(self.saturated.any(axis=1).sum())
+
+
+@dataclass(frozen=True, eq=False)
+class Controller:
+    """One control law of one robot.
+
+    Attributes:
+        law: One of :data:`LAWS`.
+        robot: The robot.
+        function: ``(q, dq, q_d, dq_d, ddq_d, z) -> (tau, tau_demand, saturated)``.
+        settings: Gains and saturation levels it was built with.
+    """
+
+    law: str
+    robot: RobotModel
+    function: ca.Function
+    settings: ControlSettings
+
+    def compile(self, cache: str | Path | None = None) -> CompiledFunction:
+        """The law as compiled C (:func:`ctrl.codegen.compile_function`)."""
+        return compile_function(self.function, cache=cache)
+
+    def batch(
+        self,
+        q: np.ndarray,
+        dq: np.ndarray,
+        q_d: np.ndarray,
+        dq_d: np.ndarray,
+        ddq_d: np.ndarray,
+        z: np.ndarray | None = None,
+        *,
+        threads: int = 1,
+    ) -> ControlBatch:
+        """Evaluate on N samples at once (CasADi ``map``); each input (N, nv), ``z`` optional (zeros).
+
+        Raises:
+            DataError: For wrongly shaped or non-finite inputs.
+        """
+        nv = self.robot.nv
+        arrays = [q, dq, q_d, dq_d, ddq_d, np.zeros_like(np.asarray(q, dtype=float)) if z is None else z]
+        arrays = [np.asarray(x, dtype=float) for x in arrays]
+        n = arrays[0].shape[0] if arrays[0].ndim == 2 else -1
+        for name, x in zip(INPUTS, arrays):
+            if x.shape != (n, nv):
+                raise DataError(f"must have shape (samples, {nv}), got {x.shape}", field=name)
+            if not np.isfinite(x).all():
+                raise DataError("holds non-finite values", field=name)
+        tau, demand, flags = map_rows(self.function, arrays, threads=threads)
+        return ControlBatch(tau=tau, tau_demand=demand, saturated=flags > 0.5)
+
+
+def _saturate(demand: ca.SX, limits: np.ndarray) -> tuple[ca.SX, ca.SX]:
+    tau, flags = [], []
+    for k, limit in enumerate(limits):
+        if np.isinf(limit):
+            tau.append(demand[k])
+            flags.append(ca.SX(0.0))
+        else:
+            tau.append(ca.fmin(ca.fmax(demand[k], -float(limit)), float(limit)))
+            flags.append(ca.fabs(demand[k]) > float(limit))
+    return ca.vertcat(*tau), ca.vertcat(*flags)
+
+
+def build_controller(
+    robot: RobotModel,
+    law: str,
+    *,
+    settings: ControlSettings | None = None,
+    dynamics: SymbolicDynamics | None = None,
+) -> Controller:
+    """Build the CasADi function of ``law`` for ``robot`` (see the module docstring).
+
+    Args:
+        settings: Gains and saturation levels (default: the robot's ``[control]`` table).
+        dynamics: A :class:`SymbolicDynamics` of ``robot`` to reuse (default: a new one,
+            LuGre friction with its state).
+
+    Raises:
+        ConfigError: If the law needs gains the ``[control]`` table does not give.
+        ValueError: For an unknown law.
+    """
+    if law not in LAWS:
+        raise ValueError(f"unknown control law {law!r} (expected one of: {', '.join(LAWS)})")
+    settings = control_settings(robot) if settings is None else settings
+    sd = SymbolicDynamics(robot) if dynamics is None else dynamics
+    q, dq, q_d, dq_d, ddq_d, z = (ca.SX.sym(name, robot.nv) for name in INPUTS)
+    e, de = q_d - q, dq_d - dq
+    if law == "feedforward":
+        demand = sd.inverse_dynamics(q_d, dq_d, ddq_d, z)[0]
+    elif law == "computed-torque":
+        g = settings.require("computed-torque")
+        a = ddq_d + ca.DM(g.kd) * de + ca.DM(g.kp) * e
+        demand = sd.inverse_dynamics(q, dq, a, z)[0]
+    elif law == "pd-gravity":
+        g = settings.require("pd")
+        demand = ca.DM(g.kp) * e + ca.DM(g.kd) * de + sd.gravity(q)
+    else:
+        g = settings.require("pd")
+        demand = sd.inverse_dynamics(q_d, dq_d, ddq_d, z)[0] + ca.DM(g.kp) * e + ca.DM(g.kd) * de
+    tau, flags = _saturate(demand, settings.effort)
+    function = ca.Function(law.replace("-", "_"), [q, dq, q_d, dq_d, ddq_d, z], [tau, demand, flags], list(INPUTS), list(OUTPUTS))
+    return Controller(law=law, robot=robot, function=function, settings=settings)
