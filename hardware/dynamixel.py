@@ -17,11 +17,13 @@ SDK traits handled here: its reply timeout is ``bytes*t_byte + 2*16 ms + 2 ms``
 (a hard-coded 16 ms USB latency timer), so a missing reply costs ~34 ms; the port
 handler below uses ``latency_ms`` from the TOML instead (set it to the adapter's
 latency timer, 1 ms for a low-latency FTDI, and the loop's watchdog budget to
-match). The SDK busy-polls while waiting for a reply.
+match). The SDK busy-polls while waiting for a reply; the port handler below
+waits in ``select`` instead.
 """
 
 from __future__ import annotations
 
+import select
 import termios
 import time
 from collections import Counter
@@ -61,7 +63,7 @@ class LatencyPortHandler(PortHandler):
     """The SDK's port handler with the USB latency timer as a parameter.
 
     Reply timeout: ``bytes*t_byte + 2*latency + 2 ms`` instead of the SDK's fixed
-    ``2*16 ms``; polling yields the CPU between empty reads.
+    ``2*16 ms``; between empty reads it waits for data in the kernel instead of spinning.
     """
 
     def __init__(self, port_name: str, latency_s: float):
@@ -71,9 +73,12 @@ class LatencyPortHandler(PortHandler):
     def readPort(self, length: int) -> bytes:  # noqa: N802 (SDK name)
         data = self.ser.read(length)
         if not data:
-            # the SDK polls this in a tight loop; yield the CPU (and the GIL, which an
-            # in-process emulator thread needs to answer) instead of spinning
-            time.sleep(0)
+            # the SDK polls this in a tight loop; wait in the kernel for the next byte
+            # instead (at most 1 ms, and never past the reply timeout), which frees the
+            # CPU for the rest of the loop, other processes or an in-process emulator
+            remaining_s = (self.packet_timeout - self.getTimeSinceStart()) * 1e-3
+            if remaining_s > 0:
+                select.select([self.ser.fileno()], [], [], min(remaining_s, 1e-3))
         return data
 
     def setPacketTimeout(self, packet_length: int) -> None:  # noqa: N802 (SDK name)

@@ -182,7 +182,8 @@ class DriveEmulator:
         timing: Delay replies like a real bus (bytes at the baud rate plus each
             servo's Return Delay Time).
         gains: Emulated servo-loop gains.
-        step_s: Longest plant step between two commands (s).
+        step_s: Plant chunk (s): the emulated servos sample and update their outputs
+            this often.
     """
 
     def __init__(
@@ -193,7 +194,7 @@ class DriveEmulator:
         faults: Faults | None = None,
         timing: bool = False,
         gains: ServoLoopGains | None = None,
-        step_s: float = 1e-3,
+        step_s: float = 5e-4,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.bus = bus
@@ -294,18 +295,25 @@ class DriveEmulator:
             out[k] = np.clip(i, -u.current_limit_A[k], u.current_limit_A[k])
         return out
 
-    def advance(self, now: float | None = None) -> None:
-        """Run the plant up to ``now`` (default: the clock) with the servos' outputs."""
+    def advance(self, now: float | None = None, max_chunks: int | None = None) -> None:
+        """Run the plant towards ``now`` (default: the clock) in chunks of at most ``step_s``.
+
+        Each chunk holds the servos' output currents, then refreshes the present
+        values: like a servo's internal loop, sampling runs on its own clock, and
+        replies carry the latest sample. ``max_chunks`` bounds the work of one call.
+        """
         now = self.clock() if now is None else now
         with self._lock:
             self._check_watchdogs(now)
-            while now - self._t_plant > 1e-9:
+            chunks = 0
+            while now - self._t_plant > 1e-9 and (max_chunks is None or chunks < max_chunks):
                 dt = min(self.step_s, now - self._t_plant)
                 current = self._currents_A()
                 tau = self.units.direction * current * self.units.torque_constant * self.units.gear_ratio
                 self.plant.step(tau, dt)
                 self._t_plant += dt
                 self._last_current = current
+                chunks += 1
             self._update_present()
 
     def _update_present(self) -> None:
@@ -333,18 +341,18 @@ class DriveEmulator:
 
     # -- protocol ------------------------------------------------------------------------
     def _serve(self) -> None:
+        """Answer packets at once; between them, keep the plant within one chunk of the clock."""
         while not self._stop.is_set():
+            behind = self.clock() - self._t_plant
             try:
-                ready, _, _ = select.select([self._master], [], [], 0.001)
+                ready, _, _ = select.select([self._master], [], [], max(0.0, self.step_s - behind))
                 data = os.read(self._master, 4096) if ready else b""
             except OSError:
                 return
-            if data:
-                for packet in self.decoder.feed(data):
-                    self.advance()
-                    self._handle(packet)
-            else:
-                self.advance()
+            for packet in self.decoder.feed(data):
+                self._handle(packet)
+            if self.clock() - self._t_plant >= self.step_s or not data:
+                self.advance(max_chunks=1)
 
     def _contact(self, servo: _Servo) -> None:
         servo.last_contact = self.clock()

@@ -41,6 +41,18 @@ def make_bus(watchdog_s: float = 0.1) -> BusConfig:
     return BusConfig(port=None, baudrate=4000000, latency_s=1e-3, return_delay_s=0.0, bus_watchdog_s=watchdog_s, units=units)
 
 
+def wait_until(condition, timeout_s: float = 1.0) -> bool:
+    """Poll ``condition``: a sync write gets no reply, so the emulator applies it a moment later."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(1e-3)
+    return True
+
+
 @pytest.fixture
 def emulator():
     with DriveEmulator(make_bus(), Inertia()) as emu:
@@ -83,7 +95,7 @@ def test_driver_round_trip_in_si_units(emulator):
     q_true, _ = emulator.plant.state()
     assert np.allclose(state.q, q_true, atol=2 * np.pi / 4096 / np.array([1, 3]))  # encoder resolution
     assert np.sign(state.q).tolist() == [1.0, -1.0]
-    assert not emulator.servo(0).torque_on  # the context manager turned torque off
+    assert wait_until(lambda: not emulator.servo(0).torque_on)  # the context manager turned torque off
     assert bus.comm_errors == {}
 
 
@@ -125,7 +137,7 @@ def test_hardware_error_raises_drive_fault_and_torque_is_off(emulator):
         with pytest.raises(DriveFault) as info:
             bus.read()
     assert info.value.joint == "b" and "overload" in str(info.value)
-    assert bus.comm_errors["alert"] == 1 and not emulator.servo(1).torque_on
+    assert bus.comm_errors["alert"] == 1 and wait_until(lambda: not emulator.servo(1).torque_on)
 
 
 def test_bus_watchdog_stops_a_silent_host(emulator):
