@@ -14,16 +14,17 @@ def warn(message: str) -> None:
 
 
 class ProgressPrinter:
-    """Callable ``(done, total)`` that prints ``label: done/total (pct%)``.
+    """Callable ``(done, total)`` that prints ``label: done/total unit (pct%)``.
 
     Silent for jobs shorter than ``min_total`` samples. On a terminal the line is
     rewritten in place; otherwise one line per call.
     """
 
-    def __init__(self, label: str, min_total: int = 200_000, stream: TextIO | None = None):
+    def __init__(self, label: str, min_total: int = 200_000, stream: TextIO | None = None, unit: str = "samples"):
         self.label = label
         self.min_total = min_total
         self.stream = stream if stream is not None else sys.stderr
+        self.unit = unit
 
     def __call__(self, done: int, total: int) -> None:
         if total < self.min_total:
@@ -31,4 +32,4 @@ class ProgressPrinter:
         tty = self.stream.isatty()
         end = "\n" if not tty or done >= total else ""
         prefix = "\r" if tty else ""
-        print(f"{prefix}{self.label}: {done}/{total} samples ({100 * done / total:3.0f}%)", end=end, file=self.stream, flush=True)
+        print(f"{prefix}{self.label}: {done}/{total} {self.unit} ({100 * done / total:3.0f}%)", end=end, file=self.stream, flush=True)

@@ -15,11 +15,12 @@ from matplotlib.figure import Figure
 
 from ctrl.feedforward import FeedforwardResult
 from ctrl.trajectory import Trajectory
+from dynamics.simulate import SimulationResult
 from hardware.loop import RunSummary
 from mbctl.errors import InputError
 from mbctl.fileio import CsvTable, atomic_output, check_output
 
-__all__ = ["FORMATS", "plot_feedforward", "plot_run", "plot_trajectory", "plot_torque_tables", "save_figure"]
+__all__ = ["FORMATS", "plot_feedforward", "plot_run", "plot_simulation", "plot_trajectory", "plot_torque_tables", "save_figure"]
 
 FORMATS = (".png", ".pdf", ".svg")
 
@@ -128,4 +129,71 @@ def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Pat
         f"{title}\n{summary.stop_reason}; overruns {summary.overruns}/{summary.cycles}, "
         f"period p99 {summary.period_p99_us:.0f} µs, compute p99 {summary.compute_p99_us:.0f} µs"
     )
+    save_figure(fig, path)
+
+
+def plot_simulation(
+    run: SimulationResult, path: str | Path, title: str, tool_rows: Sequence[int] = (), tool_label: str = "tool"
+) -> None:
+    """Four panels: joint coordinates, tool path against its target, constraint
+    violation |Phi| (log scale) and constraint forces.
+
+    Args:
+        tool_rows: Constraint rows (one to three) of a frame-position constraint whose
+            actual value ``target + Phi`` is drawn against the target; a path in the
+            plane of the first two rows, or against time for a single row.
+    """
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    (ax_q, ax_path), (ax_phi, ax_f) = fig.subplots(2, 2)
+    for i, name in enumerate(run.joint_names):
+        ax_q.plot(run.t, run.q[:, i], label=name)
+    ax_q.set_xlabel("t [s]")
+    ax_q.set_ylabel("q [rad, m]")
+    ax_q.set_title("joint coordinates")
+    ax_q.legend(loc="best", fontsize="small")
+
+    rows = list(tool_rows)
+    if rows:
+        actual = run.target[:, rows] + run.phi[:, rows]
+        names = [run.row_names[r].rsplit(".", 1)[-1] for r in rows]
+        if len(rows) >= 2:
+            ax_path.plot(run.target[:, rows[0]], run.target[:, rows[1]], "k--", lw=1, label="target")
+            ax_path.plot(actual[:, 0], actual[:, 1], color="C0", lw=1.2, label=tool_label)
+            ax_path.plot(actual[0, 0], actual[0, 1], "o", color="C0", ms=4, label="start")
+            ax_path.set_xlabel(f"{names[0]} [m]")
+            ax_path.set_ylabel(f"{names[1]} [m]")
+            ax_path.set_aspect("equal", adjustable="datalim")
+        else:
+            ax_path.plot(run.t, run.target[:, rows[0]], "k--", lw=1, label="target")
+            ax_path.plot(run.t, actual[:, 0], color="C0", label=tool_label)
+            ax_path.set_xlabel("t [s]")
+            ax_path.set_ylabel(f"{names[0]} [m]")
+        ax_path.legend(loc="best", fontsize="small")
+        ax_path.set_title(f"{tool_label} path against target")
+    else:  # no tool path: show how far the constraint Jacobian is from singular
+        ax_path.semilogy(run.t, run.sigma_ratio, color="C0")
+        ax_path.set_xlabel("t [s]")
+        ax_path.set_ylabel("s_r / s_1 of the constraint Jacobian")
+        ax_path.set_title("distance from a singular configuration")
+        ax_path.grid(alpha=0.3)
+
+    floor = 1e-16  # below double-precision resolution of positions of order 1
+    for i, name in enumerate(run.row_names):
+        values = np.abs(run.phi[:, i]) if not np.isnan(run.phi[:, i]).all() else np.abs(run.dphi[:, i])
+        ax_phi.semilogy(run.t, np.maximum(values, floor), label=name, lw=1)
+    ax_phi.set_xlabel("t [s]")
+    ax_phi.set_ylabel("|Phi| [m, rad]  (|dPsi| for velocity rows)")
+    ax_phi.set_title("constraint violation")
+    if run.row_names:
+        ax_phi.legend(loc="best", fontsize="small")
+
+    for i, name in enumerate(run.joint_names):
+        ax_f.plot(run.t, run.tau_c[:, i], label=name, lw=1)
+    ax_f.set_xlabel("t [s]")
+    ax_f.set_ylabel("Q_c [N·m, N]")
+    ax_f.set_title("generalized constraint forces")
+    ax_f.legend(loc="best", fontsize="small")
+    for ax in (ax_q, ax_phi, ax_f):
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
     save_figure(fig, path)

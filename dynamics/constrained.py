@@ -1,0 +1,720 @@
+"""Constrained dynamics: accelerations and constraint forces, by Lagrange, Udwadia–Kalaba or null space.
+
+The robot obeys ``M(q) ddq + h(q, dq) = Q + Q_c`` subject to the stacked constraint
+rows ``A ddq = b`` with ``A = Phi_q`` and ``b`` = the stabilized right-hand side
+(:class:`Baumgarte`). ``Q`` collects the force elements (friction, later springs and
+drives), ``Q_c`` is the generalized constraint force (N·m or N per DOF). Writing
+``f = Q - h``:
+
+- ``"lagrange"``: the index-1 KKT system
+  ``[[M, A^T], [A, 0]] [ddq; lambda] = [f; b]``. **Sign convention:**
+  ``Q_c = -A^T lambda``; a row's ``lambda`` is the force (N, N·m) that pushes the
+  system towards decreasing ``Phi``. Redundant rows are eliminated first (the rows
+  named in ``eliminate``, or those QR with column pivoting of ``A^T`` finds dependent
+  at the initial state); their multipliers are zero.
+- ``"udwadia-kalaba"``: with ``M = L L^T`` (Cholesky), ``a = M^-1 f``,
+  ``X = A L^-T``: ``ddq = a + L^-T X^+ (b - A a)``, ``Q_c = L X^+ (b - A a)``, the
+  Moore–Penrose inverse handling redundant rows. The minimum-norm multipliers
+  ``lambda = -(X X^T)^+ (b - A a)`` satisfy ``Q_c = -A^T lambda`` and are reported.
+  Only this solver offers the damped (robust) mode: near singular configurations
+  ``X^+`` uses ``s/(s^2 + mu^2)`` with ``mu = damping*s_max`` instead of ``1/s``.
+- ``"nullspace"``: independent coordinates. The coordinates split into dependent
+  ``q_d`` (r of them) and independent ``q_i``, picked by QR with column pivoting of
+  ``A`` at every evaluation or named by the user; with ``V = [I; -A_d^-1 A_i]``
+  (a basis of the null space of ``A``) and a particular solution ``ddq_p``
+  (``A_d ddq_p,d = b``, ``ddq_p,i = 0``) the reaction-free equations are
+  ``V^T M V ddq_i = V^T (f - M ddq_p)``. ``Q_c = M ddq - f``; no multipliers.
+
+All three give the same ``ddq`` for consistent constraints, and the Lagrange and
+Udwadia–Kalaba forces agree (for independent rows, also their multipliers).
+
+**Checks.** At every evaluation the singular values ``s_1 >= s_2 >= ...`` of ``A``
+are compared with the rank ``r`` found at the initial state: ``s_r < tolerance*s_1``
+(or, when the constraints fix every DOF, a sign change of ``det A``) means a
+near-singular constraint Jacobian (e.g. a SCARA stretched out under a position
+constraint) and raises :class:`SingularConstraintError` with the time and
+configuration, unless the damped mode is chosen (then only near-singular
+evaluations use damped least squares). A residual ``|A ddq - b|`` above
+``consistency_tolerance`` (relative) means the rows contradict each other and
+raises :class:`InconsistentConstraintsError`.
+
+**Unactuated DOF.** The part of ``Q_c`` due to programmed constraints,
+``-A_prog^T lambda_prog`` (minimum-norm multipliers for the null-space solver), is
+what the drives must supply; its components on unactuated joints are reported
+(``programmed_force``), never silently given to actuators.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pinocchio as pin
+import scipy.linalg
+import scipy.linalg.blas
+import scipy.linalg.lapack
+
+from dynamics.constraints import Constraint, ConstraintEvaluationError, ConstraintSet
+from dynamics.forces import ForceElement
+from dynamics.frames import KinematicState
+from dynamics.model import RobotModel
+from mbctl.errors import ConfigError
+
+__all__ = [
+    "SOLVERS",
+    "Baumgarte",
+    "ConstrainedDynamics",
+    "ConstrainedState",
+    "InconsistentConstraintsError",
+    "SingularConstraintError",
+    "SingularityPolicy",
+    "lagrange",
+    "nullspace",
+    "udwadia_kalaba",
+]
+
+SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")
+Solver = Literal["udwadia-kalaba", "lagrange", "nullspace"]
+
+
+class SingularConstraintError(ConfigError):
+    """The constraint Jacobian lost rank during a run.
+
+    Attributes:
+        time: Time of the detection (s), when known.
+        q: Configuration at the detection (nv,), when known.
+    """
+
+    def __init__(self, reason: str, *, file=None, field=None, time: float | None = None, q: np.ndarray | None = None):
+        super().__init__(reason, file=file, field=field)
+        self.time = time
+        self.q = None if q is None else np.array(q, dtype=float)
+
+
+class InconsistentConstraintsError(ConfigError):
+    """The constraint rows cannot hold together."""
+
+
+# ---------------------------------------------------------------------------- solvers
+
+
+def lagrange(M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve ``[[M, A^T], [A, 0]] [ddq; lambda] = [f; b]``; rows of ``A`` independent.
+
+    Returns:
+        ``(ddq, lambda)``; the constraint force is ``-A^T lambda``.
+
+    Raises:
+        numpy.linalg.LinAlgError: If the KKT matrix is singular.
+    """
+    n, m = M.shape[0], A.shape[0]
+    K = np.zeros((n + m, n + m))
+    K[:n, :n] = M
+    K[:n, n:] = A.T
+    K[n:, :n] = A
+    x = np.linalg.solve(K, np.concatenate([f, b]))
+    return x[:n], x[n:]
+
+
+def udwadia_kalaba(
+    M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray, rcond: float = 1e-9, damping: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Udwadia–Kalaba in Cholesky-factor form (see module docstring).
+
+    Args:
+        rcond: Singular values of ``X = A L^-T`` below ``rcond*s_max`` count as zero.
+        damping: 0 for the Moore–Penrose inverse; > 0 replaces ``1/s`` by
+            ``s/(s^2 + mu^2)``, ``mu = damping*s_max`` (damped least squares).
+
+    Returns:
+        ``(ddq, Q_c, lambda)`` with ``lambda`` the minimum-norm multipliers,
+        ``Q_c = -A^T lambda``.
+    """
+    # direct LAPACK/BLAS calls: at robot sizes the wrappers' overhead would dominate
+    L, info = scipy.linalg.lapack.dpotrf(M, lower=1, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError("the mass matrix is not positive definite")
+    a = scipy.linalg.lapack.dpotrs(L, f, lower=1)[0]
+    if A.shape[0] == 0:
+        return a, np.zeros_like(a), np.zeros(0)
+    X = scipy.linalg.blas.dtrsm(1.0, L, A.T, lower=1).T  # A L^-T
+    r = b - A @ a
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    smax = s[0] if s.size else 0.0
+    if damping > 0:
+        mu2 = (damping * smax) ** 2
+        s_inv = s / (s**2 + mu2)
+    else:
+        keep = s > rcond * smax
+        s_inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    Ur = U.T @ r
+    y = Vt.T @ (s_inv * Ur)  # X^+ r
+    ddq = a + scipy.linalg.blas.dtrsv(L, y, lower=1, trans=1)  # L^-T y
+    force = L @ y
+    lam = -(U @ (s_inv**2 * Ur))
+    return ddq, force, lam
+
+
+def nullspace(
+    M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray, independent: Sequence[int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Independent-coordinate (null-space) solution; rows of ``A`` independent.
+
+    Args:
+        independent: Indices of the independent coordinates (``nv - rows`` of them);
+            None picks the dependent ones by QR with column pivoting of ``A``.
+
+    Returns:
+        ``(ddq, independent)``: accelerations and the independent coordinates used.
+
+    Raises:
+        numpy.linalg.LinAlgError: If ``A_d`` (columns of the dependent coordinates) is singular.
+    """
+    n, m = M.shape[0], A.shape[0]
+    is_dep = np.ones(n, dtype=bool)
+    if independent is None:
+        piv = scipy.linalg.lapack.dgeqp3(A)[1] - 1  # QR with column pivoting: best-conditioned columns first
+        is_dep[piv[m:]] = False
+    else:
+        is_dep[np.asarray(independent, dtype=int)] = False
+    dep = np.flatnonzero(is_dep)
+    ind = np.flatnonzero(~is_dep)
+    if len(dep) != m:
+        raise np.linalg.LinAlgError(f"{len(ind)} independent coordinates given, {n - m} needed")
+    Ad = A[:, dep]
+    # one solve for the particular solution and the null-space block: A_d^-1 [b, A_i]
+    sol = np.linalg.solve(Ad, np.column_stack([b, A[:, ind]]))
+    ddq_p = np.zeros(n)
+    ddq_p[dep] = sol[:, 0]
+    if n - m == 0:
+        return ddq_p, ind
+    V = np.zeros((n, n - m))
+    V[ind, np.arange(n - m)] = 1.0
+    V[dep] = -sol[:, 1:]
+    Mr = V.T @ M @ V
+    z = np.linalg.solve(Mr, V.T @ (f - M @ ddq_p))
+    return ddq_p + V @ z, ind
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Baumgarte:
+    """Baumgarte stabilization of the acceleration-level constraint rows.
+
+    - ``form="squared"`` (seed 000): ``Phi'' + 2*alpha*Phi' + beta**2*Phi = 0``,
+      ``gamma_stab = gamma - 2*alpha*dPhi - beta**2*Phi``;
+    - ``form="linear"`` (seed 004): ``Phi'' + alpha*Phi' + beta*Phi = 0``,
+      ``gamma_stab = gamma - alpha*dPhi - beta*Phi``.
+
+    Velocity-level (Pfaffian) rows get the damping term only: ``dPsi' + c1*dPsi = 0``
+    with ``c1 = 2*alpha`` or ``alpha``. Units: ``alpha`` 1/s; ``beta`` 1/s (squared)
+    or 1/s² (linear).
+    """
+
+    form: Literal["squared", "linear"]
+    alpha: float
+    beta: float
+
+    def __post_init__(self) -> None:
+        if self.form not in ("squared", "linear"):
+            raise ConfigError(f"unknown value {self.form!r} (expected squared, linear)", field="form")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"must be a finite number >= 0, got {value!r}", field=name)
+
+    @property
+    def coefficients(self) -> tuple[float, float]:
+        """``(c1, c0)`` of the violation's law ``Phi'' + c1*Phi' + c0*Phi = 0``."""
+        if self.form == "squared":
+            return 2.0 * self.alpha, self.beta**2
+        return float(self.alpha), float(self.beta)
+
+    def stabilize(self, gamma: np.ndarray, phi: np.ndarray, dphi: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """``gamma_stab`` for rows of the given levels (2 position, 1 velocity)."""
+        c1, c0 = self.coefficients
+        if np.all(level == 2):
+            return gamma - c1 * dphi - c0 * phi
+        return gamma - c1 * dphi - c0 * np.where(level == 2, phi, 0.0)
+
+
+@dataclass(frozen=True)
+class SingularityPolicy:
+    """What to do when the constraint Jacobian loses rank.
+
+    When the constraints fix every DOF (rank = nv), the sign of ``det A`` is also
+    watched: a fixed-step integrator can step across a singular configuration
+    between two evaluations, and a sign change reveals it.
+
+    Attributes:
+        tolerance: A singular value ``s_r`` below ``tolerance*s_1`` (r = the initial
+            rank) counts as singular (1e-3: for the SCARA, an elbow within ~1° of
+            stretched).
+        action: ``"stop"`` raises :class:`SingularConstraintError`; ``"damped"``
+            continues with damped least squares (Udwadia–Kalaba only).
+        damping: ``mu/s_max`` of the damped mode.
+    """
+
+    tolerance: float = 1e-3
+    action: Literal["stop", "damped"] = "stop"
+    damping: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.action not in ("stop", "damped"):
+            raise ConfigError(f"unknown value {self.action!r} (expected stop, damped)", field="action")
+        if not (0 < self.tolerance < 1):
+            raise ConfigError(f"must be in (0, 1), got {self.tolerance!r}", field="tolerance")
+        if not (self.damping > 0 and math.isfinite(self.damping)):
+            raise ConfigError(f"must be > 0, got {self.damping!r}", field="damping")
+
+
+@dataclass(frozen=True, eq=False)
+class ConstrainedState:
+    """Everything one evaluation of the constrained dynamics yields, at time ``t``.
+
+    Attributes:
+        t: Time (s).
+        ddq: Accelerations (nv,) (rad/s², m/s²).
+        state_rate: Rates of the force elements' internal states.
+        force: Generalized constraint force ``Q_c`` (nv,) (N·m, N).
+        programmed_force: The part of ``Q_c`` due to programmed constraints.
+        applied: Sum of the force elements ``Q`` (nv,).
+        lam: Multipliers (m,) with ``Q_c = -A^T lambda``: KKT (zeros for eliminated
+            rows), minimum-norm (Udwadia–Kalaba), NaN (null space).
+        phi: ``Phi`` per row (NaN for velocity-level rows).
+        dphi: ``dPhi/dt`` per row (the velocity-level residual for Pfaffian rows).
+        target: Target value per row (NaN where there is none).
+        sigma: Singular values of ``A``, decreasing.
+        singular: True when ``A`` was near-singular (damped mode only; otherwise an
+            error is raised).
+    """
+
+    t: float
+    ddq: np.ndarray
+    state_rate: np.ndarray
+    force: np.ndarray
+    programmed_force: np.ndarray
+    applied: np.ndarray
+    lam: np.ndarray
+    phi: np.ndarray
+    dphi: np.ndarray
+    target: np.ndarray
+    sigma: np.ndarray
+    singular: bool = False
+
+
+@dataclass
+class _Setup:
+    """Decisions taken once, at the first evaluation (the initial state)."""
+
+    rank: int
+    kept: np.ndarray  # rows given to lagrange / nullspace
+    eliminated: tuple[str, ...] = field(default_factory=tuple)
+    orientation: int = 0  # sign of det(A[kept]) when the constraints fix every DOF, else 0
+
+
+class ConstrainedDynamics:
+    """The dynamics of a robot under a constraint set, built once and evaluated many times.
+
+    Args:
+        robot: The robot.
+        constraints: Constraint objects (or a :class:`ConstraintSet`).
+        solver: ``"udwadia-kalaba"``, ``"lagrange"`` or ``"nullspace"``.
+        baumgarte: Stabilization, or None for the plain ``A ddq = gamma``.
+        forces: Force elements summed into ``Q``.
+        independent: Names of the independent coordinates for ``"nullspace"``
+            (default: QR with column pivoting at every evaluation).
+        eliminate: Names of redundant rows to drop for ``"lagrange"`` and
+            ``"nullspace"`` (default: QR with column pivoting at the initial state).
+        rank_tolerance: Relative singular-value threshold for the rank at the
+            initial state (and for the pseudo-inverse).
+        singularity: Near-singularity threshold and action.
+        consistency_tolerance: Largest relative residual ``|A ddq - b|`` accepted.
+
+    A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel,
+        constraints: Sequence[Constraint] | ConstraintSet,
+        *,
+        solver: Solver = "udwadia-kalaba",
+        baumgarte: Baumgarte | None = None,
+        forces: Sequence[ForceElement] = (),
+        independent: Sequence[str] | None = None,
+        eliminate: Sequence[str] | None = None,
+        rank_tolerance: float = 1e-9,
+        singularity: SingularityPolicy | None = None,
+        consistency_tolerance: float = 1e-6,
+    ):
+        source = robot.source
+        if solver not in SOLVERS:
+            raise ConfigError(f"unknown solver {solver!r} (expected one of: {', '.join(SOLVERS)})", file=source, field="simulation.solver")
+        self.robot = robot
+        self.constraints = constraints if isinstance(constraints, ConstraintSet) else ConstraintSet(constraints, robot.nv)
+        self.solver = solver
+        self.baumgarte = baumgarte
+        self.forces = tuple(forces)
+        self.rank_tolerance = rank_tolerance
+        self.singularity = singularity or SingularityPolicy()
+        self.consistency_tolerance = consistency_tolerance
+        if self.singularity.action == "damped" and solver != "udwadia-kalaba":
+            raise ConfigError(
+                f"the damped mode needs solver = \"udwadia-kalaba\", not {solver!r}", file=source, field="simulation.singularity.action"
+            )
+        self.independent: np.ndarray | None = None
+        if independent is not None:
+            if solver != "nullspace":
+                raise ConfigError("independent coordinates apply to solver = \"nullspace\" only", file=source, field="simulation.independent")
+            idx = []
+            for name in independent:
+                try:
+                    idx.append(robot.joint(name).idx_v)
+                except ConfigError as exc:
+                    raise ConfigError(exc.reason, file=source, field="simulation.independent") from None
+            if len(set(idx)) != len(idx):
+                raise ConfigError("a coordinate is named twice", file=source, field="simulation.independent")
+            self.independent = np.array(sorted(idx), dtype=int)
+        self.eliminate: tuple[int, ...] | None = None
+        if eliminate is not None:
+            try:
+                self.eliminate = tuple(self.constraints.row_index(r) for r in eliminate)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, file=source, field="simulation.eliminate") from None
+        self.state_names = tuple(n for f in self.forces for n in f.state_names)
+        self.n_states = len(self.state_names)
+        self.state_slices = []
+        start = 0
+        for f in self.forces:
+            self.state_slices.append(slice(start, start + f.n_states))
+            start += f.n_states
+        self._model = robot.model
+        self._data = robot.model.createData()
+        self._plain = np.array([(j.idx_q, j.idx_v) for j in robot.joints if not j.continuous], dtype=int).reshape(-1, 2)
+        self._continuous = np.array([(j.idx_q, j.idx_v) for j in robot.joints if j.continuous], dtype=int).reshape(-1, 2)
+        self._prog = self.constraints.programmed
+        self._lower = np.tril_indices(robot.nv, -1)
+        self._setup: _Setup | None = None
+        self.evaluations = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        return self.constraints.rows
+
+    @property
+    def rank(self) -> int:
+        """Rank of the constraint Jacobian at the initial state."""
+        return self._require_setup().rank
+
+    @property
+    def redundancy(self) -> int:
+        """Degree of redundancy ``p = rows - rank``."""
+        return self.constraints.m - self.rank
+
+    @property
+    def eliminated_rows(self) -> tuple[str, ...]:
+        """Rows dropped by the Lagrange and null-space solvers."""
+        return self._require_setup().eliminated
+
+    def _require_setup(self) -> _Setup:
+        if self._setup is None:
+            raise RuntimeError("evaluate or initialize the dynamics first")
+        return self._setup
+
+    def initial_state(self) -> np.ndarray:
+        """Internal states of the force elements at the start."""
+        return np.concatenate([f.initial_state() for f in self.forces]) if self.forces else np.zeros(0)
+
+    def configuration(self, q: np.ndarray) -> np.ndarray:
+        """Pinocchio configuration of DOF coordinates ``q``."""
+        qp = np.empty(self._model.nq)
+        qp[self._plain[:, 0]] = q[self._plain[:, 1]]
+        if len(self._continuous):
+            qp[self._continuous[:, 0]] = np.cos(q[self._continuous[:, 1]])
+            qp[self._continuous[:, 0] + 1] = np.sin(q[self._continuous[:, 1]])
+        return qp
+
+    def kinematics(self, q: np.ndarray, dq: np.ndarray) -> KinematicState:
+        """Run ``computeAllTerms`` at ``(q, dq)`` and return the frame kinematics."""
+        pin.computeAllTerms(self._model, self._data, self.configuration(q), dq)
+        return KinematicState(self._model, self._data, q, dq)
+
+    def describe(self, q: np.ndarray) -> str:
+        """``j1 = 0.5236 rad, j4 = 0.01 m`` for messages."""
+        return ", ".join(f"{j.name} = {q[j.idx_v]:.6g} {'rad' if j.kind == 'revolute' else 'm'}" for j in self.robot.joints)
+
+    def _error(self, cls: type, reason: str) -> Exception:
+        return cls(reason, file=self.robot.source, field="constraints")
+
+    # ------------------------------------------------------------------ set-up
+
+    def initialize(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
+        """Find the rank at the initial state and the rows Lagrange / null space keep.
+
+        Raises:
+            ConfigError: If the named eliminated rows do not leave an independent set.
+            SingularConstraintError: If the initial state is already near-singular.
+        """
+        q, dq = np.asarray(q, dtype=float), np.asarray(dq, dtype=float)
+        ks = self.kinematics(q, dq)
+        cv = self._evaluate_constraints(ks, t)
+        A = cv.jac
+        m = self.constraints.m
+        if m == 0:
+            self._setup = _Setup(rank=0, kept=np.arange(0))
+            return
+        U, s, _ = np.linalg.svd(A)
+        rank = int(np.sum(s > self.rank_tolerance * s[0])) if s[0] > 0 else 0
+        if rank == 0:
+            raise self._error(SingularConstraintError, f"constraint Jacobian is zero at t = {t:.6g} s, q = ({self.describe(q)})")
+        if s[rank - 1] < self.singularity.tolerance * s[0] and self.singularity.action == "stop":
+            raise self._singular(t, q, A, s, rank)
+        rows = self.constraints.rows
+        if rank < m:
+            # rows the Jacobian cannot move independently must agree already: U_p^T Phi = 0, U_p^T dPhi = 0
+            Up = U[:, rank:]
+            dphi = A @ dq + cv.phi_t
+            residual = np.abs(Up.T @ np.nan_to_num(cv.phi)).max() + np.abs(Up.T @ dphi).max()
+            if residual > self.consistency_tolerance:
+                weight = np.abs(Up).max(axis=1)
+                involved = ", ".join(rows[i] for i in np.flatnonzero(weight > 0.3 * weight.max()))
+                raise self._error(
+                    InconsistentConstraintsError,
+                    f"inconsistent constraints at t = {t:.6g} s: the Jacobian has rank {rank} for {m} rows (redundant "
+                    f"rows or a singular configuration) and rows {involved} cannot hold together (residual "
+                    f"{residual:.3g}) at q = ({self.describe(q)})",
+                )
+        if self.eliminate is not None:
+            kept = np.setdiff1d(np.arange(m), self.eliminate)
+            r_kept = np.linalg.matrix_rank(A[kept], tol=self.rank_tolerance * s[0]) if len(kept) else 0
+            if len(kept) != rank or r_kept != rank:
+                raise ConfigError(
+                    f"eliminating {len(self.eliminate)} row(s) leaves {len(kept)} rows of rank {r_kept}; the constraints "
+                    f"have rank {rank} of {m} rows, so eliminate exactly {m - rank} rows whose removal keeps the rank",
+                    file=self.robot.source,
+                    field="simulation.eliminate",
+                )
+        elif rank < m:
+            _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
+            kept = np.sort(piv[:rank])
+        else:
+            kept = np.arange(m)
+        if self.independent is not None and len(self.independent) != self.robot.nv - rank:
+            raise ConfigError(
+                f"{len(self.independent)} independent coordinates named, but the constraints (rank {rank}) leave "
+                f"{self.robot.nv - rank}",
+                file=self.robot.source,
+                field="simulation.independent",
+            )
+        eliminated = tuple(rows[i] for i in np.setdiff1d(np.arange(m), kept)) if self.solver != "udwadia-kalaba" else ()
+        # fully constrained: the motion must stay on the branch (sign of det A) it starts on
+        orientation = int(np.sign(np.linalg.det(A[kept]))) if rank == self.robot.nv else 0
+        self._setup = _Setup(rank=rank, kept=kept, eliminated=eliminated, orientation=orientation)
+
+    def _evaluate_constraints(self, ks: KinematicState, t: float):
+        try:
+            return self.constraints.evaluate(ks, t)
+        except ConstraintEvaluationError as exc:
+            raise self._error(SingularConstraintError, f"at t = {t:.6g} s: {exc}") from None
+
+    def _singular(
+        self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False
+    ) -> SingularConstraintError:
+        U, _, _ = np.linalg.svd(A)
+        u = np.abs(U[:, rank - 1])
+        involved = ", ".join(self.rows[i] for i in np.flatnonzero(u > 0.3 * u.max()))
+        if crossed:
+            what = (
+                f"the motion passed through a singular configuration of the constraint Jacobian just before t = {t:.6g} s "
+                f"(its determinant changed sign; rows involved: {involved}; s_{rank}/s_1 = {s[rank - 1] / s[0]:.3g} now)"
+            )
+        else:
+            what = (
+                f"constraint Jacobian is near-singular at t = {t:.6g} s (singular values s_{rank}/s_1 = "
+                f"{s[rank - 1] / s[0]:.3g} < tolerance {self.singularity.tolerance:g}; rows involved: {involved})"
+            )
+        return SingularConstraintError(
+            f"{what} at q = ({self.describe(q)}); the constraints cannot be followed there "
+            "(set simulation.singularity.action = \"damped\" to continue with damped least squares)",
+            file=self.robot.source,
+            field="constraints",
+            time=t,
+            q=q,
+        )
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None) -> ConstrainedState:
+        """Accelerations, constraint forces and violations at time ``t`` and state ``(q, dq, s)``.
+
+        Raises:
+            SingularConstraintError: Near-singular Jacobian (``action="stop"``).
+            InconsistentConstraintsError: Contradicting rows.
+        """
+        q = np.asarray(q, dtype=float)
+        dq = np.asarray(dq, dtype=float)
+        if self._setup is None:
+            self.initialize(t, q, dq)
+        setup = self._setup
+        s = np.zeros(self.n_states) if s is None else s
+        self.evaluations += 1
+        ks = self.kinematics(q, dq)
+        data = self._data
+        M = data.M.copy()
+        M[self._lower] = M.T[self._lower]  # computeAllTerms fills the upper triangle only
+        f = -data.nle
+        applied = np.zeros(self.robot.nv)
+        state_rate = np.empty(self.n_states)
+        for element, sl in zip(self.forces, self.state_slices):
+            Qe, ds = element(t, q, dq, s[sl])
+            applied += Qe
+            state_rate[sl] = ds
+        f = f + applied
+        cv = self._evaluate_constraints(ks, t)
+        A = cv.jac
+        dphi = A @ dq + cv.phi_t
+        b = cv.gamma if self.baumgarte is None else self.baumgarte.stabilize(cv.gamma, cv.phi, dphi, self.constraints.level)
+        m = self.constraints.m
+
+        sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)
+        singular = False
+        if m and setup.rank and sigma[setup.rank - 1] < self.singularity.tolerance * sigma[0]:
+            if self.singularity.action == "stop":
+                raise self._singular(t, q, A, sigma, setup.rank)
+            singular = True
+        elif setup.orientation and self.singularity.action == "stop":
+            if np.sign(np.linalg.det(A[setup.kept])) != setup.orientation:
+                raise self._singular(t, q, A, sigma, setup.rank, crossed=True)
+
+        try:
+            if m == 0:
+                ddq = np.linalg.solve(M, f)
+                lam = np.zeros(0)
+                force = np.zeros(self.robot.nv)
+            elif self.solver == "udwadia-kalaba":
+                damping = self.singularity.damping if singular else 0.0
+                ddq, force, lam = udwadia_kalaba(M, f, A, b, rcond=self.rank_tolerance, damping=damping)
+            elif self.solver == "lagrange":
+                kept = setup.kept
+                ddq, lam_k = lagrange(M, f, A[kept], b[kept])
+                lam = np.zeros(m)
+                lam[kept] = lam_k
+                force = -A.T @ lam
+            else:
+                kept = setup.kept
+                ddq, _ = nullspace(M, f, A[kept], b[kept], self.independent)
+                force = M @ ddq - f
+                lam = np.full(m, np.nan)
+        except np.linalg.LinAlgError as exc:
+            raise self._error(
+                SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}"
+            ) from None
+
+        if m and not singular:
+            res = np.abs(A @ ddq - b)
+            residual = res.max()
+            scale = max(1.0, np.abs(b).max(), sigma[0] * np.abs(ddq).max())
+            if not residual <= self.consistency_tolerance * scale:
+                bad = res > self.consistency_tolerance * scale
+                raise self._error(
+                    InconsistentConstraintsError,
+                    f"inconsistent constraints at t = {t:.6g} s: rows {', '.join(np.array(self.rows)[bad])} cannot hold "
+                    f"together with the others (acceleration residual {residual:.3g}); remove or fix the contradicting rows",
+                )
+
+        if m and self._prog.any():
+            if self.solver == "nullspace":  # the kept rows are independent: lambda = -(A A^T)^-1 A Q_c
+                Ak = A[setup.kept]
+                lam_p = np.zeros(m)
+                lam_p[setup.kept] = np.linalg.solve(Ak @ Ak.T, -(Ak @ force))
+            else:
+                lam_p = lam
+            programmed_force = -A[self._prog].T @ lam_p[self._prog]
+        else:
+            programmed_force = np.zeros(self.robot.nv)
+        return ConstrainedState(
+            t=t,
+            ddq=ddq,
+            state_rate=state_rate,
+            force=force,
+            programmed_force=programmed_force,
+            applied=applied,
+            lam=lam,
+            phi=cv.phi,
+            dphi=dphi,
+            target=cv.target,
+            sigma=sigma,
+            singular=singular,
+        )
+
+    # ------------------------------------------------------------------ initial states
+
+    def assemble(
+        self,
+        t: float,
+        q: np.ndarray,
+        dq: np.ndarray,
+        keep: Sequence[str] = (),
+        tol: float = 1e-12,
+        max_iterations: int = 50,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Move ``(q, dq)`` onto the constraints at time ``t`` (consistent initial state).
+
+        Gauss–Newton on the position-level rows with minimum-norm steps
+        ``dq_free = -A_free^+ Phi`` (halved until the violation decreases) until
+        ``max|Phi| < tol``, then the minimum-norm velocity correction that makes
+        ``A dq + Phi_t = 0``; coordinates named in ``keep`` stay unchanged. A guess
+        near the wanted branch (e.g. elbow up) converges to that branch.
+
+        Raises:
+            InconsistentConstraintsError: If Newton does not converge.
+        """
+        q = np.array(q, dtype=float)
+        dq = np.array(dq, dtype=float)
+        fixed = []
+        for name in keep:
+            try:
+                fixed.append(self.robot.joint(name).idx_v)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
+        free = np.setdiff1d(np.arange(self.robot.nv), fixed)
+        pos = self.constraints.level == 2
+        for iteration in range(max_iterations + 1):
+            cv = self._evaluate_constraints(self.kinematics(q, dq), t)
+            err = float(np.abs(cv.phi[pos]).max()) if pos.any() else 0.0
+            if err < tol:
+                break
+            if iteration == max_iterations or not math.isfinite(err):
+                raise self._error(
+                    InconsistentConstraintsError,
+                    f"cannot assemble the initial state at t = {t:.6g} s: max |Phi| = {err:.3g} after {max_iterations} "
+                    "Newton steps (constraints contradict each other or are out of reach)",
+                )
+            step = np.linalg.lstsq(cv.jac[pos][:, free], -cv.phi[pos], rcond=1e-10)[0]
+            # backtracking: halve the Newton step until the violation decreases (far starts diverge otherwise)
+            for _ in range(30):
+                trial = q.copy()
+                trial[free] += step
+                trial_err = np.abs(self._evaluate_constraints(self.kinematics(trial, dq), t).phi[pos]).max()
+                if trial_err < err:
+                    break
+                step = 0.5 * step
+            q = trial
+        dphi = cv.jac @ dq + cv.phi_t
+        dq[free] -= np.linalg.lstsq(cv.jac[:, free], dphi, rcond=1e-10)[0]
+        dphi = cv.jac @ dq + cv.phi_t
+        if np.abs(dphi).max(initial=0.0) > 1e-9 * max(1.0, np.abs(dq).max()):
+            raise self._error(
+                InconsistentConstraintsError,
+                f"cannot assemble the initial velocities at t = {t:.6g} s: max |dPhi| = {np.abs(dphi).max():.3g} "
+                "(velocity constraints contradict each other)",
+            )
+        return q, dq
