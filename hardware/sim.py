@@ -40,7 +40,7 @@ import numpy as np
 import pinocchio as pin
 
 from dynamics.config import parse_friction
-from dynamics.forward import FrictionStepper, PlantState
+from dynamics.forward import FrictionStepper
 from dynamics.model import RobotModel
 from hardware.interface import CommandMode, JointCommand, JointInterface, JointState
 from mbctl.tomlfields import Table
@@ -160,9 +160,7 @@ class TruthPlant:
         self.stepper = FrictionStepper(truth)
         self._B = truth.actuation_matrix
         self._actuated = np.array([truth.joint(n).idx_v for n in truth.actuated_names], dtype=int)
-        n = truth.nv
-        q0 = np.zeros(n) if q0 is None else np.asarray(q0, dtype=float)
-        self.full = PlantState(q=q0.copy(), dq=np.zeros(n), z=np.zeros(n))
+        self.full = self.stepper.initial(np.zeros(truth.nv) if q0 is None else q0)
         self.steps = 0
 
     def step(self, tau: np.ndarray, dt: float) -> None:

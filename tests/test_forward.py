@@ -44,7 +44,7 @@ def test_frictionless_arm_follows_an_accurate_ode_solution(configs):
     ref = solve_ivp(rhs, (0, 0.3), np.concatenate([q0, np.zeros(6)]), rtol=1e-11, atol=1e-12).y[:, -1]
     errors = []
     for dt in (1e-3, 1e-4):
-        end = run(FrictionStepper(robot), PlantState(q0.copy(), np.zeros(6), np.zeros(6)), np.zeros(6), dt, round(0.3 / dt))
+        end = run(FrictionStepper(robot), FrictionStepper(robot).initial(q0), np.zeros(6), dt, round(0.3 / dt))
         errors.append(np.abs(end.q - ref[:6]).max())
     assert errors[1] < 2e-3 and errors[0] / errors[1] > 7  # first order: ~10x smaller for 10x smaller steps
 
@@ -57,9 +57,10 @@ def test_lugre_joint_sticks_below_breakaway_with_presliding_displacement(rotor):
     """
     law = LuGre(fc=0.5, fs=0.7, vs=0.02, fv=0.05, sigma0=1e4, sigma1=100.0)
     robot = rotor.with_friction({"j": JointFriction(law)})
-    end = run(FrictionStepper(robot), PlantState(np.zeros(1), np.zeros(1), np.zeros(1)), np.array([0.4]), 1e-4, 5000)
+    stepper = FrictionStepper(robot)
+    end = run(stepper, stepper.initial(np.zeros(1)), np.array([0.4]), 1e-4, 5000)
     assert end.q[0] == pytest.approx(-(law.fs / law.sigma0) * np.log(1 - 0.4 / law.fs), rel=0.02)
-    assert law.sigma0 * end.z[0] == pytest.approx(0.4, rel=1e-3)
+    assert law.sigma0 * end.s[0] == pytest.approx(0.4, rel=1e-3)
     assert abs(end.dq[0]) < 1e-6
 
 
@@ -69,7 +70,8 @@ def test_sliding_speed_balances_torque_and_steady_friction(rotor, law):
     robot = rotor.with_friction({"j": JointFriction(law)})
     tau = 0.75
     v_expected = brentq(lambda v: law.steady(v) - tau, 0.02, 10.0)
-    end = run(FrictionStepper(robot), PlantState(np.zeros(1), np.zeros(1), np.zeros(1)), np.array([tau]), 2e-4, 7500)
+    stepper = FrictionStepper(robot)
+    end = run(stepper, stepper.initial(np.zeros(1)), np.array([tau]), 2e-4, 7500)
     assert end.dq[0] == pytest.approx(v_expected, rel=1e-3)
 
 
@@ -77,5 +79,7 @@ def test_stiff_bristles_stay_stable_at_a_coarse_step(rotor):
     """sigma1/J = 2000 1/s would make explicit Euler unstable at dt = 2 ms; this step stays bounded."""
     law = LuGre(fc=0.5, fs=0.7, vs=0.02, fv=0.05, sigma0=1e4, sigma1=100.0)
     robot = rotor.with_friction({"j": JointFriction(law)})
-    end = run(FrictionStepper(robot), PlantState(np.zeros(1), np.array([1.0]), np.zeros(1)), np.zeros(1), 2e-3, 2000)
-    assert abs(end.dq[0]) < 1e-3 and abs(end.z[0]) <= law.fs / law.sigma0 * 1.01
+    stepper = FrictionStepper(robot)
+    start = PlantState(np.zeros(1), np.array([1.0]), np.zeros(1))  # spinning at 1 rad/s, relaxed bristles
+    end = run(stepper, start, np.zeros(1), 2e-3, 2000)
+    assert abs(end.dq[0]) < 1e-3 and abs(end.s[0]) <= law.fs / law.sigma0 * 1.01
