@@ -30,7 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hardware.xseries import BUS_WATCHDOG_UNIT_S, POSITION_COUNTS_PER_REV, RETURN_DELAY_UNIT_S, VELOCITY_UNIT_RAD_S
+from hardware.xseries import (
+    BUS_WATCHDOG_UNIT_S,
+    POSITION_COUNTS_PER_REV,
+    RETURN_DELAY_UNIT_S,
+    VELOCITY_UNIT_RAD_S,
+)
 from mbctl.tomlfields import Table
 
 __all__ = ["BusConfig", "DriveUnits", "parse_drives"]

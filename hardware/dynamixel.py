@@ -31,7 +31,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import serial
-from dynamixel_sdk import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, PacketHandler, PortHandler
+from dynamixel_sdk import (
+    COMM_RX_CORRUPT,
+    COMM_RX_TIMEOUT,
+    COMM_SUCCESS,
+    PacketHandler,
+    PortHandler,
+)
 
 from hardware.drive_config import BusConfig
 from hardware.interface import (
@@ -44,7 +50,12 @@ from hardware.interface import (
     JointState,
 )
 from hardware.protocol2 import ALERT_BIT
-from hardware.xseries import REGISTERS, STATE_BLOCK, OperatingMode, describe_hardware_error
+from hardware.xseries import (
+    REGISTERS,
+    STATE_BLOCK,
+    OperatingMode,
+    describe_hardware_error,
+)
 from mbctl.errors import ConfigError
 
 __all__ = ["DynamixelBus", "LatencyPortHandler"]

@@ -29,7 +29,7 @@ import threading
 import time
 import tty
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -95,14 +95,13 @@ class ServoLoopGains:
 
 @dataclass
 class EmulatorStats:
-    """What the emulator did; decoder counts cover the bytes it received."""
+    """What the emulator sent; ``DriveEmulator.decoder.stats`` counts what it received."""
 
     replies: int = 0
     dropped: int = 0
     corrupted: int = 0
     garbage_sent: int = 0
     watchdog_fired: int = 0
-    decoder: object = field(default=None)
 
 
 class _Servo:
@@ -209,7 +208,7 @@ class DriveEmulator:
         self._by_id = {s.id: k for k, s in enumerate(self.servos)}
         self._rng = random.Random(self.faults.seed)
         self.decoder = PacketDecoder()
-        self.stats = EmulatorStats(decoder=self.decoder.stats)
+        self.stats = EmulatorStats()
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -253,13 +252,7 @@ class DriveEmulator:
 
     def disconnect(self) -> None:
         """Simulate an unplugged adapter: the pty goes away under the host."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        for fd in (self._master, self._slave):
-            if fd >= 0:
-                os.close(fd)
-        self._master = self._slave = -1
+        self.stop()
 
     def inject_hardware_error(self, joint_index: int, bits: int) -> None:
         """Raise Hardware Error Status bits on a servo: its torque goes off, Alert is set."""

@@ -31,7 +31,13 @@ from typing import Protocol
 import numpy as np
 
 from dynamics.model import RobotModel
-from hardware.interface import CommunicationError, DriveFault, JointCommand, JointInterface, JointState
+from hardware.interface import (
+    CommunicationError,
+    DriveFault,
+    JointCommand,
+    JointInterface,
+    JointState,
+)
 from hardware.runlog import RunLog
 
 __all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "run_loop", "log_columns"]

@@ -9,7 +9,7 @@ from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 from hardware.drive_config import BusConfig, DriveUnits
 from hardware.dynamixel import DynamixelBus
 from hardware.emulator import DriveEmulator, Faults
-from hardware.interface import CommandMode, CommunicationError, DriveFault, DriveTimeout, JointCommand
+from hardware.interface import CommandMode, CommunicationError, DriveFault, JointCommand
 from hardware.xseries import REGISTERS, HardwareErrorBit, OperatingMode
 
 

@@ -43,7 +43,10 @@ class PDGravity:
         return q, dq
 
 
-def lockstep_run(robot, tmp_path, name="run", controller=None, backend=None, duration=1.0, sensors=SensorModel(encoder_counts=0, velocity="exact")):
+EXACT = SensorModel(encoder_counts=0, velocity="exact")
+
+
+def lockstep_run(robot, tmp_path, name="run", controller=None, backend=None, duration=1.0, sensors=EXACT):
     traj = quintic_rest_to_rest(WAYPOINTS, [0.8, 0.8], 1000.0, robot.joint_names)
     controller = controller or PDGravity(robot.with_friction({n: None for n in robot.joint_names}), traj)
     backend = backend or SimPlant(robot.with_friction({n: None for n in robot.joint_names}), 1e-3, PlantConfig(sensors=sensors))
