@@ -180,3 +180,69 @@ def test_torque_commands_beyond_the_current_limit_are_saturated_and_counted(emul
         with pytest.raises(ValueError, match="torque mode"):
             bus.write(JointCommand.velocity(np.zeros(2)))
     assert DynamixelBus(("a", "b"), make_bus(), port="x", mode=CommandMode.POSITION).mode is CommandMode.POSITION
+
+
+# ---- the loop over the emulated bus: faults end in torque off with a complete log -------------
+
+
+def _run_with_fault(tmp_path, inject):
+    """PD loop on two emulated servos; ``inject(emulator)`` is called at cycle 100."""
+    from hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
+    from hardware.runlog import RunLog
+
+    limits = SafetyLimits(lower=np.full(2, -10.0), upper=np.full(2, 10.0), velocity=np.full(2, 50.0), effort=np.full(2, 5.0))
+    with DriveEmulator(make_bus(), Inertia()) as emu:
+        bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
+        cycles = []
+
+        def controller(t, state):
+            cycles.append(t)
+            if len(cycles) == 100:
+                inject(emu)
+            return 2.0 * (0.1 - state.q) - 0.1 * state.dq
+
+        with bus:
+            bus.enable()
+            log = RunLog(tmp_path / "run.npz", log_columns(bus.joint_names))
+            summary = run_loop(bus, controller, limits, LoopConfig(duration_s=1.0, paced=False), log, comm_errors=lambda: dict(bus.comm_errors))
+        torque_off = wait_until(lambda: not any(emu.servo(k).torque_on for k in range(2)))
+    return summary, np.load(tmp_path / "run.npz"), torque_off
+
+
+@pytest.mark.parametrize(
+    "inject, reason, kind",
+    [
+        (lambda emu: setattr(emu, "faults", Faults(corrupt_crc=1.0)), "watchdog: 3 consecutive failed reads (last: crc", "crc"),
+        (lambda emu: setattr(emu, "faults", Faults(drop_reply=1.0)), "watchdog: 3 consecutive failed reads (last: no_reply", "no_reply"),
+        (lambda emu: emu.inject_hardware_error(0, HardwareErrorBit.OVERHEATING), "drive fault: drive of joint a", "alert"),
+    ],
+)
+def test_bus_faults_stop_the_loop_with_torque_off(tmp_path, inject, reason, kind):
+    summary, log, torque_off = _run_with_fault(tmp_path, inject)
+    assert summary.stop_reason.startswith(reason), summary.stop_reason
+    assert summary.comm_errors[kind] >= 1 and torque_off
+    assert log["t"].shape[0] == summary.cycles and summary.cycles <= 102  # stopped within 2 cycles of the fault
+
+
+def test_a_disconnected_port_stops_the_loop(tmp_path):
+    summary, log, _ = _run_with_fault(tmp_path, lambda emu: emu.disconnect())
+    assert summary.stop_reason.startswith(("watchdog", "write failed")), summary.stop_reason
+    assert "port" in summary.stop_reason and log["t"].shape[0] == summary.cycles <= 102
+
+
+def test_garbage_on_the_bus_is_counted_and_survived(emulator):
+    """Random bytes sent to the emulator are counted as garbage or bad frames; the bus keeps working."""
+    import os
+    import random
+
+    rng = random.Random(7)
+    fd = os.open(emulator.port_name, os.O_RDWR | os.O_NOCTTY)
+    try:
+        os.write(fd, bytes(rng.randrange(256) for _ in range(2000)))
+    finally:
+        os.close(fd)
+    bus = DynamixelBus(("a", "b"), make_bus(), port=emulator.port_name)
+    with bus:
+        bus.read()
+    stats = emulator.decoder.stats
+    assert stats.garbage_bytes + stats.bad_frames > 0 and stats.packets > 0
