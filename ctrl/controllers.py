@@ -20,9 +20,11 @@ joint's friction law, loaded by the joint reactions of the same motion):
 | ``pd-feedforward`` | ``ID(q_d, dq_d, ddq_d, z) + Kp e + Kd de`` | ``[control.pd]`` |
 
 Computed torque is evaluated as one RNEA pass at the reference acceleration ``a``,
-which equals ``M(q) a + h(q, dq)``; its friction uses the measured velocity (and
-``a`` for the sign at rest), so on an exact model the error obeys
-``e'' + Kd e' + Kp e = 0``.
+which equals ``M(q) a + h(q, dq)``. Its friction term (loaded by the reactions of
+that pass) is evaluated at the desired velocity ``dq_d`` by default — a measured
+velocity is noisy exactly where friction flips sign — or, with
+``[control] friction_velocity = "measured"``, at ``dq`` (and ``a`` for the sign at
+rest), so that on an exact model the error obeys ``e'' + Kd e' + Kp e = 0``.
 
 **Saturation** is explicit: ``tau = clip(tau_demand, -limit, limit)`` with the
 ``[control]`` saturation level of each DOF (default its effort limit; none when the
@@ -162,7 +164,11 @@ def build_controller(
     elif law == "computed-torque":
         g = settings.require("computed-torque")
         a = ddq_d + ca.DM(g.kd) * de + ca.DM(g.kp) * e
-        demand = sd.inverse_dynamics(q, dq, a, z)[0]
+        if settings.friction_velocity == "measured":
+            demand = sd.inverse_dynamics(q, dq, a, z)[0]
+        else:
+            _, rigid, _, _, load = sd.inverse_dynamics(q, dq, a, z)
+            demand = rigid + sd.friction(dq_d, ddq_d, z, load)
     elif law == "pd-gravity":
         g = settings.require("pd")
         demand = ca.DM(g.kp) * e + ca.DM(g.kd) * de + sd.gravity(q)

@@ -5,6 +5,9 @@
 effort = { shoulder_pan_joint = 100.0 }   # optional: saturation level (N·m or N), one number
                                          # or a table naming some joints; each <= the
                                          # joint's effort limit; default: the effort limit
+friction_velocity = "desired"            # computed torque compensates friction at the desired
+                                         # velocity (default; immune to velocity noise) or at
+                                         # the "measured" one (exact linearisation)
 [control.computed-torque]                # error dynamics e'' + kd*e' + kp*e = 0, e = q_d - q
 kp = 400.0                               # 1/s²: one number for every joint,
 kd = 40.0                                # 1/s    or a table by joint name
@@ -32,7 +35,8 @@ from mbctl.tomlfields import Table
 
 __all__ = ["ControlSettings", "Gains", "control_settings", "CONTROL_KEYS"]
 
-CONTROL_KEYS = ("effort", "computed-torque", "pd")
+CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd")
+FRICTION_VELOCITIES = ("desired", "measured")
 GAIN_KEYS = ("kp", "kd")
 
 
@@ -59,12 +63,16 @@ class ControlSettings:
         computed_torque: Gains of the computed-torque law, or None if not given.
         pd: Gains of the PD laws, or None if not given.
         file: The robot TOML file, for errors.
+        friction_velocity: Velocity at which computed torque evaluates friction:
+            ``"desired"`` (noise-free, the usual feed-forward practice) or
+            ``"measured"`` (then the closed loop is exactly linearised on an exact model).
     """
 
     effort: np.ndarray
     computed_torque: Gains | None
     pd: Gains | None
     file: Path | None = None
+    friction_velocity: str = "desired"
 
     def require(self, part: str) -> Gains:
         """The gains of ``part`` ("computed-torque" or "pd").
@@ -144,4 +152,5 @@ def control_settings(robot: RobotModel) -> ControlSettings:
         computed_torque=_gains(t.table("computed-torque"), robot) if "computed-torque" in t else None,
         pd=_gains(t.table("pd"), robot) if "pd" in t else None,
         file=robot.source,
+        friction_velocity=t.string("friction_velocity", "desired", choices=FRICTION_VELOCITIES),
     )

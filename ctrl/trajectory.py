@@ -62,6 +62,20 @@ class Trajectory:
     def __len__(self) -> int:
         return len(self.t)
 
+    def at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, dq, ddq)`` at time ``t`` (s), linearly interpolated between samples.
+
+        Before the first sample and after the last the trajectory holds its end
+        positions at rest.
+        """
+        if t <= self.t[0] or t >= self.t[-1]:
+            k = 0 if t <= self.t[0] else -1
+            zero = np.zeros(len(self.joint_names))
+            return self.q[k].copy(), zero, zero.copy()
+        k = int(np.searchsorted(self.t, t, side="right")) - 1
+        w = (t - self.t[k]) / (self.t[k + 1] - self.t[k])
+        return tuple((1 - w) * x[k] + w * x[k + 1] for x in (self.q, self.dq, self.ddq))  # type: ignore[return-value]
+
     def columns(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(q, dq, ddq)`` with columns in the order of ``names``.
 

@@ -64,6 +64,11 @@ class ForceElement(ABC):
         explicit integrators' stability checks; ``(0, "")`` without states."""
         return 0.0, ""
 
+    def damping(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Diagonal of ``-dQ/d(dq)`` (N·m·s/rad, N·s/m), >= 0, for semi-implicit steps;
+        zeros unless the element resists velocity."""
+        return np.zeros(len(dq))
+
 
 class JointFriction(ForceElement):
     """Joint friction of every joint, as generalized forces ``Q_i = -F_i(v_i[, z_i])``.
@@ -110,6 +115,23 @@ class JointFriction(ForceElement):
             ds[k] = float(law.z_rate(v, z))
             Q[i] = -float(law.torque(v, z))
         return Q, ds
+
+    def damping(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """``dF/dv`` of every joint: ``level*(1 - tanh^2(v/v_eps))/v_eps + fv`` for static
+        laws (the Stribeck level's own slope left out, so it stays >= 0), and the
+        presliding damping ``sigma1 + fv`` for LuGre joints."""
+        C = np.zeros(self.nv)
+        for i, law in self._static:
+            v = float(dq[i])
+            level = float(law.steady(v, 1.0)) - law.fv * v  # the dry level at |v|
+            C[i] = level * (1.0 - math.tanh(v / self.smoothing) ** 2) / self.smoothing + law.fv
+        for i, law in self._lugre:
+            C[i] = law.sigma1 + law.fv
+        return C
+
+    def step_states(self, dq: np.ndarray, s: np.ndarray, dt: float) -> np.ndarray:
+        """The bristle states ``dt`` seconds later at the velocities held (exact, any ``dt``)."""
+        return np.array([float(law.z_step(float(s[k]), float(dq[i]), dt)) for k, (i, law) in enumerate(self._lugre)])
 
     def state_stiffness(self, dq: np.ndarray, s: np.ndarray) -> tuple[float, str]:
         """Largest ``sigma0*|v|/g(v)`` (1/s) over the LuGre joints: the bristle states' decay rate."""

@@ -7,7 +7,7 @@ atomically.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +16,11 @@ from matplotlib.figure import Figure
 from ctrl.feedforward import FeedforwardResult
 from ctrl.trajectory import Trajectory
 from dynamics.simulate import SimulationResult
+from hardware.loop import RunSummary
 from mbctl.errors import InputError
 from mbctl.fileio import CsvTable, atomic_output, check_output
 
-__all__ = ["FORMATS", "plot_feedforward", "plot_simulation", "plot_trajectory", "plot_torque_tables", "save_figure"]
+__all__ = ["FORMATS", "plot_feedforward", "plot_run", "plot_simulation", "plot_trajectory", "plot_torque_tables", "save_figure"]
 
 FORMATS = (".png", ".pdf", ".svg")
 
@@ -100,6 +101,34 @@ def plot_torque_tables(tables: Sequence[CsvTable], labels: Sequence[str], path: 
         ax.set_ylabel(f"{col.removeprefix('tau.')} [N·m or N]")
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Path, title: str) -> None:
+    """Tracking error, torque commands and loop timing of a closed-loop run (three panels)."""
+    t = log["t"]
+    names = [c.split(".", 1)[1] for c in log["columns"] if str(c).startswith("q.")]
+    q, q_ref, tau = (np.atleast_2d(log[k].T).T for k in ("q", "q_ref", "tau"))
+    fig = Figure(figsize=(8, 8), layout="constrained")
+    ax_e, ax_tau, ax_t = fig.subplots(3, 1, sharex=True)
+    for i, name in enumerate(names):
+        ax_e.plot(t, (q[:, i] - q_ref[:, i]) * 1e3, label=name, lw=1)
+        ax_tau.plot(t, tau[:, i], label=name, lw=1)
+    ax_e.set_ylabel("q - q_ref [mrad, mm]")
+    ax_tau.set_ylabel("torque command [N·m, N]")
+    ax_e.legend(loc="best", fontsize="small", ncol=min(len(names), 4))
+    ax_t.plot(t, log["period"] * 1e6, lw=0.6, label="period")
+    ax_t.plot(t, log["compute"] * 1e6, lw=0.6, label="compute")
+    ax_t.axhline(1e6 / summary.rate_hz, color="k", ls="--", lw=0.8)
+    ax_t.set_ylabel("loop timing [µs]")
+    ax_t.set_xlabel("t [s]")
+    ax_t.legend(loc="best", fontsize="small")
+    for ax in (ax_e, ax_tau, ax_t):
+        ax.grid(alpha=0.3)
+    fig.suptitle(
+        f"{title}\n{summary.stop_reason}; overruns {summary.overruns}/{summary.cycles}, "
+        f"period p99 {summary.period_p99_us:.0f} µs, compute p99 {summary.compute_p99_us:.0f} µs"
+    )
     save_figure(fig, path)
 
 

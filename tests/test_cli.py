@@ -69,14 +69,15 @@ def test_tree5_friction_variants_are_produced_and_plotted(cli, configs, tmp_path
 
 
 def test_demo_runs_from_the_installed_console_script(tmp_path):
-    """`mbctl demo` (the README's main command) prints a summary and writes its files."""
+    """`mbctl demo` (the README's main command): feed-forward and closed-loop summaries, and its files."""
     script = Path(sys.executable).with_name("mbctl")
     assert script.exists(), "the mbctl console script is not installed next to this Python"
     done = subprocess.run([script, "demo", "--out-dir", tmp_path / "demo"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "j1" in done.stdout and "peak |tau|" in done.stdout
+    assert "stop reason: completed" in done.stdout and "tracking rms" in done.stdout
     files = sorted(p.name for p in (tmp_path / "demo").iterdir())
-    assert files == ["scara_torques.csv", "scara_torques.png", "scara_trajectory.csv"]
+    assert files == ["scara_run.json", "scara_run.npz", "scara_run.png", "scara_torques.csv", "scara_torques.png", "scara_trajectory.csv"]
     assert oct(os.stat(tmp_path / "demo" / "scara_torques.csv").st_mode & 0o777) != "0o600"
 
 

@@ -27,9 +27,11 @@ def _random_inputs(robot, n, seed=0):
     ]
 
 
-def _unsaturated(robot) -> ControlSettings:
+def _unsaturated(robot, friction_velocity: str = "measured") -> ControlSettings:
     s = control_settings(robot)
-    return ControlSettings(effort=np.full(robot.nv, np.inf), computed_torque=s.computed_torque, pd=s.pd, file=s.file)
+    return ControlSettings(
+        effort=np.full(robot.nv, np.inf), computed_torque=s.computed_torque, pd=s.pd, file=s.file, friction_velocity=friction_velocity
+    )
 
 
 def test_laws_equal_their_formulas_with_pinocchio(robots):
@@ -59,6 +61,22 @@ def test_laws_equal_their_formulas_with_pinocchio(robots):
             else:
                 expected = ff[k] + pd.kp * e + pd.kd * de
             assert np.allclose(batch.tau[k], expected, rtol=1e-10, atol=1e-10), law
+
+
+def test_computed_torque_compensates_friction_at_the_desired_velocity_by_default(robots):
+    """friction_velocity = "desired": M a + h from the measured state, friction from (dq_d, ddq_d)."""
+    robot = robots["ur5"]
+    settings = _unsaturated(robot, "desired")
+    ct = settings.computed_torque
+    q, dq, q_d, dq_d, ddq_d, z = _random_inputs(robot, 20)
+    batch = build_controller(robot, "computed-torque", settings=settings).batch(q, dq, q_d, dq_d, ddq_d, z)
+    model, data = robot.model, robot.create_data()
+    for k in range(20):
+        a = ddq_d[k] + ct.kd * (dq_d[k] - dq[k]) + ct.kp * (q_d[k] - q[k])
+        friction = [j.friction.law.steady(dq_d[k, j.idx_v], motion_direction(dq_d[k, j.idx_v], ddq_d[k, j.idx_v])) for j in robot.joints]
+        expected = pin.crba(model, data, q[k]) @ a + pin.nonLinearEffects(model, data, q[k], dq[k]) + friction
+        assert np.allclose(batch.tau[k], expected, rtol=1e-10, atol=1e-10)
+    assert control_settings(robot).friction_velocity == "desired"
 
 
 def test_saturation_clips_and_flags_every_clipped_joint(robots):
@@ -107,8 +125,8 @@ def test_missing_gains_are_named(robots):
     with pytest.raises(ConfigError, match=r"tree5.toml: control.computed-torque: missing required table"):
         build_controller(robots["tree5"], "computed-torque")
     with pytest.raises(ConfigError, match=r"control.pd: missing"):
-        build_controller(robots["scara"], "pd-gravity")
-    build_controller(robots["scara"], "feedforward")  # needs no gains
+        build_controller(robots["tree5"], "pd-gravity")
+    build_controller(robots["tree5"], "feedforward")  # needs no gains
 
 
 # ---- closed loop on the exact model -------------------------------------------------
@@ -182,7 +200,9 @@ def test_computed_torque_error_decays_as_the_gains_imply(lugre_ur5):
     omega = np.array([10.0, 20.0, 30.0, 15.0, 20.0, 25.0])  # rad/s
     zeta = np.array([1.0, 0.7, 1.2, 0.5, 1.0, 0.8])  # under-, over- and critically damped
     gains = Gains(kp=omega**2, kd=2 * zeta * omega)
-    settings = ControlSettings(effort=control_settings(lugre_ur5).effort, computed_torque=gains, pd=None)
+    settings = ControlSettings(
+        effort=control_settings(lugre_ur5).effort, computed_torque=gains, pd=None, friction_velocity="measured"
+    )
     controller = build_controller(lugre_ur5, "computed-torque", settings=settings).compile()
     e0 = np.array([0.02, -0.03, 0.04, -0.05, 0.03, 0.02])  # rad, e = q_d - q
     de0 = np.array([0.1, 0.0, -0.2, 0.0, 0.1, 0.0])  # rad/s

@@ -1,9 +1,14 @@
-"""``mbctl demo``: the main job on the bundled SCARA.
+"""``mbctl demo``: the main jobs on the bundled SCARA.
 
-Feed-forward torques (rigid-body dynamics plus Stribeck, LuGre and Coulomb–viscous
-joint friction) for the SCARA of ``configs/scara.toml`` along a built-in quintic
-pick-and-place style trajectory; prints a summary and writes the trajectory, the
-torques and a plot.
+1. Feed-forward torques (rigid-body dynamics plus Stribeck, LuGre and
+   Coulomb–viscous joint friction) for the SCARA of ``configs/scara.toml`` along a
+   built-in quintic pick-and-place style trajectory.
+2. A closed-loop run along the same trajectory: compiled computed torque with
+   friction feed-forward at 1 kHz, paced to the wall clock, against the simulated
+   plant of ``[plant]`` (whose truth differs from the model: LuGre friction on j1,
+   an unmodelled payload, quantised encoders).
+
+Prints both summaries and writes the trajectory, torques, run log and plots.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import numpy as np
 from ctrl.feedforward import feedforward, write_torques
 from ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from dynamics.model import load_robot
+from hardware.session import SessionOptions, run_session
 from mbctl.commands.feedforward import format_summary
+from mbctl.commands.run import format_run, write_summary
 from mbctl.paths import bundled_config
-from mbctl.plots import plot_feedforward
+from mbctl.plots import plot_feedforward, plot_run
 
 # SCARA joint waypoints (j1, j2, j3 in rad, j4 in m) and segment durations (s)
 DEMO_WAYPOINTS = np.array(
@@ -52,15 +59,25 @@ def run(args: argparse.Namespace) -> int:
     files = {
         "trajectory": args.out_dir / "scara_trajectory.csv",
         "torques": args.out_dir / "scara_torques.csv",
-        "plot": args.out_dir / "scara_torques.png",
+        "torque plot": args.out_dir / "scara_torques.png",
+        "run log": args.out_dir / "scara_run.npz",
+        "run summary": args.out_dir / "scara_run.json",
+        "run plot": args.out_dir / "scara_run.png",
     }
     write_trajectory(files["trajectory"], traj)
     write_torques(files["torques"], ff)
-    plot_feedforward(ff, files["plot"], title="SCARA (seed 004): feed-forward torques with joint friction")
-
+    plot_feedforward(ff, files["torque plot"], title="SCARA (seed 004): feed-forward torques with joint friction")
     print(f"robot: {config}")
     print(f"trajectory: quintic rest-to-rest through {len(DEMO_WAYPOINTS)} waypoints at {DEMO_RATE_HZ:g} Hz")
+    print("\n1. feed-forward torques")
     print(format_summary(ff, elapsed))
+
+    print(f"\n2. closed loop: computed torque at 1 kHz against the simulated plant ({traj.duration:.1f} s, real time)")
+    summary = run_session(robot, traj, SessionOptions(plant="sim", law="computed-torque"), files["run log"])
+    write_summary(files["run summary"], summary, controller="computed-torque", plant="sim")
+    plot_run(np.load(files["run log"]), summary, files["run plot"], title="SCARA: computed torque with friction feed-forward, simulated plant")
+    print(format_run(summary))
+    print()
     for kind, path in files.items():
         print(f"wrote {kind}: {path}")
     return 0

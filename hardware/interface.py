@@ -1,0 +1,167 @@
+"""The one interface every joint-drive backend implements (simulated plant, serial drives, mocks).
+
+A backend serves the actuated joints of a robot, in the robot's order, in SI units:
+positions in rad (m for prismatic joints), velocities in rad/s (m/s), efforts in N·m
+(N). Conversions to encoder counts or current units happen inside the backend.
+
+Usage::
+
+    with backend:                 # open(); close() on exit, torque off first
+        backend.enable()          # torque on (bumpless: holds the present position)
+        state = backend.read()
+        backend.write(JointCommand.torque(tau))
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import numpy as np
+
+from mbctl.errors import MbctlError
+
+__all__ = [
+    "CommandMode",
+    "JointCommand",
+    "JointState",
+    "JointInterface",
+    "HardwareError",
+    "CommunicationError",
+    "DriveTimeout",
+    "DriveFault",
+]
+
+
+class HardwareError(MbctlError):
+    """A drive or bus problem; the loop stops safely on it."""
+
+
+class CommunicationError(HardwareError):
+    """A failed exchange on the bus (corrupt packet, no reply, port gone).
+
+    Attributes:
+        kind: ``"timeout"``, ``"crc"``, ``"status"``, ``"alert"``, ``"no_reply"``,
+            ``"port"`` or ``"tx"``.
+    """
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(f"{kind}: {message}")
+
+
+class DriveTimeout(CommunicationError, TimeoutError):
+    """A reply did not arrive in time."""
+
+    def __init__(self, message: str):
+        super().__init__("timeout", message)
+
+
+class DriveFault(HardwareError):
+    """A drive reports a hardware error (overload, overheating, ...).
+
+    Attributes:
+        joint: Name of the joint whose drive reports it.
+        status: Raw hardware error status.
+    """
+
+    def __init__(self, joint: str, status: int, description: str):
+        self.joint = joint
+        self.status = status
+        super().__init__(f"drive of joint {joint}: hardware error 0x{status:02x} ({description})")
+
+
+class CommandMode(enum.Enum):
+    """What a :class:`JointCommand` sets: joint torque (N·m or N), velocity or position."""
+
+    TORQUE = "torque"
+    VELOCITY = "velocity"
+    POSITION = "position"
+
+
+@dataclass(frozen=True)
+class JointCommand:
+    """Set-points for every actuated joint, in one mode.
+
+    Attributes:
+        mode: Torque (N·m / N), velocity (rad/s / m/s) or position (rad / m).
+        value: One set-point per actuated joint.
+    """
+
+    mode: CommandMode
+    value: np.ndarray
+
+    @classmethod
+    def torque(cls, tau: np.ndarray) -> JointCommand:
+        return cls(CommandMode.TORQUE, np.asarray(tau, dtype=float))
+
+    @classmethod
+    def velocity(cls, dq: np.ndarray) -> JointCommand:
+        return cls(CommandMode.VELOCITY, np.asarray(dq, dtype=float))
+
+    @classmethod
+    def position(cls, q: np.ndarray) -> JointCommand:
+        return cls(CommandMode.POSITION, np.asarray(q, dtype=float))
+
+
+@dataclass(frozen=True)
+class JointState:
+    """A measurement of every actuated joint.
+
+    Attributes:
+        t: Time of the measurement (s) on the backend's clock.
+        q: Positions (rad or m).
+        dq: Velocities (rad/s or m/s).
+        effort: Measured or current-derived effort (N·m or N).
+    """
+
+    t: float
+    q: np.ndarray
+    dq: np.ndarray
+    effort: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+class JointInterface(abc.ABC):
+    """Base of every backend: a context manager that always ends with torque off.
+
+    Attributes:
+        joint_names: Actuated joints served, in the order of every array.
+    """
+
+    joint_names: tuple[str, ...]
+
+    @abc.abstractmethod
+    def open(self) -> None:
+        """Connect (open the port, start the plant). Torque stays off."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Disconnect. Called after :meth:`disable`."""
+
+    @abc.abstractmethod
+    def enable(self) -> None:
+        """Torque on, starting bumpless (position goals set to the present position)."""
+
+    @abc.abstractmethod
+    def disable(self) -> None:
+        """Torque off. Must be safe to call at any time, also after a failure."""
+
+    @abc.abstractmethod
+    def read(self) -> JointState:
+        """Measure every actuated joint."""
+
+    @abc.abstractmethod
+    def write(self, command: JointCommand) -> None:
+        """Send set-points to every actuated joint."""
+
+    def __enter__(self) -> JointInterface:
+        self.open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            self.disable()
+        finally:
+            self.close()

@@ -1,0 +1,134 @@
+"""One closed-loop session: build the controller, open the backend, check the start, run, log.
+
+Shared by ``mbctl run`` and ``mbctl demo``; tests call it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ctrl.controllers import build_controller
+from ctrl.tracking import TrackingController
+from ctrl.trajectory import Trajectory
+from dynamics.model import RobotModel
+from hardware.drive_config import parse_drives
+from hardware.dynamixel import DynamixelBus
+from hardware.interface import HardwareError, JointInterface
+from hardware.loop import LoopConfig, RunSummary, SafetyLimits, log_columns, run_loop
+from hardware.runlog import RunLog
+from hardware.sim import SimPlant, truth_model
+from mbctl.errors import InputError
+
+__all__ = ["SessionOptions", "run_session", "open_backend", "START_TOLERANCE"]
+
+START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """What to run against and how.
+
+    Attributes:
+        plant: ``"sim"`` (the robot's ``[plant]`` truth model) or ``"dynamixel"``.
+        law: Control law (:data:`ctrl.controllers.LAWS`).
+        rate_hz: Control rate (Hz).
+        duration_s: Run length (s); None: the trajectory's.
+        lockstep: Simulated plant only: one plant period per cycle, as fast as possible.
+        port: Serial device of the Dynamixel bus (default: ``drives.port``).
+        emulate: Serve the Dynamixel bus from an emulator of the truth model, run as a
+            separate process (``mbctl emulate``) so it does not share the loop's CPU time
+            and interpreter lock.
+    """
+
+    plant: str = "sim"
+    law: str = "computed-torque"
+    rate_hz: float = 1000.0
+    duration_s: float | None = None
+    lockstep: bool = False
+    port: str | None = None
+    emulate: bool = False
+
+
+@contextlib.contextmanager
+def open_backend(robot: RobotModel, traj: Trajectory, options: SessionOptions) -> Iterator[JointInterface]:
+    """The opened joint interface the options ask for (torque still off)."""
+    plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
+    truth, plant_config = truth_model(robot, plant_table)
+    q0 = traj.columns(robot.joint_names)[0][0]
+    if options.plant == "sim":
+        with SimPlant(truth, 1.0 / options.rate_hz, plant_config, q0=q0, paced=not options.lockstep) as plant:
+            yield plant
+        return
+    bus = parse_drives(robot.config, robot.actuated_names)
+    if not options.emulate:
+        with DynamixelBus(robot.actuated_names, bus, port=options.port) as drives:
+            yield drives
+        return
+    actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
+    with emulator_process(robot, actuated_q0) as port:
+        with DynamixelBus(robot.actuated_names, bus, port=port) as drives:
+            yield drives
+
+
+@contextlib.contextmanager
+def emulator_process(robot: RobotModel, q0: list[float]) -> Iterator[str]:
+    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path."""
+    if robot.source is None:
+        raise InputError("the emulator needs the robot's TOML file")
+    cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--q0", ",".join(f"{x:.17g}" for x in q0)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline() if proc.stdout else ""
+        if " on " not in first:
+            err = proc.communicate(timeout=10)[1].strip().splitlines()
+            raise HardwareError(f"the emulator did not start: {err[-1] if err else 'no output'}")
+        yield first.split(" on ")[1].split()[0]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, log_path: str | Path) -> RunSummary:
+    """Follow ``traj`` with the chosen law; the log goes to ``log_path`` (.npz).
+
+    Raises:
+        InputError: If the robot is not at the trajectory's start (nothing is logged then).
+    """
+    if options.lockstep and options.plant != "sim":
+        raise InputError("lock-step needs the simulated plant", field="--lockstep")
+    tracking = TrackingController(build_controller(robot, options.law), traj)
+    duration = options.duration_s if options.duration_s is not None else traj.duration
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep)
+    with open_backend(robot, traj, options) as backend:
+        start = backend.read()
+        offset = np.abs(start.q - tracking.reference(0.0)[0])
+        if offset.max() > START_TOLERANCE:
+            worst = robot.actuated_names[int(offset.argmax())]
+            raise InputError(f"the robot is {offset.max():.3g} away from the trajectory's start at joint {worst}; move it there first")
+        log = RunLog(log_path, log_columns(backend.joint_names))
+        backend.enable()
+        summary = run_loop(
+            backend,
+            tracking,
+            SafetyLimits.of(robot),
+            config,
+            log,
+            tracking.reference,
+            comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
+            saturation_count=lambda: int(getattr(backend, "saturated", 0)),
+        )
+    summary.saturated += tracking.saturated_cycles
+    return summary

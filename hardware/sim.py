@@ -1,0 +1,280 @@
+"""Simulated plant: the truth model of a robot behind the joint interface, with sensor models.
+
+The plant integrates the *truth* model, which may differ from the controller's —
+another friction law, a payload — with :class:`dynamics.forward.FrictionStepper`
+substeps, and measures it like real drives would: quantised encoders, estimated
+velocity, noisy effort, a latency of whole control periods, drive torque limits.
+
+Timing:
+
+- ``paced=False`` (lock-step): every :meth:`SimPlant.write` advances the plant by one
+  control period; deterministic for a given seed, as fast as the machine allows.
+- ``paced=True``: the plant follows the wall clock; each :meth:`read` first advances
+  it to the present time, holding the last command.
+
+The ``[plant]`` table of the robot TOML sets all this (every field optional)::
+
+    [plant]
+    substeps = 8                  # plant steps per control period
+    seed = 0
+    encoder_counts = 4096         # counts per joint revolution (per metre for prismatic joints); 0: exact
+    velocity = "difference"       # "exact" | "difference" (of encoder positions, first-order filtered)
+    velocity_cutoff_hz = 150.0    # filter of the difference estimate
+    effort_noise = 0.0            # standard deviation of measured effort, N·m (N)
+    latency_cycles = 0            # measurements are this many control periods old
+    payload = { frame = "tool", mass = 0.5, com = [0.0, 0.0, 0.05] }   # kg, m in the frame
+    [plant.joints.j2]
+    friction = { law = "lugre", fc = 0.5, ... }   # truth friction replacing the model's
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from dynamics.config import parse_friction
+from dynamics.forward import FrictionStepper
+from dynamics.model import RobotModel
+from hardware.interface import CommandMode, JointCommand, JointInterface, JointState
+from mbctl.tomlfields import Table
+
+__all__ = ["SensorModel", "PlantConfig", "TruthPlant", "SimPlant", "parse_plant", "truth_model"]
+
+PLANT_KEYS = ("substeps", "seed", "encoder_counts", "velocity", "velocity_cutoff_hz", "effort_noise", "latency_cycles", "payload", "joints")
+
+
+@dataclass(frozen=True)
+class SensorModel:
+    """How the plant is measured.
+
+    Attributes:
+        encoder_counts: Counts per revolution (per metre for prismatic joints); 0 is exact.
+        velocity: ``"exact"`` or ``"difference"`` of encoder positions, first-order filtered.
+        velocity_cutoff_hz: Cut-off of that filter (Hz).
+        effort_noise: Standard deviation of measured effort (N·m or N).
+        latency_cycles: Age of every measurement, in control periods.
+    """
+
+    encoder_counts: int = 4096
+    velocity: str = "difference"
+    velocity_cutoff_hz: float = 150.0
+    effort_noise: float = 0.0
+    latency_cycles: int = 0
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """Plant settings: sensor model, substeps, seed."""
+
+    sensors: SensorModel = SensorModel()
+    substeps: int = 8
+    seed: int = 0
+
+
+def truth_model(robot: RobotModel, table: Table | None) -> tuple[RobotModel, PlantConfig]:
+    """The plant's robot (friction overrides, payload) and settings from ``[plant]``."""
+    if table is None:
+        return robot, PlantConfig()
+    return parse_plant(robot, table)
+
+
+def parse_plant(robot: RobotModel, t: Table) -> tuple[RobotModel, PlantConfig]:
+    """Parse ``[plant]`` (see module docstring).
+
+    Raises:
+        ConfigError: Naming the file and field of a bad value.
+    """
+    t.only(PLANT_KEYS)
+    substeps = t.number("substeps", 8.0)
+    if substeps != int(substeps) or substeps < 1:
+        raise t.error("substeps", "must be a positive integer")
+    counts = t.number("encoder_counts", 4096.0)
+    if counts < 0 or counts != int(counts):
+        raise t.error("encoder_counts", "must be a non-negative integer (0: exact)")
+    latency = t.number("latency_cycles", 0.0)
+    if latency < 0 or latency != int(latency):
+        raise t.error("latency_cycles", "must be a non-negative integer")
+    cutoff = t.number("velocity_cutoff_hz", 150.0)
+    if not cutoff > 0:
+        raise t.error("velocity_cutoff_hz", "must be > 0")
+    noise = t.number("effort_noise", 0.0)
+    if noise < 0:
+        raise t.error("effort_noise", "must be >= 0")
+    sensors = SensorModel(
+        encoder_counts=int(counts),
+        velocity=t.string("velocity", "difference", choices=("exact", "difference")),
+        velocity_cutoff_hz=cutoff,
+        effort_noise=noise,
+        latency_cycles=int(latency),
+    )
+    truth = robot
+    if "joints" in t:
+        jt = t.table("joints")
+        jt.only(robot.joint_names)
+        overrides = {}
+        for name, sub in jt.tables():
+            sub.only(("friction",))
+            overrides[name] = parse_friction(sub.table("friction"))
+        truth = truth.with_friction(overrides)
+    if "payload" in t:
+        truth = _with_payload(truth, t.table("payload"))
+    return truth, PlantConfig(sensors=sensors, substeps=int(substeps), seed=int(t.number("seed", 0.0)))
+
+
+def _with_payload(robot: RobotModel, t: Table) -> RobotModel:
+    t.only(("frame", "mass", "com"))
+    frame = t.string("frame")
+    if not robot.model.existFrame(frame):
+        raise t.error("frame", f"no frame {frame!r} in the model")
+    mass = t.number("mass")
+    if not mass > 0:
+        raise t.error("mass", "must be > 0")
+    com = t.vector("com", 3, np.zeros(3))
+    model = pin.Model(robot.model)
+    f = model.frames[model.getFrameId(frame)]
+    placement = f.placement * pin.SE3(np.eye(3), com)
+    # a point mass at the payload's centre, expressed in the supporting joint's frame
+    model.inertias[f.parentJoint] = model.inertias[f.parentJoint] + placement.act(pin.Inertia(mass, np.zeros(3), np.zeros((3, 3))))
+    return dataclasses.replace(robot, model=model)
+
+
+class TruthPlant:
+    """The truth model's dynamics, driven by actuator efforts (the emulator's plant).
+
+    Args:
+        truth: Robot simulated.
+        max_step_s: Longest integration step (s); longer advances are split.
+        q0: Initial DOF positions (rad, m); default zeros.
+    """
+
+    def __init__(self, truth: RobotModel, max_step_s: float = 2.5e-4, q0: np.ndarray | None = None):
+        self.truth = truth
+        self.max_step_s = max_step_s
+        self.stepper = FrictionStepper(truth)
+        self._B = truth.actuation_matrix
+        self._actuated = np.array([truth.joint(n).idx_v for n in truth.actuated_names], dtype=int)
+        self.full = self.stepper.initial(np.zeros(truth.nv) if q0 is None else q0)
+        self.steps = 0
+
+    def step(self, tau: np.ndarray, dt: float) -> None:
+        """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N)."""
+        steps = max(1, math.ceil(dt / self.max_step_s - 1e-9))
+        h = dt / steps
+        generalized = self._B @ tau
+        for _ in range(steps):
+            self.full = self.stepper.step(self.full, generalized, h)
+        self.steps += steps
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and velocities of the actuated joints."""
+        return self.full.q[self._actuated].copy(), self.full.dq[self._actuated].copy()
+
+
+class SimPlant(JointInterface):
+    """The truth model behind the joint interface, with sensors (torque commands only).
+
+    Args:
+        truth: Robot simulated (its actuated joints are served, in order).
+        period_s: Control period (s): one lock-step advance, and the sensor sampling.
+        config: Sensor model, substeps, seed.
+        q0: Initial DOF positions (rad, m); default zeros.
+        paced: Follow the wall clock instead of lock-step.
+        clock: Wall clock for paced mode (s).
+    """
+
+    def __init__(
+        self,
+        truth: RobotModel,
+        period_s: float,
+        config: PlantConfig | None = None,
+        *,
+        q0: np.ndarray | None = None,
+        paced: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.truth = truth
+        self.joint_names = truth.actuated_names
+        self.period_s = period_s
+        self.config = config or PlantConfig()
+        self.paced = paced
+        self.clock = clock
+        self._q0 = q0
+        self._limits = np.array([truth.joint(n).limits.effort for n in self.joint_names])
+        self._resolution = np.array(
+            [2 * math.pi if truth.joint(n).kind == "revolute" else 1.0 for n in self.joint_names]
+        ) / max(self.config.sensors.encoder_counts, 1)
+        self.saturated = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0)
+        self.t = 0.0
+        self._tau = np.zeros(len(self.joint_names))
+        self._enabled = False
+        self._rng = np.random.default_rng(self.config.seed)
+        self._history: deque[JointState] = deque(maxlen=self.config.sensors.latency_cycles + 1)
+        self._v_filtered = np.zeros(len(self.joint_names))
+        self._q_last: np.ndarray | None = None
+        self._t0_wall = self.clock()
+        self._measure()
+
+    def _advance_one_period(self) -> None:
+        self.plant.step(self._tau if self._enabled else np.zeros_like(self._tau), self.period_s)
+        self.t += self.period_s
+        self._measure()
+
+    def _measure(self) -> None:
+        s = self.config.sensors
+        q, dq = self.plant.state()
+        q_meas = np.round(q / self._resolution) * self._resolution if s.encoder_counts else q
+        if s.velocity == "exact" or self._q_last is None:
+            self._v_filtered = dq
+        else:
+            raw = (q_meas - self._q_last) / self.period_s
+            a = 1.0 - math.exp(-2 * math.pi * s.velocity_cutoff_hz * self.period_s)
+            self._v_filtered = self._v_filtered + a * (raw - self._v_filtered)
+        self._q_last = q_meas
+        effort = self._tau if self._enabled else np.zeros_like(self._tau)
+        if s.effort_noise:
+            effort = effort + self._rng.normal(0.0, s.effort_noise, effort.shape)
+        self._history.append(JointState(t=self.t, q=q_meas, dq=self._v_filtered.copy(), effort=effort))
+
+    # -- JointInterface ------------------------------------------------------------------------
+    def open(self) -> None:
+        self._reset()
+
+    def close(self) -> None:
+        pass
+
+    def enable(self) -> None:
+        self._tau = np.zeros(len(self.joint_names))
+        self._enabled = True
+
+    def disable(self) -> None:
+        self._enabled = False
+        self._tau = np.zeros(len(self.joint_names))
+
+    def read(self) -> JointState:
+        """The measurement ``latency_cycles`` periods old (paced: after catching up with the clock)."""
+        if self.paced:
+            now = self.clock() - self._t0_wall
+            while self.t + self.period_s <= now + 1e-12:
+                self._advance_one_period()
+        return self._history[0]
+
+    def write(self, command: JointCommand) -> None:
+        """Apply drive torques, limited to the joints' effort limits (counted in ``saturated``)."""
+        if command.mode is not CommandMode.TORQUE:
+            raise ValueError(f"the simulated plant takes torque commands, got {command.mode.value}")
+        tau = np.asarray(command.value, dtype=float)
+        self.saturated += int((np.abs(tau) > self._limits).sum())
+        self._tau = np.clip(tau, -self._limits, self._limits)
+        if not self.paced:
+            self._advance_one_period()
