@@ -151,8 +151,11 @@ def test_a_crashed_run_leaves_a_recoverable_log(tmp_path):
 
 
 @pytest.mark.slow
-def test_paced_run_keeps_the_rate(scara, tmp_path):
-    """Paced to the wall clock for 2 s at 1 kHz: few overruns, small period error (figures printed)."""
+def test_paced_run_follows_the_wall_clock(scara, tmp_path):
+    """Paced for 2 s at 1 kHz: completes with every cycle logged and timing statistics filled in.
+
+    No timing threshold here (shared machines are noisy): benchmarks/loop.py measures it.
+    """
     frictionless = scara.with_friction({n: None for n in scara.joint_names})
     traj = quintic_rest_to_rest(WAYPOINTS, [1.0, 1.0], 1000.0, scara.joint_names)
     plant = SimPlant(frictionless, 1e-3, PlantConfig(substeps=4), paced=True)
@@ -163,4 +166,5 @@ def test_paced_run_keeps_the_rate(scara, tmp_path):
         s = run_loop(plant, controller, SafetyLimits.of(scara), LoopConfig(duration_s=2.0, paced=True), log, controller.reference)
     print(json.dumps(s.to_json(), indent=1))
     assert s.stop_reason == "completed" and s.cycles == 2000
-    assert s.overruns < 0.01 * s.cycles  # loose: CI machines are shared
+    assert np.load(tmp_path / "paced.npz")["t"][-1] >= 1.99  # wall-clock seconds since the start
+    assert all(np.isfinite([s.period_p50_us, s.period_p99_us, s.compute_p99_us]))
