@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctrl.actuation import MODES
+from ctrl.actuation import MODES, actuation_settings
 from ctrl.closed_chain import ClosedChainTorques, closed_chain_feedforward, write_closed_chain
 from ctrl.feedforward import ENGINES, FeedforwardResult, feedforward, write_torques
 from ctrl.settings import control_settings
@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     closed_chain = args.mode is not None or (robot.config is not None and "actuation" in robot.config)
+    if closed_chain:
+        actuation_settings(robot)  # a bad [actuation] table is reported before any work
     if closed_chain and args.reactions:
         raise InputError(
             "not for a closed chain with [actuation]: its torque table already holds the passive-joint reactions", field="--reactions"
