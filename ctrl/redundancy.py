@@ -497,9 +497,9 @@ class ActuationRedundancy:
         scale = max(1.0, float(np.abs(tau_tree).max()))
         if miss > _CHECK * scale:
             at = [self.joints[i] for i in range(self.na) if np.isfinite(hi[i]) and abs(x[i]) >= (1 - 1e-9) * hi[i] > 0]
-            names = " and ".join(at) if len(at) < 3 else ", ".join(at[:-1]) + " and " + at[-1]
-            values = ", ".join(f"{hi[self.joints.index(n)]:.4g}" for n in at)
-            held = f"with {names} at their limits (±{values} {unit})" if at else "within the limits"
+            items = [f"{n} (±{hi[self.joints.index(n)]:.4g} {unit})" for n in at]
+            names = " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+            held = f"with {names} at their limits" if at else "within the limits"
             raise ActuationLimitError(
                 f"mode {mode}: the torque limits make the trajectory infeasible at t = {t:.6g} s: {held} the drives "
                 f"still miss the required generalized force by {miss:.4g} {unit}",

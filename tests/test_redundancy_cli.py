@@ -55,7 +55,7 @@ def test_infeasible_limits_exit_2_with_time_and_drive(cli, rrr3_dir, tmp_path):
     out = tmp_path / "tau.csv"
     r = cli("feedforward", toml, "--trajectory", rrr3_dir / "traj.csv", "--out", out)
     assert r.code == 2
-    assert r.err.count("\n") == 1 and "actuation.effort" in r.err and "infeasible at t = 0.4" in r.err and "a1 and a2" in r.err
+    assert r.err.count("\n") == 1 and "actuation.effort" in r.err and "infeasible at t = 0.4" in r.err and "a1 (±1 N·m) and a2 (±1 N·m) at their limits" in r.err
     assert not out.exists()
 
 
