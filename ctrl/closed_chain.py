@@ -28,10 +28,15 @@ import numpy as np
 from ctrl.actuation import MODES, ActuationSettings, actuation_settings
 from ctrl.feedforward import FeedforwardResult
 from ctrl.redundancy import ActuationLimitError, ActuationRedundancy, Distribution
+from ctrl.trajectory import Trajectory
+from dynamics.constrained import ConstrainedDynamics
+from dynamics.constraints import LoopClosure
+from dynamics.model import RobotModel
 from dynamics.simulation_config import parse_constraints
+from mbctl.errors import DataError
 from mbctl.fileio import write_csv
 
-__all__ = ["ClosedChainTorques", "closed_chain_feedforward", "closed_chain_table", "write_closed_chain"]
+__all__ = ["ClosedChainTorques", "check_on_loops", "closed_chain_feedforward", "closed_chain_table", "write_closed_chain"]
 
 AXES = ("fx", "fy", "fz")
 
@@ -72,12 +77,15 @@ def closed_chain_feedforward(
     Raises:
         ActuationLimitError: If the limits make the motion infeasible in the chosen mode.
         ConfigError: For a bad ``[actuation]`` or loop set-up.
+        DataError: If the motion does not keep the loops closed.
     """
     robot = ff.robot
     settings = actuation_settings(robot)
     mode = settings.mode if mode is None else mode
     traj = ff.trajectory
-    redundancy = ActuationRedundancy(robot, settings, constraints=parse_constraints(robot), q_reference=traj.q[0])
+    constraints = parse_constraints(robot)
+    check_on_loops(robot, [c for c in constraints if isinstance(c, LoopClosure)], traj)
+    redundancy = ActuationRedundancy(robot, settings, constraints=constraints, q_reference=traj.q[0])
     wanted = [m for m in MODES if m == mode or (compare and (m != "non-redundant" or settings.non_redundant))]
     modes: dict[str, Distribution] = {}
     infeasible: dict[str, str] = {}
@@ -89,6 +97,31 @@ def closed_chain_feedforward(
                 raise
             infeasible[m] = exc.reason
     return ClosedChainTorques(mode=mode, chosen=modes[mode], modes=modes, infeasible=infeasible, settings=settings)
+
+
+def check_on_loops(robot: RobotModel, loops: list[LoopClosure], traj: Trajectory, tol: float = 1e-6) -> None:
+    """The motion must keep the loops closed, at position, velocity and acceleration level.
+
+    Raises:
+        DataError: Naming the first sample where ``|Phi|`` (m, rad), ``|Phi_q dq|`` or
+            ``|Phi_q ddq - gamma|`` exceeds ``tol`` (the rates relative to the motion's scale).
+    """
+    if not loops:
+        return
+    system = ConstrainedDynamics(robot, loops)
+    for k, t in enumerate(traj.t):
+        cv = system.constraints.evaluate(system.kinematics(traj.q[k], traj.dq[k]), t)
+        errors = (
+            ("|Phi|", np.abs(cv.phi).max(), 1.0),
+            ("|Phi_q dq|", np.abs(cv.jac @ traj.dq[k]).max(), max(1.0, np.abs(traj.dq[k]).max())),
+            ("|Phi_q ddq - gamma|", np.abs(cv.jac @ traj.ddq[k] - cv.gamma).max(), max(1.0, np.abs(traj.ddq[k]).max())),
+        )
+        for name, value, scale in errors:
+            if not value <= tol * scale:
+                raise DataError(
+                    f"the motion leaves the closed loops at t = {t:.6g} s ({name} = {value:.3g}); sample it on the loops, "
+                    "e.g. with mbctl trajectory constraints"
+                )
 
 
 def closed_chain_table(result: ClosedChainTorques) -> tuple[list[str], np.ndarray]:

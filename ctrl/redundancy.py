@@ -69,6 +69,7 @@ import scipy.optimize
 
 from ctrl.actuation import MODES, ActuationSettings, actuation_settings
 from ctrl.codegen import CompiledFunction, compile_function
+from dynamics.constrained import SingularConstraintError
 from dynamics.constraints import ConstraintSet, LoopClosure
 from dynamics.model import RobotModel
 from dynamics.symbolic import SymbolicDynamics
@@ -488,7 +489,18 @@ class ActuationRedundancy:
                     time=t,
                     joints=(name,),
                 )
-        Wt, f = np.asarray(self._data(q, dq, ddq, tau_tree)[0]), np.asarray(self._data(q, dq, ddq, tau_tree)[1]).ravel()
+        data = self._data(q, dq, ddq, tau_tree)
+        Wt, f = np.asarray(data[0]), np.asarray(data[1]).ravel()
+        if not (np.isfinite(Wt).all() and np.isfinite(f).all()):
+            dep = ", ".join(self.robot.joints[i].name for i in self.dependent)
+            raise SingularConstraintError(
+                f"at t = {t:.6g} s the loop Jacobian's block of the dependent coordinates ({dep}) is singular: a "
+                "singular configuration of the mechanism, or one where other independent coordinates are needed",
+                file=self.robot.source,
+                field="constraints",
+                time=t,
+                q=q,
+            )
         cols = self._subset() if mode == "non-redundant" else np.arange(self.na)
         best = scipy.optimize.lsq_linear(Wt[:, cols], f, bounds=(lo[cols], hi[cols]), method="bvls", tol=1e-14)
         x = np.zeros(self.na)

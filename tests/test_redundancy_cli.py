@@ -108,3 +108,16 @@ def test_trajectory_constraints_needs_a_fully_constrained_mechanism(cli, configs
     """The four-bar's loop leaves 1 DOF: one-line error, exit 2."""
     r = cli("trajectory", "constraints", configs / "fourbar.toml", "--out", tmp_path / "t.csv")
     assert r.code == 2 and "constraints: the constraints have 2 rows for 3 DOF" in r.err
+
+
+def test_a_motion_off_the_loops_is_refused(cli, rrr3_dir, tmp_path):
+    """A trajectory that opens the loops (a1 shifted by 1 mrad) gives one line naming the time, exit 2."""
+    from mbctl.fileio import read_csv, write_csv
+
+    table = read_csv(rrr3_dir / "traj.csv")
+    data = np.column_stack([table.column(c) for c in table.header])
+    data[:, list(table.header).index("q.a1")] += 1e-3
+    bad = tmp_path / "bad.csv"
+    write_csv(bad, list(table.header), data)
+    r = cli("feedforward", rrr3_dir / "rrr3.toml", "--trajectory", bad, "--out", tmp_path / "t.csv")
+    assert r.code == 2 and r.err.startswith(f"mbctl: error: {bad}: the motion leaves the closed loops at t = 0 s (|Phi| = ")

@@ -17,7 +17,7 @@ from ctrl.trajectory import limit_violations, read_trajectory
 from dynamics.friction import LAWS, simplify_law
 from dynamics.model import RobotModel, load_robot
 from mbctl.console import ProgressPrinter, warn
-from mbctl.errors import InputError
+from mbctl.errors import DataError, InputError
 from mbctl.fileio import check_output
 from mbctl.plots import FORMATS, plot_feedforward, plot_redundancy
 
@@ -116,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
         robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"), engine=args.engine
     )
     if closed_chain:
-        result = closed_chain_feedforward(ff, args.mode, progress=ProgressPrinter("distribution"))
+        try:
+            result = closed_chain_feedforward(ff, args.mode, progress=ProgressPrinter("distribution"))
+        except DataError as exc:  # the motion does not keep the loops closed
+            raise exc.located(file=args.trajectory) if exc.file is None else exc from None
         elapsed = time.perf_counter() - start
         write_closed_chain(args.out, result)
         if args.plot:
