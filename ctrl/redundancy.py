@@ -84,7 +84,6 @@ _QP_OPTIONS = {
     "qrqp": {"print_iter": False, "print_header": False, "print_info": False, "error_on_fail": False},
     "qpoases": {"printLevel": "none", "error_on_fail": False},
 }
-_LIBC = ctypes.CDLL(None)
 _CHECK = 1e-8  # largest residual of (1), (2) and bound excess accepted, relative to max(1, |tau_tree|)
 
 
@@ -154,7 +153,7 @@ def _quiet_stdout() -> Iterator[None]:
         os.dup2(devnull, 1)
         yield
     finally:
-        _LIBC.fflush(None)  # C stdio buffers the banner when stdout is not a terminal
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers the banner when stdout is not a terminal
         os.dup2(saved, 1)
         os.close(saved)
         os.close(devnull)

@@ -96,6 +96,20 @@ def test_min_norm_equals_the_pseudo_inverse(modes, reference):
     assert np.abs(modes["min-norm"].tau - tau).max() <= TOL
 
 
+def test_weighted_min_norm_is_the_weighted_pseudo_inverse(rrr3, redundancy, reference):
+    """With weights w: tau = K^-1 W (W^T K^-1 W)^-1 f, K = diag(w)."""
+    robot, traj, tau_tree, _ = rrr3
+    w = np.array([1.0, 4.0, 0.5])
+    weighted = ActuationRedundancy(
+        robot, dataclasses.replace(redundancy.settings, weights=w), constraints=parse_constraints(robot), q_reference=traj.q[0]
+    )
+    d = weighted.distribute(traj.t, traj.q, traj.dq, traj.ddq, tau_tree, "min-norm")
+    for k, r in enumerate(reference[2]):
+        W = r["Wt"].T
+        expected = (W / w[:, None]) @ np.linalg.solve(r["Wt"] @ (W / w[:, None]), r["f"])
+        assert np.abs(d.tau[k] - expected).max() <= TOL, k
+
+
 def test_min_norm_with_a_tight_limit_is_the_clipped_one_dimensional_minimizer(rrr3, redundancy, reference):
     """With |tau| <= 1.2 N·m (min-norm peaks at 1.33) the QP keeps the limit, meets the force and equals
     the exact minimizer tau_p + n*clip(0, s_lo, s_hi) along the internal-force direction n."""
