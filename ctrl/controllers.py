@@ -18,6 +18,7 @@ joint's friction law, loaded by the joint reactions of the same motion):
 | ``computed-torque`` | ``ID(q, dq, a, z)``, ``a = ddq_d + Kd de + Kp e`` | ``[control.computed-torque]`` (1/s², 1/s) |
 | ``pd-gravity`` | ``Kp e + Kd de + g(q)`` | ``[control.pd]`` (N·m/rad, N·m·s/rad) |
 | ``pd-feedforward`` | ``ID(q_d, dq_d, ddq_d, z) + Kp e + Kd de`` | ``[control.pd]`` |
+| ``task-space`` | task-space computed torque with a null-space objective (:mod:`ctrl.task_space`) | ``[control.task-space]`` |
 
 Computed torque is evaluated as one RNEA pass at the reference acceleration ``a``,
 which equals ``M(q) a + h(q, dq)``. Its friction term (loaded by the reactions of
@@ -47,9 +48,10 @@ from dynamics.model import RobotModel
 from dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import DataError
 
-__all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "INPUTS", "OUTPUTS"]
+__all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "TASK_SPACE", "INPUTS", "OUTPUTS"]
 
 LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
+TASK_SPACE = "task-space"  # the task-space law of ctrl.task_space, built here too
 INPUTS = ("q", "dq", "q_d", "dq_d", "ddq_d", "z")
 OUTPUTS = ("tau", "tau_demand", "saturated")
 
@@ -79,7 +81,7 @@ class Controller:
     """One control law of one robot.
 
     Attributes:
-        law: One of :data:`LAWS`.
+        law: One of :data:`LAWS`, or :data:`TASK_SPACE`.
         robot: The robot.
         function: ``(q, dq, q_d, dq_d, ddq_d, z) -> (tau, tau_demand, saturated)``.
         settings: Gains and saturation levels it was built with.
@@ -153,10 +155,15 @@ def build_controller(
         ConfigError: If the law needs gains the ``[control]`` table does not give.
         ValueError: For an unknown law.
     """
-    if law not in LAWS:
-        raise ValueError(f"unknown control law {law!r} (expected one of: {', '.join(LAWS)})")
+    if law not in (*LAWS, TASK_SPACE):
+        raise ValueError(f"unknown control law {law!r} (expected one of: {', '.join((*LAWS, TASK_SPACE))})")
     settings = control_settings(robot) if settings is None else settings
     sd = SymbolicDynamics(robot) if dynamics is None else dynamics
+    if law == TASK_SPACE:
+        from ctrl.task_space import build_task_space_function  # it imports this module
+
+        function, settings, _ = build_task_space_function(robot, settings=settings, dynamics=sd)
+        return Controller(law=law, robot=robot, function=function, settings=settings)
     q, dq, q_d, dq_d, ddq_d, z = (ca.SX.sym(name, robot.nv) for name in INPUTS)
     e, de = q_d - q, dq_d - dq
     if law == "feedforward":

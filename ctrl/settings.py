@@ -35,7 +35,7 @@ from mbctl.tomlfields import Table
 
 __all__ = ["ControlSettings", "Gains", "control_settings", "CONTROL_KEYS"]
 
-CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd")
+CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")  # task-space: ctrl.task_space
 FRICTION_VELOCITIES = ("desired", "measured")
 GAIN_KEYS = ("kp", "kd")
 

@@ -453,6 +453,13 @@ class LoopClosure(Constraint):
         self._spec = spec
         self.labels = tuple(labels)
 
+    @property
+    def row_spec(self) -> tuple[tuple, ...]:
+        """One entry per row, for code that rebuilds the rows elsewhere (e.g. in CasADi):
+        ``("pos", k)`` (world axis k of ``p_A - p_B``), ``("dot", u, w)`` (``(R_A u)·(R_B w)``)
+        or ``("rel", u)`` (``(R_A u)·(p_B - p_A)``), with ``u``, ``w`` unit 3-vectors."""
+        return tuple(self._spec)
+
     def _rows(self, ks: KinematicState) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(phi, g_A, g_B, drift)`` per row plus the frames' Jacobians stacked."""
         A = ks.frame(self.fid_a)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from ctrl.closed_chain import ClosedChainTorques
 from ctrl.feedforward import FeedforwardResult
 from ctrl.trajectory import Trajectory
 from dynamics.simulate import SimulationResult
@@ -20,7 +21,16 @@ from hardware.loop import RunSummary
 from mbctl.errors import InputError
 from mbctl.fileio import CsvTable, atomic_output, check_output
 
-__all__ = ["FORMATS", "plot_feedforward", "plot_run", "plot_simulation", "plot_trajectory", "plot_torque_tables", "save_figure"]
+__all__ = [
+    "FORMATS",
+    "plot_feedforward",
+    "plot_redundancy",
+    "plot_run",
+    "plot_simulation",
+    "plot_trajectory",
+    "plot_torque_tables",
+    "save_figure",
+]
 
 FORMATS = (".png", ".pdf", ".svg")
 
@@ -195,5 +205,35 @@ def plot_simulation(
     ax_f.legend(loc="best", fontsize="small")
     for ax in (ax_q, ax_phi, ax_f):
         ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_redundancy(result: ClosedChainTorques, path: str | Path, title: str) -> None:
+    """Left column: each drive's torque in every distribution mode; right column: the norm
+    of the passive-joint reaction forces and of the drive powers in every mode."""
+    joints = result.chosen.joints
+    rows = max(len(joints), 2)
+    fig = Figure(figsize=(12, 2.2 * rows + 0.8), layout="constrained")
+    grid = fig.subplots(rows, 2, sharex=True, squeeze=False)
+    left, right = grid[: len(joints), 0], grid[:2, 1]
+    for ax in [*grid[len(joints) :, 0], *grid[2:, 1]]:
+        ax.set_visible(False)
+    for mode, d in result.modes.items():
+        style = {"label": mode, "lw": 2.0 if mode == result.mode else 1.2}
+        for i, ax in enumerate(left):
+            ax.plot(d.t, d.tau[:, i], **style)
+        right[0].plot(d.t, d.internal_force, **style)
+        right[1].plot(d.t, d.power_norm, **style)
+    for ax, name in zip(left, joints):
+        ax.set_ylabel(f"tau.{name} [N·m]")
+    right[0].set_ylabel("passive-joint forces |F| [N]")
+    right[1].set_ylabel("drive powers |P| [W]")
+    for ax in (*left, *right):
+        ax.grid(alpha=0.3)
+    left[-1].set_xlabel("t [s]")
+    right[-1].set_xlabel("t [s]")
+    right[1].xaxis.set_tick_params(labelbottom=True)
+    left[0].legend(loc="best", fontsize="small")
     fig.suptitle(title)
     save_figure(fig, path)

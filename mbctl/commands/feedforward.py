@@ -7,14 +7,19 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
+
+from ctrl.actuation import MODES, actuation_settings
+from ctrl.closed_chain import ClosedChainTorques, closed_chain_feedforward, write_closed_chain
 from ctrl.feedforward import ENGINES, FeedforwardResult, feedforward, write_torques
 from ctrl.settings import control_settings
 from ctrl.trajectory import limit_violations, read_trajectory
 from dynamics.friction import LAWS, simplify_law
 from dynamics.model import RobotModel, load_robot
 from mbctl.console import ProgressPrinter, warn
+from mbctl.errors import DataError, InputError
 from mbctl.fileio import check_output
-from mbctl.plots import FORMATS, plot_feedforward
+from mbctl.plots import FORMATS, plot_feedforward, plot_redundancy
 
 FRICTION_CHOICES = ("config", "none", *LAWS)
 
@@ -48,6 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=ENGINES,
         default="pinocchio",
         help="pinocchio's batched RNEA (default) or the CasADi mirror of the model (same numbers, slower)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        help="closed chains with an [actuation] table: how the drives share the load (default: actuation.mode)",
     )
     p.set_defaults(run=run)
 
@@ -94,10 +104,29 @@ def run(args: argparse.Namespace) -> int:
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
+    closed_chain = args.mode is not None or (robot.config is not None and "actuation" in robot.config)
+    if closed_chain:
+        actuation_settings(robot)  # a bad [actuation] table is reported before any work
+    if closed_chain and args.reactions:
+        raise InputError(
+            "not for a closed chain with [actuation]: its torque table already holds the passive-joint reactions", field="--reactions"
+        )
     start = time.perf_counter()
     ff = feedforward(
         robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"), engine=args.engine
     )
+    if closed_chain:
+        try:
+            result = closed_chain_feedforward(ff, args.mode, progress=ProgressPrinter("distribution"))
+        except DataError as exc:  # the motion does not keep the loops closed
+            raise exc.located(file=args.trajectory) if exc.file is None else exc from None
+        elapsed = time.perf_counter() - start
+        write_closed_chain(args.out, result)
+        if args.plot:
+            plot_redundancy(result, args.plot, title=f"{robot.name}: drive torques by distribution mode")
+        print(format_closed_chain(ff, result, elapsed))
+        print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+        return 0
     elapsed = time.perf_counter() - start
     write_torques(args.out, ff)
     if args.plot:
@@ -105,3 +134,29 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(ff, elapsed))
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
     return 0
+
+
+def format_closed_chain(ff: FeedforwardResult, result: ClosedChainTorques, elapsed_s: float) -> str:
+    """Per-mode peak and RMS drive torques, internal forces, powers and residuals."""
+    n = len(ff.trajectory)
+    joints = result.chosen.joints
+    settings = result.settings
+    lines = [
+        f"{ff.robot.name}: {n} samples over {ff.trajectory.duration:.3f} s, {len(result.modes)} distribution modes "
+        f"computed in {elapsed_s * 1e3:.1f} ms; drives {', '.join(joints)} (limits "
+        + ", ".join(f"{e:.4g}" for e in settings.effort)
+        + ")",
+        f"  {'mode':<21}" + "".join(f"{'peak|' + j + '|':>12}" for j in joints) + f"{'rms tau':>10}{'peak F_int':>12}"
+        f"{'rms F_int':>11}{'peak |P|':>10}{'residual':>10}",
+    ]
+    for mode, d in result.modes.items():
+        mark = "*" if mode == result.mode else " "
+        peaks = "".join(f"{v:>12.4g}" for v in np.abs(d.tau).max(axis=0))
+        lines.append(
+            f"{mark} {mode:<20}{peaks}{np.sqrt(np.mean(d.tau**2)):>10.4g}{d.internal_force.max():>12.4g}"
+            f"{np.sqrt(np.mean(d.internal_force**2)):>11.4g}{d.power_norm.max():>10.4g}{d.residual.max():>10.2g}"
+        )
+    lines.append("  (N·m for torques, N for the passive-joint reaction norm F_int, W for the drive-power norm |P|; * = written)")
+    for mode, reason in result.infeasible.items():
+        lines.append(f"  {mode}: {reason}")
+    return "\n".join(lines)

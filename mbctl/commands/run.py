@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ctrl.task_space import TaskSpaceSettings, TaskTracking, task_space_settings, task_tracking
 from ctrl.trajectory import limit_violations, read_trajectory
-from dynamics.model import load_robot
+from dynamics.model import RobotModel, load_robot
 from hardware.loop import RunSummary
 from hardware.session import SessionOptions, run_session
 from mbctl.console import warn
@@ -17,7 +18,13 @@ from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 from mbctl.plots import FORMATS, plot_run
 
-CONTROLLERS = {"computed-torque": "computed-torque", "pd-ff": "pd-feedforward", "pd-gravity": "pd-gravity", "feedforward": "feedforward"}
+CONTROLLERS = {
+    "computed-torque": "computed-torque",
+    "pd-ff": "pd-feedforward",
+    "pd-gravity": "pd-gravity",
+    "feedforward": "feedforward",
+    "task-space": "task-space",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,16 +64,43 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         emulate=args.emulate,
     )
+    task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     summary = run_session(robot, traj, options, args.log)
-    write_summary(args.summary, summary, controller=args.controller, plant=args.plant)
+    extra = {}
+    if task is not None and summary.cycles:
+        tracking = run_task_tracking(robot, task, args.log)
+        extra = {
+            "task_rms_m": tracking.rms,
+            "task_max_abs_error_m": tracking.max_abs_error,
+            "objective": task.objective,
+            "objective_start": tracking.objective_start,
+            "objective_end": tracking.objective_end,
+        }
+    write_summary(args.summary, summary, controller=args.controller, plant=args.plant, **extra)
     if args.plot:
         plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {args.plant}")
     print(format_run(summary))
+    if extra:
+        rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
+        print(
+            f"task ({task.frame}) error rms: {rms} m; max |error| {extra['task_max_abs_error_m']:.3g} m; "
+            f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
+        )
     print(f"wrote {args.log}, {args.summary}" + (f" and {args.plot}" if args.plot else ""))
     return 0 if summary.stop_reason == "completed" else 1
 
 
-def write_summary(path: Path, summary: RunSummary, **extra: str) -> None:
+def run_task_tracking(robot: RobotModel, task: TaskSpaceSettings, log_path: Path) -> TaskTracking:
+    """Task error and objective of a logged run (every DOF is logged: the law needs them all)."""
+    log = np.load(log_path)
+    names = [str(c).split(".", 1)[1] for c in log["columns"] if str(c).startswith("q.")]
+    order = [names.index(n) for n in robot.joint_names]
+    q, q_ref = (np.atleast_2d(log[k].T).T[:, order] for k in ("q", "q_ref"))
+    good = np.isfinite(q).all(axis=1)
+    return task_tracking(robot, task, q[good], q_ref[good])
+
+
+def write_summary(path: Path, summary: RunSummary, **extra: object) -> None:
     """The JSON summary: every :class:`RunSummary` field plus ``extra``."""
     with atomic_output(path) as tmp:
         tmp.write_text(json.dumps({**summary.to_json(), **extra}, indent=2) + "\n")

@@ -1,4 +1,5 @@
-"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration)."""
+"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration, or the
+motion a config's constraints prescribe)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctrl.constrained_path import trajectory_from_constraints
 from ctrl.trajectory import (
     Trajectory,
     constant_acceleration,
@@ -14,7 +16,8 @@ from ctrl.trajectory import (
     quintic_rest_to_rest,
     write_trajectory,
 )
-from dynamics.model import load_robot
+from dynamics.model import RobotModel, load_robot
+from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
 from mbctl.console import warn
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
@@ -57,6 +60,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--duration", type=float, required=True, help="s")
     a.add_argument("--q0", help="start positions (rad or m), one per joint (default: zeros)")
 
+    c = kinds.add_parser(
+        "constraints",
+        help="the motion the config's [[constraints]] prescribe (closed loops plus programmed paths fixing every DOF)",
+    )
+    common(c)
+    c.add_argument("--duration", type=float, help="s (default: simulation.duration)")
+
+
+def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
+    """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
+    setup = parse_simulation(robot)
+    duration = setup.duration if args.duration is None else args.duration
+    if not duration > 0 or not args.rate > 0:
+        raise InputError("--duration and --rate must be > 0")
+    dynamics = build_dynamics(robot, setup)
+    q0, _ = initial_state(robot, setup, dynamics)
+    t = np.linspace(0.0, duration, int(np.ceil(duration * args.rate - 1e-9)) + 1)
+    return trajectory_from_constraints(dynamics, t, q0)
+
 
 def build(args: argparse.Namespace, names: tuple[str, ...]) -> Trajectory:
     n = len(names)
@@ -78,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot, FORMATS)
     robot = load_robot(args.config)
-    traj = build(args, robot.joint_names)
+    traj = from_constraints(args, robot) if args.kind == "constraints" else build(args, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(message)
     write_trajectory(args.out, traj)
