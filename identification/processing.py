@@ -32,9 +32,12 @@ Steps (:func:`process_constant_speed`):
    bin at slightly different mean positions); bins with fewer than 80 % of the
    median sample count in either direction (the partly covered ends) are left out.
 5. **Robust average.** Per speed, ``F`` is the Huber M-estimate (k = 1.345, MAD
-   scale) of the per-bin values ``(u_f - u_r)/2``; its standard error is the
-   sandwich estimate ``s*sqrt(sum psi**2)/sum psi'``; ``spread`` is the robust
-   standard deviation of the per-bin values.
+   scale) of the per-bin values ``(u_f - u_r)/2``; ``spread`` is the robust standard
+   deviation of the per-bin values. Its standard error pools the sandwich estimate
+   ``s*sqrt(sum psi**2)/sum psi'`` from the bins' scatter with a white-noise model
+   (the torque noise pooled over every bin of every speed, scattered about a
+   straight line in position within each bin), so that speeds with few bins still
+   get a sound error (see :func:`_points`). Speeds with fewer than 5 bins are dropped.
 
 The asymmetric option fits each direction on its own, which needs a gravity
 reference (``tau_g`` column): ``F+(v) = u_f - tau_g``, ``F-(v) = tau_g - u_r`` (both > 0).
@@ -67,6 +70,9 @@ BINS_PER_SPEED = 30
 SPEED_TOLERANCE = 0.02
 COUNT_WINDOW = 20  # counts a speed-estimation window must span
 STICK_SLIP_COUNTS = 10
+MIN_BINS = 5
+PRIOR_DOF = 20
+HUBER_EFFICIENCY = 1.0 / 0.95  # variance of the Huber mean (k = 1.345) relative to the plain mean, Gaussian data
 REFERENCE_SPEED_TOLERANCE = 0.01
 
 
@@ -142,6 +148,8 @@ class ProcessedLog:
         dropped: Segments and speeds left out, with reasons.
         resolution: Estimated encoder resolution (rad, m).
         forward, reverse: Per-direction points (asymmetric option), else None.
+        torque_noise: Per-sample torque noise pooled over all bins (N·m, N): the scatter
+            about a straight line in position within every bin.
     """
 
     points: FrictionPoints
@@ -151,6 +159,7 @@ class ProcessedLog:
     resolution: float
     forward: FrictionPoints | None = None
     reverse: FrictionPoints | None = None
+    torque_noise: float = math.nan
 
 
 def huber_location(x: np.ndarray, k: float = HUBER_K) -> tuple[float, float, float]:
@@ -332,6 +341,7 @@ def process_constant_speed(
         extra = f" ({len(dropped)} dropped: {dropped[0].reason})" if dropped else ""
         raise DataError(f"no constant-speed segments found ({how}){extra}", file=log.source)
     rows, fwd_rows, rev_rows = [], [], []
+    noise_rss, noise_dof = 0.0, 0
     used: list[Segment] = []
     gq, gt = [], []
     for group in _group_by_speed(segments):
@@ -351,17 +361,23 @@ def process_constant_speed(
         dt = float(np.median(np.diff(log.t[idx_f[: min(len(idx_f), 1000)]])))
         width = max((hi - lo) / bins, 2 * resolution, 8 * v * dt)
         nb = int(math.floor((hi - lo) / width)) if hi > lo else 0
-        if nb < 3:
-            dropped.append(DroppedSegment(group[0].t0, group[-1].t1, v, "forward and reverse runs share fewer than 3 position bins"))
+        if nb < MIN_BINS:
+            dropped.append(DroppedSegment(group[0].t0, group[-1].t1, v, f"forward and reverse runs share fewer than {MIN_BINS} position bins"))
             continue
         uf, nf = _bin_means(qpos[idx_f], log.tau[idx_f], lo, width, nb)
         ur, nr = _bin_means(qpos[idx_r], log.tau[idx_r], lo, width, nb)
         qf, _ = _bin_means(qpos[idx_f], qpos[idx_f], lo, width, nb)
         qr, _ = _bin_means(qpos[idx_r], qpos[idx_r], lo, width, nb)
         good = (nf >= 0.8 * np.median(nf[nf > 0])) & (nr >= 0.8 * np.median(nr[nr > 0]))
-        if good.sum() < 3:
-            dropped.append(DroppedSegment(group[0].t0, group[-1].t1, v, "fewer than 3 position bins hold both directions"))
+        if good.sum() < MIN_BINS:
+            dropped.append(DroppedSegment(group[0].t0, group[-1].t1, v, f"fewer than {MIN_BINS} position bins hold both directions"))
             continue
+        for idx in (idx_f, idx_r):
+            rss, dof = _within_bin_rss(qpos[idx], log.tau[idx], lo, width, nb, good)
+            noise_rss += rss
+            noise_dof += dof
+        # variance of mean_b((u_f - u_r)/2) per unit sample variance
+        factor = float((1.0 / nf[good] + 1.0 / nr[good]).sum()) / (4.0 * good.sum() ** 2)
         # the two directions sample a bin at slightly different mean positions (sampling
         # phase, partial counts); move both to a common position along the local gravity
         # slope, estimated from the bins' gravity profile
@@ -369,7 +385,7 @@ def process_constant_speed(
         slope = np.gradient(0.5 * (uf[good] + ur[good]), qm) if good.sum() >= 2 else np.zeros(good.sum())
         d = 0.5 * (uf[good] - ur[good]) - 0.5 * slope * (qf[good] - qr[good])
         F, se, spread = huber_location(d)
-        rows.append((v, F, se, spread, int(good.sum())))
+        rows.append((v, F, se, spread, int(good.sum()), factor))
         centres = lo + (np.flatnonzero(good) + 0.5) * width
         gq.append(centres)
         gt.append(0.5 * (uf[good] + ur[good]))
@@ -377,21 +393,23 @@ def process_constant_speed(
         if asymmetric:
             gf, _ = _bin_means(qpos[idx_f], log.tau[idx_f] - log.tau_g[idx_f], lo, width, nb)
             gr, _ = _bin_means(qpos[idx_r], log.tau_g[idx_r] - log.tau[idx_r], lo, width, nb)
-            fwd_rows.append((v, *huber_location(gf[good]), int(good.sum())))
-            rev_rows.append((v, *huber_location(gr[good]), int(good.sum())))
+            fwd_rows.append((v, *huber_location(gf[good]), int(good.sum()), float((1.0 / nf[good]).sum()) / good.sum() ** 2))
+            rev_rows.append((v, *huber_location(gr[good]), int(good.sum()), float((1.0 / nr[good]).sum()) / good.sum() ** 2))
     if not rows:
         if any(s.speed > 0 for s in segments) != any(s.speed < 0 for s in segments):
             missing = "reverse" if any(s.speed > 0 for s in segments) else "forward"
             raise DataError(f"no {missing} runs: every constant-speed segment goes the same way", file=log.source)
         raise DataError(f"no speed has usable forward and reverse runs ({dropped[-1].reason})", file=log.source)
+    noise = math.sqrt(noise_rss / noise_dof) if noise_dof > 0 else math.nan
     return ProcessedLog(
-        points=_points(rows, "both"),
+        points=_points(rows, "both", noise),
         gravity=_gravity_profile(np.concatenate(gq), np.concatenate(gt), resolution),
         segments=tuple(sorted(used, key=lambda s: s.start)),
         dropped=tuple(dropped),
         resolution=resolution,
-        forward=_points(fwd_rows, "forward") if asymmetric else None,
-        reverse=_points(rev_rows, "reverse") if asymmetric else None,
+        forward=_points(fwd_rows, "forward", noise) if asymmetric else None,
+        reverse=_points(rev_rows, "reverse", noise) if asymmetric else None,
+        torque_noise=noise,
     )
 
 
@@ -414,9 +432,39 @@ def _segment_positions(log: ConstantSpeedLog, segments: list[Segment], resolutio
     return q
 
 
-def _points(rows: list[tuple], direction: str) -> FrictionPoints:
+def _within_bin_rss(q: np.ndarray, u: np.ndarray, lo: float, width: float, nbins: int, use: np.ndarray) -> tuple[float, int]:
+    """Residual sum of squares of ``u`` about a straight line in ``q`` within every used bin,
+    and its degrees of freedom (n - 2 per bin): the torque noise, gravity's slope removed."""
+    idx = np.floor((q - lo) / width).astype(int)
+    ok = (idx >= 0) & (idx < nbins)
+    idx, q, u = idx[ok], q[ok], u[ok]
+    ok = use[idx]
+    idx, q, u = idx[ok], q[ok], u[ok]
+    n = np.bincount(idx, minlength=nbins).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        qc = q - (np.bincount(idx, q, nbins) / np.maximum(n, 1))[idx]
+        uc = u - (np.bincount(idx, u, nbins) / np.maximum(n, 1))[idx]
+        sxx, sxy, syy = (np.bincount(idx, w, nbins) for w in (qc * qc, qc * uc, uc * uc))
+        rss = np.where(sxx > 0, syy - np.where(sxx > 0, sxy**2 / np.where(sxx > 0, sxx, 1.0), 0.0), syy)
+    keep = n >= 3
+    return float(np.maximum(rss[keep], 0.0).sum()), int((n[keep] - 2).sum())
+
+
+def _points(rows: list[tuple], direction: str, noise: float) -> FrictionPoints:
+    """Points with standard errors that pool two estimates: the bins' scatter (``se_b``,
+    ``n_b - 1`` degrees of freedom) and the white-noise model ``noise**2*factor`` with the
+    noise pooled over every bin of every speed, weighted as if it had ``PRIOR_DOF``
+    degrees of freedom: ``se**2 = ((n_b - 1)*se_b**2 + PRIOR_DOF*se_m**2)/(n_b - 1 + PRIOR_DOF)``.
+    With ~30 bins a point's own scatter dominates; with few bins the model keeps its
+    error from being a guess."""
     a = np.array(rows, dtype=float)
-    return FrictionPoints(speed=a[:, 0], friction=a[:, 1], stderr=a[:, 2], spread=a[:, 3], bins=a[:, 4].astype(int), direction=direction)
+    se_b, nb = a[:, 2], a[:, 4]
+    se = se_b
+    if math.isfinite(noise) and noise > 0:
+        se_m2 = noise**2 * a[:, 5] * HUBER_EFFICIENCY
+        w = np.maximum(nb - 1, 0)
+        se = np.sqrt((w * np.nan_to_num(se_b) ** 2 + PRIOR_DOF * se_m2) / (w + PRIOR_DOF))
+    return FrictionPoints(speed=a[:, 0], friction=a[:, 1], stderr=se, spread=a[:, 3], bins=nb.astype(int), direction=direction)
 
 
 def _gravity_profile(q: np.ndarray, tau: np.ndarray, resolution: float, nbins: int = 60) -> GravityProfile:
