@@ -7,8 +7,9 @@ and ``F ~ sigma0*z``, so along any monotonic branch (direction ``s``)::
     dF/dx = sigma0*(1 - s*F/fs)
 
 ``sigma0`` is the slope at ``F = 0``. The slow cycle ``0 -> +A -> -A -> 0`` is
-fitted with this law (:func:`fit_cycle`): ``x`` predicted from the measured torque
-(smoothed over 21 samples) branch by branch, with ``sigma0``, the offset ``c``
+fitted with this law (:func:`fit_cycle`): ``x`` predicted from the torque branch by
+branch (the cycle's torque is taken as three straight branches between its extremes,
+fitted to the measured one, so its noise stays out of the model), with ``sigma0``, the offset ``c``
 (gravity and the friction left by the holding loop: ``F = u - c``) and ``x0`` free,
 ``fs`` fixed to the break-away torque (or fitted when none is known).
 
@@ -17,7 +18,8 @@ Torque steps (:func:`fit_steps`) excite the presliding mode
 fitted with a second-order step response (gain ``A``, ``omega_n``, ``zeta``, start
 time, offset). There the bristles swing about ``F ~ 0`` and ``k = sigma0`` (from the
 cycle; the step's secant ``dF/A`` without it), so ``J = k/omega_n**2`` and
-``sigma1 = 2*zeta*k/omega_n - fv``. It is reported unidentifiable (with the reason)
+``sigma1 = 2*zeta*k/omega_n - fv`` (the steps' weighted mean; its standard error
+includes the steps' scatter about it). It is reported unidentifiable (with the reason)
 when the step moves the joint by fewer than 10 encoder counts, the mode is sampled
 with fewer than 6 samples per period, the fit fails, or its relative standard error
 exceeds 50 %.
@@ -251,7 +253,6 @@ def breakaway(log: PreslidingLog, resolution: float | None = None) -> BreakAway 
         ramps.append((abs(float(slope)), direction, float(u_end), bool(slipped)))
         if not slipped:
             notes.append(f"ramp at t = {log.t[a]:.3f} s ({'+' if direction > 0 else '-'}) ends before the joint moved 5 counts")
-    good = [r for r in ramps if r[3]]
     # pair every + ramp with the - ramp of the nearest rate (within 30 %), closest pairs first
     ups = [(r, u) for r, d, u, ok in ramps if ok and d > 0]
     downs = [(r, u) for r, d, u, ok in ramps if ok and d < 0]
@@ -287,6 +288,22 @@ def breakaway(log: PreslidingLog, resolution: float | None = None) -> BreakAway 
     return BreakAway(value, se, rates, values, tuple(ramps), tuple(notes))
 
 
+def _piecewise_linear(t: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cycle's torque as three straight branches between its extremes (least-squares
+    lines; the measurement noise would otherwise enter the model's regressor), and the
+    direction of each sample's branch."""
+    us = _smooth(u, 4 * SMOOTH + 1)
+    turns = sorted({int(np.argmax(us)), int(np.argmin(us))})
+    bounds = [0, *[k for k in turns if 5 < k < len(u) - 5], len(u)]
+    line = np.empty_like(u)
+    direction = np.empty_like(u)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        slope, icpt = np.polyfit(t[lo:hi] - t[lo], u[lo:hi], 1)
+        line[lo:hi] = icpt + slope * (t[lo:hi] - t[lo])
+        direction[lo:hi] = 1.0 if slope >= 0 else -1.0
+    return line, direction
+
+
 def _branch_model(F: np.ndarray, direction: np.ndarray, sigma0: float, fs: float) -> np.ndarray:
     """Displacement from ``dF/dx = sigma0*(1 - s*F/fs)`` integrated along the samples (from 0)."""
     Fm = 0.5 * (F[1:] + F[:-1])
@@ -307,10 +324,7 @@ def fit_cycle(log: PreslidingLog, fs: float | None, resolution: float | None = N
     counts = float(np.ptp(x) / res) if res > 0 else math.inf
     if counts < MIN_COUNTS:
         return f"the cycle moves the joint by {counts:.0f} encoder counts (needs >= {MIN_COUNTS}): sigma0 is not identifiable with this encoder"
-    u = _smooth(log.tau[a:b])
-    du = _smooth(np.gradient(u), 4 * SMOOTH + 1)
-    direction = np.sign(du)
-    direction[direction == 0] = 1.0
+    u, direction = _piecewise_linear(log.t[a:b], log.tau[a:b])
     amp = float(np.ptp(u))
     # initial slope from the first quarter (the virgin branch)
     q1 = max(len(u) // 8, 5)
@@ -467,8 +481,11 @@ def fit_presliding(log: PreslidingLog, *, fs: float | None = None, fv: float = 0
     good = [s for s in steps if s.ok]
     if good:
         w = np.array([1.0 / s.damping_stderr**2 for s in good])
-        c = float((w * np.array([s.damping for s in good])).sum() / w.sum())
+        values = np.array([s.damping for s in good])
+        c = float((w * values).sum() / w.sum())
         c_se = float(1.0 / math.sqrt(w.sum()))
+        if len(good) > 1:  # the steps disagree by more than their fits say: model error, count it
+            c_se = math.sqrt(c_se**2 + float(np.var(values, ddof=1)) / len(good))
         sigma1, sigma1_se, reason = c - fv, c_se, ""
         inertia = float(np.mean([s.inertia for s in good]))
     else:
