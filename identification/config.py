@@ -15,7 +15,8 @@ for one tested joint, and command-line options override both::
     speeds = [0.01, 0.02]         # rad/s (m/s): an explicit list, or the grid below
     count = 25                    # speeds of the grid
     min_speed = 0.005             # default 0.1*stribeck_velocity
-    max_speed = 2.0               # default min(40*stribeck_velocity, 0.8*velocity limit)
+    max_speed = 2.0               # default min(40*stribeck_velocity, 0.8*velocity limit, the
+                                  # speed that still cruises 2*settle_s + 0.1 s over 75 % of the range)
     stribeck_velocity = 0.05      # where the grid is densest (default: vs of the joint's friction law)
     settle_s = 0.2                # hold at the ends of every leg; transient dropped when processing
     acceleration = 10.0           # rad/s² (m/s²) of the speed ramps (default: reaches max_speed in 10 % of the range)
@@ -184,7 +185,12 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
             count = int(ov.get("count", _number(fields, "count", 25)))
             if count < 2:
                 raise InputError("must be >= 2", file=robot.source, field="count")
-            vmax_default = min(40 * vs, 0.8 * vlim) if math.isfinite(vlim) else 40 * vs
+            # fast enough for the Stribeck curve's tail, slow enough to cruise 2*settle_s + 0.1 s
+            # over 75 % of the range (the default acceleration takes 20 %; a margin)
+            settle = float(ov.get("settle_s", _number(fields, "settle_s", 0.2)))
+            vmax_default = min(40 * vs, 0.75 * (rng_[1] - rng_[0]) / (2 * settle + 0.1))
+            if math.isfinite(vlim):
+                vmax_default = min(vmax_default, 0.8 * vlim)
             v_min = float(ov.get("min_speed", _number(fields, "min_speed", 0.1 * vs)))
             v_max = float(ov.get("max_speed", _number(fields, "max_speed", vmax_default)))
             if not v_min < v_max:

@@ -137,18 +137,19 @@ def run_experiments(args: argparse.Namespace) -> int:
     if args.presliding is not None and settings.presliding is None:
         raise InputError(settings.presliding_problem, file=args.config, field="identification")
     q0 = settings.start
-    k = robot.joint(args.joint).idx_v
+    k = robot.actuated_names.index(args.joint)
     paced = not (args.plant == "sim" and args.lockstep)
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
         if args.out is not None:
             plan = settings.constant_speed
-            timeline = constant_speed_timeline(plan, float(q0[k]))
-            print(f"constant-speed test of {args.joint}: {len(plan.speeds)} speeds {min(plan.speeds):.4g} .. {max(plan.speeds):.4g}, "
-                  f"range {plan.range[0]:.4g} .. {plan.range[1]:.4g}, {timeline.duration:.1f} s at {settings.rate_hz:g} Hz")
-            controller = ExperimentController(robot, args.joint, timeline, settings.gains)
             npz = args.log if args.log is not None else Path(tmp) / "constant_speed.npz"
             with _backend(robot, args, settings.rate_hz, q0) as backend:
+                # the plan starts where the joint is (a transit takes it to the range)
+                timeline = constant_speed_timeline(plan, float(backend.read().q[k]))
+                print(f"constant-speed test of {args.joint}: {len(plan.speeds)} speeds {min(plan.speeds):.4g} .. {max(plan.speeds):.4g}, "
+                      f"range {plan.range[0]:.4g} .. {plan.range[1]:.4g}, {timeline.duration:.1f} s at {settings.rate_hz:g} Hz", flush=True)
+                controller = ExperimentController(robot, args.joint, timeline, settings.gains)
                 run = run_experiment(backend, robot, controller, rate_hz=settings.rate_hz, paced=paced, npz_path=npz, kind="constant-speed")
             print(format_run(run.summary))
             write_constant_speed_log(args.out, run.constant_speed)
@@ -158,7 +159,7 @@ def run_experiments(args: argparse.Namespace) -> int:
             plan = settings.presliding
             timeline = presliding_timeline(plan)
             print(f"presliding test of {args.joint}: expected break-away {plan.breakaway:.4g}, cycle to {plan.amplitude:g}x, "
-                  f"steps of {plan.step:g}x, ramps at {', '.join(f'{r:g}' for r in plan.ramp_rates)}x/s, {timeline.duration:.1f} s")
+                  f"steps of {plan.step:g}x, ramps at {', '.join(f'{r:g}' for r in plan.ramp_rates)}x/s, {timeline.duration:.1f} s", flush=True)
             controller = ExperimentController(robot, args.joint, timeline, settings.gains, plan)
             with _backend(robot, args, settings.rate_hz, q0) as backend:
                 run = run_experiment(backend, robot, controller, rate_hz=settings.rate_hz, paced=paced, npz_path=Path(tmp) / "presliding.npz", kind="presliding")
