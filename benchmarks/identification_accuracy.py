@@ -10,6 +10,7 @@
    4096-count encoder: 95th-percentile errors, CI coverage, gravity leak, convergence
    from starts up to 5x off.
 3. Presliding test on the simulated LuGre joint of configs/friction_rig.toml.
+2b. The same with far sparser data (100 Hz, legs <= 1 s, 10 % noise).
 4. End to end through the simulated plant against fits of clean steady-state points
    at the same per-point noise.
 """
@@ -63,12 +64,17 @@ def noise_free() -> None:
             print(f"   encoder {'exact' if enc == 0 else enc:>5}, {label:11s}: {100 * worst:.2e} %")
 
 
-def monte_carlo_tables(seeds: int) -> None:
+def monte_carlo_tables(seeds: int, sparse: bool = False) -> None:
     plan = acceptance_plan()
     rig = SyntheticRig(TRUTH, torque_noise=0.02 * TRUTH.fc, encoder_counts=4096, rate_hz=1000.0)
+    label = "2. Monte Carlo"
+    if sparse:  # far fewer samples per speed: 100 Hz, legs of at most 1 s, 10 % noise
+        plan = replace(plan, max_leg_s=1.0)
+        rig = replace(rig, torque_noise=0.1 * TRUTH.fc, rate_hz=100.0, velocity_cutoff_hz=20.0)
+        label = "2b. Monte Carlo, sparse data (100 Hz, legs <= 1 s, 10 % noise)"
     t0 = time.perf_counter()
-    r = monte_carlo(TRUTH, plan, rig, range(seeds), starts_per_seed=2)
-    print(f"2. Monte Carlo, {seeds} seeds ({time.perf_counter() - t0:.0f} s)")
+    r = monte_carlo(TRUTH, plan, rig, range(seeds), starts_per_seed=2, settle_s=0.2)
+    print(f"{label}, {seeds} seeds ({time.perf_counter() - t0:.0f} s)")
     fixed, free, cov = r.p95("fixed"), r.p95("free"), r.coverage()
     print("   | parameter | 95th pct |error|, delta fixed | 95th pct, delta free | 95 % CI coverage |")
     for k in PARAMS:
@@ -87,7 +93,7 @@ def presliding(seeds: int) -> None:
     truth, plant_config = truth_model(robot, robot.config.table("plant"))
     law = truth.joint("j1").friction.law
     print(f"3. presliding on the simulated LuGre joint (truth sigma0 {law.sigma0:g}, sigma1 {law.sigma1:g}, fs {law.fs:g}), {seeds} seeds")
-    print("   | seed | sigma0 error | break-away error | sigma1 (+- se) | sigma1 error |")
+    print("   | seed | sigma0 (+- se) | sigma0 error | break-away (+- se) | break-away error | sigma1 (+- se) | sigma1 error |")
     for seed in range(seeds):
         controller = ExperimentController(robot, "j1", presliding_timeline(settings.presliding), settings.gains, settings.presliding)
         with tempfile.TemporaryDirectory() as tmp:
@@ -96,7 +102,9 @@ def presliding(seeds: int) -> None:
         f = fit_presliding(run.presliding, fv=law.fv)
         s1 = f"{f.sigma1:.2f} +- {f.sigma1_stderr:.2f}" if f.sigma1_identified else f"not identified ({f.sigma1_reason})"
         s1e = f"{100 * (f.sigma1 / law.sigma1 - 1):+.1f} %" if f.sigma1_identified else "-"
-        print(f"   | {seed} | {100 * (f.sigma0 / law.sigma0 - 1):+.2f} % | {100 * (f.breakaway.value / law.fs - 1):+.2f} % | {s1} | {s1e} |")
+        b = f.breakaway
+        print(f"   | {seed} | {f.sigma0:.0f} +- {f.sigma0_stderr:.0f} | {100 * (f.sigma0 / law.sigma0 - 1):+.2f} % | "
+              f"{b.value:.4f} +- {b.stderr:.4f} | {100 * (b.value / law.fs - 1):+.2f} % | {s1} | {s1e} |")
 
 
 def end_to_end(runs: int, clean_seeds: int = 200) -> None:
@@ -129,11 +137,12 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=200, help="Monte-Carlo seeds (default 200)")
     p.add_argument("--e2e", type=int, default=8, help="end-to-end runs through the simulated plant (default 8)")
     p.add_argument("--presliding", type=int, default=3, help="presliding runs (default 3)")
-    p.add_argument("--only", choices=("noise-free", "monte-carlo", "presliding", "e2e"), help="one section only")
+    p.add_argument("--only", choices=("noise-free", "monte-carlo", "sparse", "presliding", "e2e"), help="one section only")
     args = p.parse_args()
     sections = {
         "noise-free": noise_free,
         "monte-carlo": lambda: monte_carlo_tables(args.seeds),
+        "sparse": lambda: monte_carlo_tables(args.seeds, sparse=True),
         "presliding": lambda: presliding(args.presliding),
         "e2e": lambda: end_to_end(args.e2e),
     }
