@@ -227,8 +227,8 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _segments_from_reference(log: ConstantSpeedLog) -> list[tuple[int, int, float]]:
-    ref = log.dq_ref
-    scale = max(float(np.abs(ref).max()), 1e-300)
+    scale = max(float(np.abs(log.dq_ref).max()), 1e-300)
+    ref = np.where(np.abs(log.dq_ref) > 1e-9 * scale, log.dq_ref, 0.0)  # round-off at the ends of ramps is rest
     change = np.concatenate([[True], np.abs(np.diff(ref)) > 1e-9 * scale])
     starts = np.flatnonzero(change)
     stops = np.concatenate([starts[1:], [len(ref)]])

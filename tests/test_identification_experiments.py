@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dynamics.model import load_robot
-from hardware.sim import SimPlant, truth_model
+from hardware.drive_config import parse_drives
+from hardware.dynamixel import DynamixelBus
+from hardware.emulator import DriveEmulator
+from hardware.sim import SimPlant, TruthPlant, truth_model
 from identification.config import parse_identification
 from identification.experiments import ExperimentController, presliding_timeline, run_experiment
+from identification.fitting import fit_friction
 from hardware.interface import JointState
 from identification.logs import TEST_CYCLE, TEST_NONE, TEST_RAMP, TEST_STEP
 from identification.plan import ControlGains, constant_speed_timeline
-from identification.processing import find_segments
+from identification.processing import find_segments, process_constant_speed
 from mbctl.errors import ConfigError
 
 RIG_TEXT = '''urdf = "{urdf}"
@@ -134,3 +139,31 @@ def test_presliding_phases_are_labelled_and_every_ramp_slips(configs):
     assert not run.notes
     for a, b in log.runs(TEST_RAMP):
         assert abs(log.q[b] - log.q[a]) > plan.slip_distance
+
+
+@pytest.mark.slow
+def test_constant_speed_test_through_the_dynamixel_driver(configs):
+    """The same experiment through DynamixelBus in current mode, against the drive emulator in
+    this process, stepped in lock-step (a fake clock advanced one period per write): the log
+    gives the SCARA j3's Coulomb-viscous truth (fc 0.2 N·m, fv 0.02 N·m·s/rad)."""
+    robot = load_robot(configs / "scara.toml")
+    truth, _ = truth_model(robot, robot.config.table("plant"))
+    s = parse_identification(robot, "j3", {"speeds": [0.2, 0.4, 0.7, 1.0], "range": [-0.4, 0.4], "rate_hz": 500.0})
+    bus = replace(parse_drives(robot.config, robot.actuated_names), latency_s=0.02)  # no deadline in lock-step
+    now = [0.0]
+    controller = ExperimentController(robot, "j3", constant_speed_timeline(s.constant_speed, 0.0), s.gains)
+    with DriveEmulator(bus, TruthPlant(truth), clock=lambda: now[0]) as emu:
+        with DynamixelBus(robot.actuated_names, bus, port=emu.port_name, clock=lambda: now[0]) as drives:
+            write = drives.write
+
+            def lockstep_write(command):
+                write(command)
+                now[0] += 1.0 / s.rate_hz
+                emu.advance(now[0])
+
+            drives.write = lockstep_write
+            with tempfile.TemporaryDirectory() as tmp:
+                run = run_experiment(drives, robot, controller, rate_hz=s.rate_hz, paced=False, npz_path=Path(tmp) / "r.npz", kind="constant-speed")
+    assert run.summary.stop_reason == "completed"
+    fit = fit_friction(process_constant_speed(run.constant_speed).points, "coulomb-viscous")
+    assert fit.values["fc"] == pytest.approx(0.2, rel=0.02) and fit.values["fv"] == pytest.approx(0.02, rel=0.1)
