@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import least_squares, nnls
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from dynamics.friction import CoulombViscous, Stribeck
 from identification.processing import FrictionPoints
@@ -128,7 +128,7 @@ class FrictionFit:
 
 
 def _t_quantile(confidence: float, dof: int) -> float:
-    return float(student_t.ppf(0.5 + 0.5 * confidence, max(dof, 1)))
+    return float(stdtrit(max(dof, 1), 0.5 + 0.5 * confidence))  # Student's t quantile
 
 
 def stribeck_jacobian(law: Stribeck, v: np.ndarray) -> dict[str, np.ndarray]:
