@@ -32,7 +32,7 @@ from identification.plan import ConstantSpeedPlan, constant_speed_timeline
 from identification.processing import FrictionPoints, process_constant_speed
 from identification.synthetic import SyntheticRig, steady_points, synthetic_log
 
-__all__ = ["MonteCarloResult", "monte_carlo", "converged_to", "simulated_constant_speed", "clean_fit_errors"]
+__all__ = ["MonteCarloResult", "monte_carlo", "converged_to", "simulated_constant_speed", "clean_fit_errors", "PARAMS"]
 
 PARAMS = ("fc", "fs", "vs", "fv")
 

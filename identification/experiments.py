@@ -47,7 +47,7 @@ from hardware.runlog import RunLog
 from identification.logs import TEST_CYCLE, TEST_NONE, TEST_RAMP, TEST_STEP, ConstantSpeedLog, PreslidingLog
 from identification.plan import ControlGains, Phase, PreslidingPlan, Timeline
 
-__all__ = ["ExperimentController", "ExperimentRun", "presliding_timeline", "run_experiment"]
+__all__ = ["ExperimentController", "ExperimentRun", "presliding_timeline", "run_experiment", "prior_slip_distance"]
 
 _LABELS = {"cycle": TEST_CYCLE, "step": TEST_STEP, "ramp": TEST_RAMP}
 
