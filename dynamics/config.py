@@ -27,7 +27,9 @@ from mbctl.tomlfields import Table
 
 __all__ = ["JointOverrides", "parse_joint", "parse_friction", "ROBOT_KEYS", "JOINT_KEYS"]
 
-ROBOT_KEYS = ("urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation")
+ROBOT_KEYS = (
+    "urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
+)
 JOINT_KEYS = ("actuated", "limits", "friction")
 LIMIT_KEYS = ("position", "velocity", "effort")
 

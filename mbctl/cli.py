@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from mbctl import __version__
 from mbctl.commands import demo, emulate, feedforward, plot, run, simulate, trajectory
+from mbctl.commands import identify
 from mbctl.errors import InputError, MbctlError
 
 __all__ = ["main", "build_parser"]
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (demo, feedforward, trajectory, plot, simulate, run, emulate):
         command.add_parser(sub)
+    identify.add_parser(sub)
     return parser
 
 

@@ -18,12 +18,14 @@ from ctrl.feedforward import FeedforwardResult
 from ctrl.trajectory import Trajectory
 from dynamics.simulate import SimulationResult
 from hardware.loop import RunSummary
+from identification.report import IdentificationResult
 from mbctl.errors import InputError
 from mbctl.fileio import CsvTable, atomic_output, check_output
 
 __all__ = [
     "FORMATS",
     "plot_feedforward",
+    "plot_identification",
     "plot_redundancy",
     "plot_run",
     "plot_simulation",
@@ -237,3 +239,82 @@ def plot_redundancy(result: ClosedChainTorques, path: str | Path, title: str) ->
     left[0].legend(loc="best", fontsize="small")
     fig.suptitle(title)
     save_figure(fig, path)
+
+
+def plot_identification(result: IdentificationResult, path: str | Path, title: str) -> None:
+    """Friction identification: friction against speed with the fit and its confidence
+    band, residuals, gravity profile; with a presliding log also the presliding curve,
+    the step responses and the break-away torque against the ramp rate."""
+    fit, pts = result.fit, result.processed.points
+    pre = result.presliding
+    n = 3 + (0 if pre is None else 3)
+    fig = Figure(figsize=(13, 3.6 * math.ceil(n / 3) + 0.6), layout="constrained")
+    axes = fig.subplots(math.ceil(n / 3), 3, squeeze=False).ravel()
+    ax_f, ax_r, ax_g = axes[:3]
+    v = np.geomspace(pts.speed.min() / 1.5, pts.speed.max() * 1.5, 400)
+    F, half = fit.predict(v), fit.band(v)
+    ax_f.fill_between(v, F - half, F + half, color="C0", alpha=0.25, lw=0, label=f"{100 * fit.confidence:.0f} % band")
+    ax_f.plot(v, F, color="C0", label=f"{fit.law.name} fit")
+    ax_f.errorbar(pts.speed, pts.friction, yerr=2 * pts.stderr, fmt="o", ms=3, color="k", label="(u_f - u_r)/2, ±2 se")
+    for fd, color in ((result.forward, "C2"), (result.reverse, "C3")):
+        if fd is not None:
+            ax_f.plot(fd.points.speed, fd.points.friction, "^" if fd.points.direction == "forward" else "v", ms=3, color=color, label=fd.points.direction)
+    ax_f.set_xscale("log")
+    ax_f.set_xlabel("speed [rad/s, m/s]")
+    ax_f.set_ylabel("friction [N·m, N]")
+    ax_f.set_title("friction against speed")
+    ax_f.legend(loc="best", fontsize="small")
+    ax_r.axhline(0.0, color="k", lw=0.8)
+    ax_r.errorbar(pts.speed, fit.residuals, yerr=2 * pts.stderr, fmt="o", ms=3, color="k")
+    down = fit.weights < 1
+    if down.any():
+        ax_r.plot(pts.speed[down], fit.residuals[down], "o", mfc="none", mec="C3", ms=8, label="down-weighted")
+        ax_r.legend(loc="best", fontsize="small")
+    ax_r.set_xscale("log")
+    ax_r.set_xlabel("speed [rad/s, m/s]")
+    ax_r.set_ylabel("residual [N·m, N]")
+    ax_r.set_title(f"residuals (chi2/dof {fit.chi2_red:.3g})")
+    g = result.processed.gravity
+    ax_g.plot(g.q, g.tau, ".-", color="C1", ms=3)
+    ax_g.set_xlabel("position [rad, m]")
+    ax_g.set_ylabel("(u_f + u_r)/2 [N·m, N]")
+    ax_g.set_title("gravity profile")
+    if pre is not None:
+        ax_p, ax_s, ax_b = axes[3:6]
+        if pre.cycle is not None:
+            c = pre.cycle
+            ax_p.plot(c.x * 1e6, c.F, ".", ms=2, color="k", label="measured")
+            ax_p.plot(c.x_model * 1e6, c.F, color="C0", lw=1, label=f"LuGre branches, sigma0 = {c.sigma0:.4g}")
+            ax_p.legend(loc="best", fontsize="small")
+        else:
+            ax_p.text(0.5, 0.5, "\n".join(pre.notes) or "no cycle", ha="center", va="center", wrap=True, fontsize="small", transform=ax_p.transAxes)
+        ax_p.set_xlabel("displacement [µrad, µm]")
+        ax_p.set_ylabel("friction u - c [N·m, N]")
+        ax_p.set_title("presliding cycle")
+        for i, s in enumerate(pre.steps):
+            ax_s.plot(s.t * 1e3, s.x * 1e6, ".", ms=2, color=f"C{i}")
+            if s.ok:
+                ax_s.plot(s.t * 1e3, s.x_model * 1e6, color=f"C{i}", lw=1, label=f"zeta {s.zeta:.2f}, {s.omega_n / 2 / math.pi:.1f} Hz")
+        if any(s.ok for s in pre.steps):
+            ax_s.legend(loc="best", fontsize="small")
+        ax_s.set_xlabel("time from step [ms]")
+        ax_s.set_ylabel("displacement [µrad, µm]")
+        ax_s.set_title("torque steps" + ("" if pre.sigma1_identified else " (sigma1 not identified)"))
+        b = pre.breakaway
+        if b is not None and len(b.rates):
+            ax_b.plot(b.rates, b.per_rate, "o", color="k", label="(u_b+ - u_b-)/2")
+            r = np.linspace(0, b.rates.max() * 1.1, 10)
+            if math.isfinite(b.value) and len(b.rates) > 1:
+                slope = np.polyfit(b.rates, b.per_rate, 1)[0]
+                ax_b.plot(r, b.value + slope * r, color="C0", lw=1, label=f"at rate 0: {b.value:.4g}")
+            ax_b.legend(loc="best", fontsize="small")
+        ax_b.set_xlabel("ramp rate [N·m/s, N/s]")
+        ax_b.set_ylabel("break-away torque [N·m, N]")
+        ax_b.set_title("break-away")
+    for ax in axes[:n]:
+        ax.grid(alpha=0.3)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    save_figure(fig, path)
+
