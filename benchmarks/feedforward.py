@@ -10,12 +10,11 @@ Run: python benchmarks/feedforward.py [--samples N] [--repeat R]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 from ctrl.casadi_inverse import CasadiInverseDynamics
 from dynamics.friction import JointFriction, LuGre
@@ -25,15 +24,6 @@ from dynamics.model import load_robot
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ur5.toml"
 
-
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

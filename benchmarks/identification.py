@@ -17,15 +17,15 @@ Run: python benchmarks/identification.py [--repeat R]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import curve_fit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 from dynamics.friction import Stribeck  # noqa: E402
 from identification.fitting import fit_friction  # noqa: E402
@@ -35,15 +35,6 @@ from identification.synthetic import SyntheticRig, synthetic_log  # noqa: E402
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 
-
-def median_s(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -61,7 +52,7 @@ def main() -> None:
     def stribeck(x, fc, fs, vs, fv):
         return fc + (fs - fc) * np.exp(-((x / vs) ** 2)) + fv * x
 
-    reference = median_s(lambda: curve_fit(stribeck, v, F, p0=[0.8, 1.1, 0.05, 0.12], sigma=se), args.repeat)
+    reference = median_seconds(lambda: curve_fit(stribeck, v, F, p0=[0.8, 1.1, 0.05, 0.12], sigma=se), args.repeat)
     print(f"30 speeds, median of {args.repeat} runs; reference scipy curve_fit (Stribeck from the truth): {reference * 1e3:.2f} ms")
     print(f"{'step':<52}{'ms':>9}{'x ref':>8}")
     rows = [
@@ -72,7 +63,7 @@ def main() -> None:
         (f"process the log ({len(log.t) / 1e6:.2f} M samples)", lambda: process_constant_speed(log)),
     ]
     for label, fn in rows:
-        s = median_s(fn, args.repeat)
+        s = median_seconds(fn, args.repeat)
         print(f"{label:<52}{s * 1e3:>9.2f}{s / reference:>8.1f}")
 
 

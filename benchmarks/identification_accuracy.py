@@ -32,9 +32,18 @@ sys.path.insert(0, str(ROOT))
 from dynamics.friction import Stribeck  # noqa: E402
 from dynamics.model import load_robot  # noqa: E402
 from hardware.sim import SimPlant, truth_model  # noqa: E402
-from identification.accuracy import PARAMS, clean_fit_errors, monte_carlo, simulated_constant_speed  # noqa: E402
+from identification.accuracy import (  # noqa: E402
+    PARAMS,
+    clean_fit_errors,
+    monte_carlo,
+    simulated_constant_speed,
+)
 from identification.config import parse_identification  # noqa: E402
-from identification.experiments import ExperimentController, presliding_timeline, run_experiment  # noqa: E402
+from identification.experiments import (  # noqa: E402
+    ExperimentController,
+    presliding_timeline,
+    run_experiment,
+)
 from identification.fitting import fit_friction  # noqa: E402
 from identification.plan import ConstantSpeedPlan, speed_grid  # noqa: E402
 from identification.presliding import fit_presliding  # noqa: E402

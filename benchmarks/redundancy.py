@@ -22,31 +22,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 from ctrl.actuation import MODES, actuation_settings
 from ctrl.constrained_path import trajectory_from_constraints
 from ctrl.feedforward import feedforward
 from ctrl.redundancy import ActuationRedundancy
 from dynamics.model import load_robot
-from dynamics.simulation_config import build_dynamics, initial_state, parse_constraints, parse_simulation
+from dynamics.simulation_config import (
+    build_dynamics,
+    initial_state,
+    parse_constraints,
+    parse_simulation,
+)
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "rrr3.toml"
 
 
 def per_sample_us(run_pass, samples: int, repeat: int) -> float:
-    run_pass()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run_pass()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) / samples * 1e6
+    return median_seconds(run_pass, repeat) / samples * 1e6
 
 
 def main() -> None:

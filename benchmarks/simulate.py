@@ -13,27 +13,17 @@ Run: python benchmarks/simulate.py [--calls N] [--repeat R]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
 from dynamics.model import load_robot
 from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
-
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -22,12 +22,20 @@ from dynamics.model import RobotModel
 from hardware.drive_config import parse_drives
 from hardware.dynamixel import DynamixelBus
 from hardware.interface import HardwareError, JointInterface
-from hardware.loop import LoopConfig, RunSummary, SafetyLimits, log_columns, run_loop
+from hardware.loop import (
+    Controller,
+    LoopConfig,
+    Reference,
+    RunSummary,
+    SafetyLimits,
+    log_columns,
+    run_loop,
+)
 from hardware.runlog import RunLog
 from hardware.sim import SimPlant, truth_model
 from mbctl.errors import InputError
 
-__all__ = ["SessionOptions", "run_session", "open_backend", "START_TOLERANCE"]
+__all__ = ["SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
 
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
 
@@ -58,11 +66,15 @@ class SessionOptions:
 
 
 @contextlib.contextmanager
-def open_backend(robot: RobotModel, traj: Trajectory, options: SessionOptions) -> Iterator[JointInterface]:
-    """The opened joint interface the options ask for (torque still off)."""
+def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> Iterator[JointInterface]:
+    """The opened joint interface the options ask for (torque still off).
+
+    Args:
+        q0: Initial DOF positions (rad, m) of a simulated or emulated plant; real
+            drives are wherever they are.
+    """
     plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
     truth, plant_config = truth_model(robot, plant_table)
-    q0 = traj.columns(robot.joint_names)[0][0]
     if options.plant == "sim":
         with SimPlant(truth, 1.0 / options.rate_hz, plant_config, q0=q0, paced=not options.lockstep) as plant:
             yield plant
@@ -112,23 +124,35 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     tracking = TrackingController(build_controller(robot, options.law), traj)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep)
-    with open_backend(robot, traj, options) as backend:
+    with open_backend(robot, options, tracking.trajectory.q[0]) as backend:
         start = backend.read()
         offset = np.abs(start.q - tracking.reference(0.0)[0])
         if offset.max() > START_TOLERANCE:
             worst = robot.actuated_names[int(offset.argmax())]
             raise InputError(f"the robot is {offset.max():.3g} away from the trajectory's start at joint {worst}; move it there first")
-        log = RunLog(log_path, log_columns(backend.joint_names))
-        backend.enable()
-        summary = run_loop(
-            backend,
-            tracking,
-            SafetyLimits.of(robot),
-            config,
-            log,
-            tracking.reference,
-            comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
-            saturation_count=lambda: int(getattr(backend, "saturated", 0)),
-        )
+        summary = enable_and_run(backend, tracking, robot, config, RunLog(log_path, log_columns(backend.joint_names)), tracking.reference)
     summary.saturated += tracking.saturated_cycles
     return summary
+
+
+def enable_and_run(
+    backend: JointInterface,
+    controller: Controller,
+    robot: RobotModel,
+    config: LoopConfig,
+    log: RunLog,
+    reference: Reference | None = None,
+) -> RunSummary:
+    """Torque on, then :func:`~hardware.loop.run_loop` with the robot's limits and the
+    backend's own error and saturation counts in the summary."""
+    backend.enable()
+    return run_loop(
+        backend,
+        controller,
+        SafetyLimits.of(robot),
+        config,
+        log,
+        reference,
+        comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
+        saturation_count=lambda: int(getattr(backend, "saturated", 0)),
+    )

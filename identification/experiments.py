@@ -42,9 +42,17 @@ import pinocchio as pin
 from dynamics.friction import LuGre
 from dynamics.model import RobotModel
 from hardware.interface import JointInterface, JointState
-from hardware.loop import LoopConfig, RunSummary, SafetyLimits, log_columns, run_loop
+from hardware.loop import LoopConfig, RunSummary, log_columns
 from hardware.runlog import RunLog
-from identification.logs import TEST_CYCLE, TEST_NONE, TEST_RAMP, TEST_STEP, ConstantSpeedLog, PreslidingLog
+from hardware.session import enable_and_run
+from identification.logs import (
+    TEST_CYCLE,
+    TEST_NONE,
+    TEST_RAMP,
+    TEST_STEP,
+    ConstantSpeedLog,
+    PreslidingLog,
+)
 from identification.plan import ControlGains, Phase, PreslidingPlan, Timeline
 
 __all__ = ["ExperimentController", "ExperimentRun", "presliding_timeline", "run_experiment", "prior_slip_distance"]
@@ -275,18 +283,7 @@ def run_experiment(
         kind: ``"constant-speed"`` or ``"presliding"``.
     """
     config = LoopConfig(rate_hz=rate_hz, duration_s=controller.timeline.duration, paced=paced)
-    log = RunLog(npz_path, log_columns(backend.joint_names))
-    backend.enable()
-    summary = run_loop(
-        backend,
-        controller,
-        SafetyLimits.of(robot),
-        config,
-        log,
-        controller.reference,
-        comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
-        saturation_count=lambda: int(getattr(backend, "saturated", 0)),
-    )
+    summary = enable_and_run(backend, controller, robot, config, RunLog(npz_path, log_columns(backend.joint_names)), controller.reference)
     data = np.load(npz_path)
     k = controller.k
     ok = (data["read_ok"] > 0) if data["read_ok"].ndim else np.ones(0, bool)

@@ -69,7 +69,7 @@ def test_a_robot_away_from_the_start_is_refused(configs, scara_traj, tmp_path, m
     traj = quintic_rest_to_rest(np.array([[0, 0, 0, 0], [0.3, 0, 0, 0]]), [1.0], 100.0, robot.joint_names)
     opened = session.open_backend
 
-    def displaced(robot_, traj_, options):
+    def displaced(robot_, options, q0_):
         q0 = np.array([0.0, 0.2, 0.0, 0.0])
         return SimPlant(robot_, 1e-3, q0=q0)
 

@@ -5,23 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from dynamics.model import RobotModel, load_robot
-from hardware.drive_config import parse_drives
-from hardware.dynamixel import DynamixelBus
-from hardware.interface import JointInterface
-from hardware.session import emulator_process
-from hardware.sim import SimPlant, truth_model
+from dynamics.model import load_robot
+from hardware.session import SessionOptions, open_backend
 from identification.config import parse_identification
-from identification.experiments import ExperimentController, presliding_timeline, run_experiment
+from identification.experiments import (
+    ExperimentController,
+    presliding_timeline,
+    run_experiment,
+)
 from identification.fitting import STATIC_LAWS
-from identification.logs import read_constant_speed_log, read_presliding_log, write_constant_speed_log, write_presliding_log
+from identification.logs import (
+    read_constant_speed_log,
+    read_presliding_log,
+    write_constant_speed_log,
+    write_presliding_log,
+)
 from identification.pipeline import identify
 from identification.plan import constant_speed_timeline
-from identification.report import format_report, friction_table, result_json, write_friction_file, write_robot_copy
+from identification.report import (
+    format_report,
+    friction_table,
+    result_json,
+    write_friction_file,
+    write_robot_copy,
+)
 from mbctl.commands.run import format_run
 from mbctl.console import warn
 from mbctl.errors import InputError
@@ -91,24 +100,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(run=fit_logs)
 
 
-@contextmanager
-def _backend(robot: RobotModel, args: argparse.Namespace, rate_hz: float, q0) -> Iterator[JointInterface]:
-    if args.plant == "sim":
-        plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
-        truth, plant_config = truth_model(robot, plant_table)
-        with SimPlant(truth, 1.0 / rate_hz, plant_config, q0=q0, paced=not args.lockstep) as plant:
-            yield plant
-        return
-    bus = parse_drives(robot.config, robot.actuated_names)
-    if not args.emulate:
-        with DynamixelBus(robot.actuated_names, bus, port=args.port) as drives:
-            yield drives
-        return
-    with emulator_process(robot, [float(x) for x in q0]) as port:
-        with DynamixelBus(robot.actuated_names, bus, port=port) as drives:
-            yield drives
-
-
 def run_experiments(args: argparse.Namespace) -> int:
     if args.out is None and args.presliding is None:
         raise InputError("nothing to do: give --out LOG.csv and/or --presliding PRE.csv", field="--out")
@@ -137,6 +128,7 @@ def run_experiments(args: argparse.Namespace) -> int:
     if args.presliding is not None and settings.presliding is None:
         raise InputError(settings.presliding_problem, file=args.config, field="identification")
     q0 = settings.start
+    options = SessionOptions(plant=args.plant, rate_hz=settings.rate_hz, lockstep=args.lockstep, port=args.port, emulate=args.emulate)
     k = robot.actuated_names.index(args.joint)
     paced = not (args.plant == "sim" and args.lockstep)
     status = 0
@@ -144,7 +136,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         if args.out is not None:
             plan = settings.constant_speed
             npz = args.log if args.log is not None else Path(tmp) / "constant_speed.npz"
-            with _backend(robot, args, settings.rate_hz, q0) as backend:
+            with open_backend(robot, options, q0) as backend:
                 # the plan starts where the joint is (a transit takes it to the range)
                 timeline = constant_speed_timeline(plan, float(backend.read().q[k]))
                 print(f"constant-speed test of {args.joint}: {len(plan.speeds)} speeds {min(plan.speeds):.4g} .. {max(plan.speeds):.4g}, "
@@ -161,7 +153,7 @@ def run_experiments(args: argparse.Namespace) -> int:
             print(f"presliding test of {args.joint}: expected break-away {plan.breakaway:.4g}, cycle to {plan.amplitude:g}x, "
                   f"steps of {plan.step:g}x, ramps at {', '.join(f'{r:g}' for r in plan.ramp_rates)}x/s, {timeline.duration:.1f} s", flush=True)
             controller = ExperimentController(robot, args.joint, timeline, settings.gains, plan)
-            with _backend(robot, args, settings.rate_hz, q0) as backend:
+            with open_backend(robot, options, q0) as backend:
                 run = run_experiment(backend, robot, controller, rate_hz=settings.rate_hz, paced=paced, npz_path=Path(tmp) / "presliding.npz", kind="presliding")
             print(format_run(run.summary))
             for note in run.notes:
