@@ -18,7 +18,12 @@ import numpy as np
 
 from ctrl.batch import map_rows
 from dynamics.friction import LuGre
-from dynamics.inverse import InverseDynamicsResult, Progress, lugre_states
+from dynamics.inverse import (
+    InverseDynamicsResult,
+    Progress,
+    check_samples,
+    lugre_states,
+)
 from dynamics.model import RobotModel
 from dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import DataError
@@ -82,13 +87,8 @@ class CasadiInverseDynamics:
                 times when LuGre states are integrated.
         """
         robot = self.robot
-        q, dq, ddq = (np.asarray(x, dtype=float) for x in (q, dq, ddq))
+        q, dq, ddq = check_samples(robot.nv, q, dq, ddq)
         n = q.shape[0]
-        for name, x in (("q", q), ("dq", dq), ("ddq", ddq)):
-            if x.ndim != 2 or x.shape != (n, robot.nv):
-                raise DataError(f"must have shape (samples, {robot.nv}), got {x.shape}", field=name)
-            if not np.isfinite(x).all():
-                raise DataError("holds non-finite values", field=name)
         z = np.zeros((n, robot.nv))
         state = None
         if self._lugre_joints:

@@ -44,9 +44,9 @@ import numpy as np
 from ctrl.batch import map_rows
 from ctrl.codegen import CompiledFunction, compile_function
 from ctrl.settings import ControlSettings, control_settings
+from dynamics.inverse import check_samples
 from dynamics.model import RobotModel
 from dynamics.symbolic import SymbolicDynamics
-from mbctl.errors import DataError
 
 __all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "TASK_SPACE", "INPUTS", "OUTPUTS"]
 
@@ -112,16 +112,9 @@ class Controller:
         Raises:
             DataError: For wrongly shaped or non-finite inputs.
         """
-        nv = self.robot.nv
-        arrays = [q, dq, q_d, dq_d, ddq_d, np.zeros_like(np.asarray(q, dtype=float)) if z is None else z]
-        arrays = [np.asarray(x, dtype=float) for x in arrays]
-        n = arrays[0].shape[0] if arrays[0].ndim == 2 else -1
-        for name, x in zip(INPUTS, arrays):
-            if x.shape != (n, nv):
-                raise DataError(f"must have shape (samples, {nv}), got {x.shape}", field=name)
-            if not np.isfinite(x).all():
-                raise DataError("holds non-finite values", field=name)
-        tau, demand, flags = map_rows(self.function, arrays, threads=threads)
+        z = np.zeros_like(np.asarray(q, dtype=float)) if z is None else z
+        arrays = check_samples(self.robot.nv, q, dq, q_d, dq_d, ddq_d, z, names=INPUTS)
+        tau, demand, flags = map_rows(self.function, list(arrays), threads=threads)
         return ControlBatch(tau=tau, tau_demand=demand, saturated=flags > 0.5)
 
 

@@ -199,7 +199,11 @@ def build_task_space_function(
         ConfigError: For a missing or bad ``[control.task-space]``, or missing
             ``[control.computed-torque]`` gains when DOF outside the chain need them.
     """
-    from ctrl.controllers import INPUTS, OUTPUTS, _saturate  # ctrl.controllers dispatches here
+    from ctrl.controllers import (  # ctrl.controllers dispatches here
+        INPUTS,
+        OUTPUTS,
+        _saturate,
+    )
 
     settings = control_settings(robot) if settings is None else settings
     task = task_space_settings(robot) if task is None else task

@@ -34,7 +34,7 @@ from dynamics.model import RobotModel
 from dynamics.wrench_model import WrenchModel, rnea_batch
 from mbctl.errors import DataError
 
-__all__ = ["InverseDynamics", "InverseDynamicsResult", "inverse_dynamics", "lugre_states"]
+__all__ = ["InverseDynamics", "InverseDynamicsResult", "check_samples", "inverse_dynamics", "lugre_states"]
 
 Progress = Callable[[int, int], None]
 
@@ -126,13 +126,8 @@ class InverseDynamics:
             DataError: For wrongly shaped or non-finite inputs.
         """
         robot = self.robot
-        q, dq, ddq = (np.asarray(x, dtype=float) for x in (q, dq, ddq))
+        q, dq, ddq = check_samples(robot.nv, q, dq, ddq)
         n = q.shape[0]
-        for name, x in (("q", q), ("dq", dq), ("ddq", ddq)):
-            if x.ndim != 2 or x.shape != (n, robot.nv):
-                raise DataError(f"must have shape (samples, {robot.nv}), got {x.shape}", field=name)
-            if not np.isfinite(x).all():
-                raise DataError("holds non-finite values", field=name)
 
         tau_rigid = np.empty((n, robot.nv))
         wrench = np.empty((n, len(self._wrench_joints), 6)) if self._wrench is not None else None
@@ -180,6 +175,22 @@ class InverseDynamics:
             normal_load=normal_load,
             friction_state=state,
         )
+
+
+def check_samples(nv: int, *arrays: np.ndarray, names: tuple[str, ...] = ("q", "dq", "ddq")) -> tuple[np.ndarray, ...]:
+    """The arrays as floats, each (N, nv) with the same N and finite.
+
+    Raises:
+        DataError: Naming the first wrongly shaped or non-finite array.
+    """
+    out = tuple(np.asarray(x, dtype=float) for x in arrays)
+    n = out[0].shape[0] if out[0].ndim == 2 else -1
+    for name, x in zip(names, out):
+        if x.shape != (n, nv):
+            raise DataError(f"must have shape (samples, {nv}), got {x.shape}", field=name)
+        if not np.isfinite(x).all():
+            raise DataError("holds non-finite values", field=name)
+    return out
 
 
 def lugre_states(law: LuGre, v: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -64,7 +64,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynamics.constrained import SOLVERS, Baumgarte, ConstrainedDynamics, SingularityPolicy
+from dynamics.constrained import (
+    SOLVERS,
+    Baumgarte,
+    ConstrainedDynamics,
+    SingularityPolicy,
+)
 from dynamics.constraints import (
     PLANES,
     Constraint,
