@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         rtol=setup.rtol,
         atol=setup.atol,
         max_step=setup.max_step,
-        progress=ProgressPrinter("simulate", min_total=20_000, unit="steps" if setup.integrator == "rk4" else "samples"),
+        jacobian_interval=setup.jacobian_interval,
+        progress=ProgressPrinter("simulate", min_total=20_000, unit="steps" if setup.integrator in ("rk4", "ros2") else "samples"),
     )
     elapsed = time.perf_counter() - start
 
@@ -164,7 +165,7 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         peak = float(np.abs(result.tau_programmed[:, j.idx_v]).max())
         if not j.actuated and peak > 1e-9:
             unact[j.name] = peak
-    h = setup.duration / result.steps if setup.integrator == "rk4" else setup.step
+    h = setup.duration / result.steps if setup.integrator in ("rk4", "ros2") else setup.step
     return {
         "config": str(config),
         "robot": robot_name,
