@@ -197,3 +197,113 @@ def plot_simulation(
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     save_figure(fig, path)
+
+
+# ---------------------------------------------------------------------------- variants (mbctl variants)
+
+__all__ += ["VARIANT_PLOTS", "plot_variants"]
+
+#: File name -> what it shows, one PNG per quantity.
+VARIANT_PLOTS = {
+    "paths.png": "tool paths against the programmed path",
+    "joints.png": "actuated joint coordinates",
+    "forces.png": "joint force magnitudes |f|",
+    "rms.png": "RMS of |f| per joint (bar chart)",
+    "violation.png": "constraint violation (log scale)",
+}
+
+
+def _variant_style(variant) -> dict:
+    """Colour by structure (base, link), solid without friction, dashed with it."""
+    colour = {("rigid", "rigid"): "C0", ("rigid", "flexible"): "C1", ("flexible", "rigid"): "C2", ("flexible", "flexible"): "C3"}
+    return {
+        "color": colour[(variant.support, variant.links)],
+        "ls": "-" if variant.friction == "none" else "--",
+        "lw": 1.0,
+        "label": variant.label,
+    }
+
+
+def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Path]:
+    """The five comparison figures of ``mbctl variants`` (:data:`VARIANT_PLOTS`) in ``directory``.
+
+    Args:
+        runs: :class:`dynamics.variants.VariantRun` objects, one per variant.
+
+    Returns:
+        The files written.
+    """
+    directory = Path(directory)
+    written = []
+    joints = runs[0].joints
+
+    # tool paths, in the plane of the two coordinates the target moves most in
+    fig = Figure(figsize=(7.5, 6.5), layout="constrained")
+    ax = fig.subplots()
+    ref = runs[0]
+    if ref.tool is not None and ref.tool.shape[1] >= 2:
+        spread = np.ptp(ref.tool_target, axis=0)
+        a, b = sorted(np.argsort(spread)[-2:])
+        ax.plot(ref.tool_target[:, a], ref.tool_target[:, b], "k:", lw=1.5, label="programmed path")
+        for run in runs:
+            ax.plot(run.tool[:, a], run.tool[:, b], **_variant_style(run.variant))
+            ax.plot(run.tool[0, a], run.tool[0, b], "o", color=_variant_style(run.variant)["color"], ms=3)
+        ax.set_xlabel(f"{ref.tool_axes[a]} [m]")
+        ax.set_ylabel(f"{ref.tool_axes[b]} [m]")
+        ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("tool path (dots: start)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="x-small")
+    fig.suptitle(title)
+    written.append(directory / "paths.png")
+    save_figure(fig, written[-1])
+
+    for name, quantity, ylabel in (
+        ("joints.png", "q", "q [rad, m]"),
+        ("forces.png", "joint_force", "|f| [N]"),
+    ):
+        fig, axes = _grid(len(joints), f"{title}: {VARIANT_PLOTS[name]}")
+        for i, (ax, joint) in enumerate(zip(axes, joints)):
+            for run in runs:
+                ax.plot(run.result.t, getattr(run, quantity)[:, i], **_variant_style(run.variant))
+            ax.set_ylabel(f"{joint}: {ylabel}")
+            ax.grid(alpha=0.3)
+        axes[0].legend(loc="best", fontsize="x-small")
+        written.append(directory / name)
+        save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(max(7.0, 1.6 * len(joints)), 4.8), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(runs)
+    x = np.arange(len(joints))
+    for k, run in enumerate(runs):
+        style = _variant_style(run.variant)
+        ax.bar(
+            x + (k - (len(runs) - 1) / 2) * width,
+            run.joint_force_rms,
+            width,
+            color=style["color"],
+            hatch="//" if run.variant.friction != "none" else None,
+            edgecolor="white" if run.variant.friction != "none" else style["color"],
+            label=style["label"],
+        )
+    ax.set_xticks(x, joints)
+    ax.set_ylabel("RMS of |f| [N]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['rms.png']}")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "rms.png")
+    save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    for run in runs:
+        ax.semilogy(run.result.t, np.maximum(run.violation, 1e-16), **_variant_style(run.variant))
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("max |Phi| [m]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['violation.png']}")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "violation.png")
+    save_figure(fig, written[-1])
+    return written
