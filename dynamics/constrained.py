@@ -817,13 +817,16 @@ class ConstrainedDynamics:
 
         return Rows()
 
-    def reaction_wrenches(self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False) -> np.ndarray:
+    def reaction_wrenches(
+        self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None
+    ) -> np.ndarray:
         """Reaction wrenches ((k, 6), joint frames, N then N·m) of the joints the force
         elements name in ``reaction_joints``, at the state of ``ks`` with accelerations
         ``ddq`` and multipliers ``lam``: RNEA with the loop-closure forces as external forces.
-        ``linear=True`` gives only the part linear in ``(ddq, lam)`` (no gravity, velocity terms)."""
+        ``linear=True`` gives only the part linear in ``(ddq, lam)`` (no gravity, velocity terms);
+        ``qp`` is the pinocchio configuration of ``ks.q`` if already at hand."""
         model, data = (self._model0, self._rdata0) if linear else (self._model, self._rdata)
-        qp = self.configuration(ks.q)
+        qp = self.configuration(ks.q) if qp is None else qp
         v = np.zeros(self.robot.nv) if linear else ks.dq
         if self._has_loops:
             fext, _ = self.constraints.loop_forces(ks, lam)
@@ -855,17 +858,19 @@ class ConstrainedDynamics:
         B = np.column_stack(columns)
         active = np.flatnonzero(np.abs(B).max(axis=0) > 0)  # loads that change some force now
         ddq, force, lam = solve(f0 + Q0)
-        W0 = self.reaction_wrenches(ks, ddq, lam)
+        qp = self.configuration(q)
+        W0 = self.reaction_wrenches(ks, ddq, lam, qp=qp)
         n_loads = B.shape[1]
         Wl = np.zeros((n_loads,) + W0.shape)
         lin = None
         if len(active):
             lin = solve.linear(B[:, active])
             for c, i in enumerate(active):
-                Wl[i] = self.reaction_wrenches(ks, lin[0][:, c], lin[2][:, c], linear=True)
+                Wl[i] = self.reaction_wrenches(ks, lin[0][:, c], lin[2][:, c], linear=True, qp=qp)
+        Wl_flat = Wl.reshape(n_loads, -1)
 
         def loads(N: np.ndarray, gradient: bool = False):
-            W = W0 + np.tensordot(N, Wl, axes=1)
+            W = W0 + (N @ Wl_flat).reshape(W0.shape)
             out = np.empty(n_loads)
             G = np.zeros((n_loads, n_loads)) if gradient else None
             for element, rows, start in blocks:
@@ -875,12 +880,16 @@ class ConstrainedDynamics:
                     G[start : start + k] = np.einsum("rc,jrc->rj", g, Wl[:, rows, :])
             return out, G
 
-        N = loads(np.zeros(n_loads))[0]
-        scale = max(1.0, np.abs(N).max())
+        # Newton from N = 0: the loads are nearly affine in N, so the first step lands
+        # within round-off of the answer and the second evaluation confirms it
+        N = np.zeros(n_loads)
+        scale = None
         for iteration in range(1, self.max_loop_iterations + 1):
             L, G = loads(N, gradient=True)
             residual = N - L
-            if np.abs(residual).max() <= self.loop_tolerance * max(scale, np.abs(N).max()):
+            if scale is None:
+                scale = max(1.0, np.abs(L).max())
+            elif np.abs(residual).max() <= self.loop_tolerance * max(scale, np.abs(N).max()):
                 break
             try:
                 step = np.linalg.solve(np.eye(n_loads) - G, residual)

@@ -75,10 +75,11 @@ class ElasticForces(ForceElement):
             Q[self._idx] = -self._k * q[self._idx] - self._c * dq[self._idx]
         if self._fids:
             ks = kinematics if kinematics is not None else self._kinematics(q, dq)
+            model, data = ks.model, ks.data
             for fid, p0, S, D in zip(self._fids, self._p0, self._S, self._D):
-                frame = ks.frame(fid)
-                force = -S * (frame.p - p0) - D * frame.v[:3]
-                Q += frame.J[:3].T @ force
+                p = pin.updateFramePlacement(model, data, fid).translation
+                J = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)[:3]
+                Q += J.T @ (-S * (p - p0) - D * (J @ dq))
         return Q, np.zeros(0)
 
     def potential_energy(self, q: np.ndarray) -> float:

@@ -154,6 +154,8 @@ class JointFriction(ForceElement):
         self._load_dofs = np.array([j.idx_v for j in loaded], dtype=int)
         self._load_axes = np.array([j.axis for j in loaded], dtype=float).reshape(-1, 3)
         self._load_coefficients = np.array([_load_coefficients(j) for j in loaded], dtype=float).reshape(-1, 4)
+        self._radial = self._load_coefficients[:, [0, 2]]  # of |normal force|, |normal moment|
+        self._axial = self._load_coefficients[:, [1, 3]]  # of |axial force|, |axial moment|
         self.state_names = tuple(f"z.{_joint_name(robot, idx)}" for idx, _, _ in self._lugre)
 
     def normal_loads(self, wrenches: np.ndarray) -> np.ndarray:
@@ -169,20 +171,18 @@ class JointFriction(ForceElement):
 
     def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6)."""
-        n, c = self._load_axes, self._load_coefficients
-        N = np.zeros(len(n))
-        G = np.zeros((len(n), 6)) if gradient else None
-        for part in range(2):  # force, then moment
-            x = W[:, 3 * part : 3 * part + 3]
-            along = np.einsum("kj,kj->k", n, x)
-            normal = x - along[:, None] * n
-            size = np.sqrt(np.einsum("kj,kj->k", normal, normal))
-            cr, ca = c[:, 2 * part], c[:, 2 * part + 1]
-            N += cr * size + ca * np.abs(along)
-            if gradient:
-                unit = normal / np.where(size > 0, size, 1.0)[:, None]
-                G[:, 3 * part : 3 * part + 3] = cr[:, None] * unit + (ca * np.sign(along))[:, None] * n
-        return N, G
+        n = self._load_axes
+        k = len(n)
+        W3 = W.reshape(k, 2, 3)  # force, moment
+        along = np.einsum("kj,kpj->kp", n, W3)
+        normal = W3 - along[:, :, None] * n[:, None, :]
+        size = np.sqrt(np.einsum("kpj,kpj->kp", normal, normal))
+        N = np.einsum("kp,kp->k", self._radial, size) + np.einsum("kp,kp->k", self._axial, np.abs(along))
+        if not gradient:
+            return N, None
+        unit = normal / np.where(size > 0, size, 1.0)[:, :, None]
+        G = self._radial[:, :, None] * unit + (self._axial * np.sign(along))[:, :, None] * n[:, None, :]
+        return N, G.reshape(k, 6)
 
     def _terms(self, dq: np.ndarray, s: np.ndarray) -> tuple[list[tuple[int, int, float, float]], np.ndarray]:
         """Per friction joint ``(idx_v, load slot or -1, mu, fv*v)`` with the friction
