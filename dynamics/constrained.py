@@ -48,7 +48,9 @@ joint's DOF); the solution is affine in ``Q`` (the factored solver's linear part
 the wrenches are affine in the solution (RNEA at ``(q, dq)``, loop-closure forces as
 external forces), so ``W(N) = W0 + sum_i N_i W_i`` from ``1 + k`` RNEA calls, and the k
 loads solve ``N = loads(W(N))`` — norms of wrench components, one equation per
-load-dependent joint — by Newton's method to ``loop_tolerance`` (2–4 steps). A plain
+load-dependent joint — by Newton's method to ``loop_tolerance`` (the loads are nearly
+affine in themselves, so the first step from zero lands on the answer and the second
+evaluation confirms it). A plain
 fixed point would not do: right after a velocity reversal LuGre's bristle-damping
 term ``sigma1*dz/dt ~ sigma1*v`` can make the effective coefficient exceed 1 and the
 iteration diverge. When no consistent loads exist (a Painlevé-type paradox of too
@@ -121,7 +123,7 @@ class InconsistentConstraintsError(ConfigError):
 
 
 class ReactionLoopError(MbctlError):
-    """The fixed point between load-dependent friction and the joint reactions failed."""
+    """No consistent normal loads for load-dependent friction (Newton on the loads failed)."""
 
 
 # ---------------------------------------------------------------------------- solvers
@@ -458,8 +460,9 @@ class ConstrainedDynamics:
             initial state (and for the pseudo-inverse).
         singularity: Near-singularity threshold and action.
         consistency_tolerance: Largest relative residual ``|A ddq - b|`` accepted.
-        loop_tolerance: Convergence of the friction–reaction fixed point (relative).
-        max_loop_iterations: Its iteration limit.
+        loop_tolerance: Convergence of the normal loads of load-dependent friction
+            (relative residual of ``N = loads(W(N))``).
+        max_loop_iterations: Newton steps allowed for them.
 
     A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
     """

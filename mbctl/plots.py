@@ -133,7 +133,12 @@ def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Pat
 
 
 def plot_simulation(
-    run: SimulationResult, path: str | Path, title: str, tool_rows: Sequence[int] = (), tool_label: str = "tool"
+    run: SimulationResult,
+    path: str | Path,
+    title: str,
+    tool_rows: Sequence[int] = (),
+    tool_label: str = "tool",
+    joints: Sequence[str] | None = None,
 ) -> None:
     """Four panels: joint coordinates, tool path against its target, constraint
     violation |Phi| (log scale) and constraint forces.
@@ -141,11 +146,15 @@ def plot_simulation(
     Args:
         tool_rows: Constraint rows (one to three) of a frame-position constraint whose
             actual value ``target + Phi`` is drawn against the target; a path in the
-            plane of the first two rows, or against time for a single row.
+            plane of the two rows whose targets move most, or against time for a single row.
+        joints: Joints drawn in the coordinate and force panels (default: all; elastic
+            robots pass their non-elastic joints).
     """
     fig = Figure(figsize=(12, 8), layout="constrained")
     (ax_q, ax_path), (ax_phi, ax_f) = fig.subplots(2, 2)
-    for i, name in enumerate(run.joint_names):
+    shown = [i for i, name in enumerate(run.joint_names) if joints is None or name in joints]
+    for i in shown:
+        name = run.joint_names[i]
         ax_q.plot(run.t, run.q[:, i], label=name)
     ax_q.set_xlabel("t [s]")
     ax_q.set_ylabel("q [rad, m]")
@@ -153,6 +162,9 @@ def plot_simulation(
     ax_q.legend(loc="best", fontsize="small")
 
     rows = list(tool_rows)
+    if len(rows) > 2:
+        spread = np.ptp(run.target[:, rows], axis=0)
+        rows = [rows[i] for i in sorted(np.argsort(spread)[-2:])]
     if rows:
         actual = run.target[:, rows] + run.phi[:, rows]
         names = [run.row_names[r].rsplit(".", 1)[-1] for r in rows]
@@ -187,8 +199,8 @@ def plot_simulation(
     if run.row_names:
         ax_phi.legend(loc="best", fontsize="small")
 
-    for i, name in enumerate(run.joint_names):
-        ax_f.plot(run.t, run.tau_c[:, i], label=name, lw=1)
+    for i in shown:
+        ax_f.plot(run.t, run.tau_c[:, i], label=run.joint_names[i], lw=1)
     ax_f.set_xlabel("t [s]")
     ax_f.set_ylabel("Q_c [N·m, N]")
     ax_f.set_title("generalized constraint forces")

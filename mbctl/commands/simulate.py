@@ -139,13 +139,23 @@ def run(args: argparse.Namespace) -> int:
             + (f"Baumgarte {setup.baumgarte.form} alpha={setup.baumgarte.alpha:g} beta={setup.baumgarte.beta:g}" if setup.baumgarte else "no stabilization"),
             tool_rows=tool_rows,
             tool_label=f"frame {tool.frame}" if tool else "tool",
+            joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
         )
 
     traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
     for message in limit_violations(robot, traj):
         warn(f"{args.config}: {message}")
-    for name, peak in summary["unactuated_programmed_force"].items():
-        warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
+    unactuated = summary["unactuated_programmed_force"]
+    if len(unactuated) > 3:  # elastic robots: one line, largest first
+        top = sorted(unactuated.items(), key=lambda item: -item[1])[:3]
+        warn(
+            f"programmed constraints need force on {len(unactuated)} unactuated joints (largest: "
+            + ", ".join(f"{name} {peak:.4g}" for name, peak in top)
+            + "): the drives cannot realise them exactly"
+        )
+    else:
+        for name, peak in unactuated.items():
+            warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
     print(format_summary(summary))
     written = [str(args.out)] + [str(p) for p in (args.summary, args.plot) if p]
     print(f"wrote {', '.join(written)}")
