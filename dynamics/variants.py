@@ -13,7 +13,9 @@ Per run the comparison quantities are (SI units):
 - the actuated joints' coordinates;
 - joint force magnitudes ``|f_j|`` (N): the force part of the reaction wrench every
   actuated joint transmits (RNEA along the run, :func:`dynamics.reactions.joint_reactions`);
-- their RMS over the run, ``sqrt(1/t_k * integral F^2 dt)`` (trapezoidal rule);
+- their RMS over the run, ``sqrt(1/t_k * integral F^2 dt)`` (trapezoidal rule), and the
+  RMS of their fluctuation about the run's mean (the weight a joint carries dominates
+  ``|f|``; vibrations show in the fluctuation);
 - drive forces: the programmed-constraint force on the actuated joints (N·m, N) and
   their RMS;
 - the violation ``max_i |Phi_i|`` (m).
@@ -115,6 +117,12 @@ def load_variant(path: str | Path, variant: Variant) -> RobotModel:
     return robot
 
 
+def _time_mean(t: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``1/(t[-1] - t[0]) * integral x dt`` along axis 0 (trapezoidal rule)."""
+    w = np.diff(t).reshape((-1,) + (1,) * (np.ndim(x) - 1))
+    return np.sum(0.5 * (x[1:] + x[:-1]) * w, axis=0) / (t[-1] - t[0])
+
+
 def rms(t: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``sqrt(1/(t[-1] - t[0]) * integral x^2 dt)`` along axis 0 (trapezoidal rule)."""
     t = np.asarray(t, dtype=float)
@@ -162,6 +170,13 @@ class VariantRun:
     def joint_force_rms(self) -> np.ndarray:
         """RMS of ``|f|`` per actuated joint (N)."""
         return rms(self.result.t, self.joint_force)
+
+    @property
+    def joint_force_fluctuation_rms(self) -> np.ndarray:
+        """RMS of ``|f|`` minus its time mean, per actuated joint (N)."""
+        t = self.result.t
+        mean = _time_mean(t, self.joint_force)
+        return rms(t, self.joint_force - mean)
 
     @property
     def drive_force_rms(self) -> np.ndarray:
@@ -237,8 +252,8 @@ def run_variant(
 
 
 def rms_table(runs: Sequence[VariantRun]) -> dict:
-    """JSON-ready table: per variant, per actuated joint, RMS of the joint force (N) and
-    of the drive force (N·m, N), plus the violation's initial, maximum after 1 s and final
+    """JSON-ready table: per variant, per actuated joint, RMS of the joint force (N), of its
+    fluctuation about the mean (N) and of the drive force (N·m, N), plus the violation's initial, maximum after 1 s and final
     values and the wall time."""
     table = {}
     for run in runs:
@@ -247,6 +262,7 @@ def rms_table(runs: Sequence[VariantRun]) -> dict:
         table[run.variant.name] = {
             "label": run.variant.label,
             "joint_force_rms_N": {n: float(v) for n, v in zip(run.joints, run.joint_force_rms)},
+            "joint_force_fluctuation_rms_N": {n: float(v) for n, v in zip(run.joints, run.joint_force_fluctuation_rms)},
             "drive_force_rms": {n: float(v) for n, v in zip(run.joints, run.drive_force_rms)},
             "violation_initial": float(run.violation[0]),
             "violation_max_after_1s": float(run.violation[late].max()) if late.any() else None,

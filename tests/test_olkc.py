@@ -12,7 +12,7 @@ from dynamics.constrained import ConstrainedDynamics
 from dynamics.elastic import ElasticForces
 from dynamics.model import load_robot
 from dynamics.simulate import simulate
-from dynamics.variants import Variant, available_variants, rms, run_variant
+from dynamics.variants import Variant, _time_mean, available_variants, rms, run_variant
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,7 @@ def test_rms_is_the_root_mean_square_over_time():
     t = np.linspace(0.0, 2.0, 20001)
     assert rms(t, np.sin(2 * np.pi * t)) == pytest.approx(1 / np.sqrt(2), rel=1e-7)
     assert np.allclose(rms(t, np.full((len(t), 2), [3.0, -2.0])), [3.0, 2.0])
+    assert _time_mean(t, 5.0 + np.sin(2 * np.pi * t)) == pytest.approx(5.0, rel=1e-12)
 
 
 def _energy_run(olkc, duration: float):
