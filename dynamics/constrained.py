@@ -884,21 +884,22 @@ class ConstrainedDynamics:
             return out, G
 
         # Newton from N = 0: the loads are nearly affine in N, so the first step lands
-        # within round-off of the answer and the second evaluation confirms it
+        # close to the answer; later residuals are checked before a gradient is formed
         N = np.zeros(n_loads)
-        scale = None
+        L, G = loads(N, gradient=True)
+        scale = max(1.0, np.abs(L).max())
+        residual = N - L
         for iteration in range(1, self.max_loop_iterations + 1):
-            L, G = loads(N, gradient=True)
-            residual = N - L
-            if scale is None:
-                scale = max(1.0, np.abs(L).max())
-            elif np.abs(residual).max() <= self.loop_tolerance * max(scale, np.abs(N).max()):
-                break
             try:
                 step = np.linalg.solve(np.eye(n_loads) - G, residual)
             except np.linalg.LinAlgError:
                 step = residual
             N = N - step
+            L, _ = loads(N)
+            residual = N - L
+            if np.abs(residual).max() <= self.loop_tolerance * max(scale, np.abs(N).max()):
+                break
+            _, G = loads(N, gradient=True)
         else:
             raise ReactionLoopError(
                 f"{self.robot.source or self.robot.name}: no consistent joint normal loads at t = {t:.6g} s "
