@@ -417,6 +417,8 @@ class ConstrainedState:
         sigma: Singular values of ``A``, decreasing.
         singular: True when ``A`` was near-singular (damped mode only; otherwise an
             error is raised).
+        normal_loads: Normal loads of the load-dependent friction joints (N·m or N),
+            in the order of the force elements' ``reaction_joints``; empty without any.
     """
 
     t: float
@@ -431,6 +433,7 @@ class ConstrainedState:
     target: np.ndarray
     sigma: np.ndarray
     singular: bool = False
+    normal_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -701,8 +704,13 @@ class ConstrainedDynamics:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None) -> ConstrainedState:
+    def evaluate(
+        self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None
+    ) -> ConstrainedState:
         """Accelerations, constraint forces and violations at time ``t`` and state ``(q, dq, s)``.
+
+        ``normal_loads`` freezes the loads of load-dependent friction at the given values
+        instead of solving for them (an approximation for Jacobians of stiff integrators).
 
         Raises:
             SingularConstraintError: Near-singular Jacobian (``action="stop"``).
@@ -710,6 +718,7 @@ class ConstrainedDynamics:
         """
         q = np.asarray(q, dtype=float)
         dq = np.asarray(dq, dtype=float)
+        loads = np.zeros(0)
         if self._setup is None:
             self.initialize(t, q, dq)
         setup = self._setup
@@ -749,7 +758,7 @@ class ConstrainedDynamics:
             if not self._reactive:
                 ddq, force, lam = solve(f + applied)
             else:
-                ddq, force, lam, Q_r = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate)
+                ddq, force, lam, Q_r, loads = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
                 applied = applied + Q_r
         except np.linalg.LinAlgError as exc:
             raise self._error(
@@ -791,6 +800,7 @@ class ConstrainedDynamics:
             target=cv.target,
             sigma=sigma,
             singular=singular,
+            normal_loads=loads,
         )
 
     def _factor(self, M: np.ndarray, A: np.ndarray, b: np.ndarray, singular: bool) -> Factored:
@@ -839,15 +849,25 @@ class ConstrainedDynamics:
         return np.array([data.f[j].vector for j in self._reaction_ids]).reshape(-1, 6)
 
     def _solve_with_reactions(
-        self, solve: Factored, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray, ks: KinematicState, f0: np.ndarray, state_rate: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        self,
+        solve: Factored,
+        t: float,
+        q: np.ndarray,
+        dq: np.ndarray,
+        s: np.ndarray,
+        ks: KinematicState,
+        f0: np.ndarray,
+        state_rate: np.ndarray,
+        frozen: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Solve the dynamics together with the normal loads (module docstring).
 
         The load-dependent forces are ``Q0 + B N``; the solution is affine in them and the
         wrenches are affine in the solution, so ``W(N) = W0 + sum_i N_i W_i`` and the loads
         solve ``N = loads(W(N))``, k equations, by Newton's method.
 
-        Returns ``(ddq, Q_c, lambda, Q_r)`` with ``Q_r = Q0 + B N`` the load-dependent forces.
+        Returns ``(ddq, Q_c, lambda, Q_r, N)`` with ``Q_r = Q0 + B N`` the load-dependent
+        forces; with ``frozen`` loads, ``N = frozen`` and one solve.
         """
         Q0 = np.zeros(self.robot.nv)
         blocks, columns = [], []
@@ -859,6 +879,9 @@ class ConstrainedDynamics:
             blocks.append((element, self._reaction_rows[k], len(columns)))
             columns.append(Be)
         B = np.column_stack(columns)
+        if frozen is not None:
+            Q_r = Q0 + B @ frozen
+            return (*solve(f0 + Q_r), Q_r, np.asarray(frozen, dtype=float))
         active = np.flatnonzero(np.abs(B).max(axis=0) > 0)  # loads that change some force now
         ddq, force, lam = solve(f0 + Q0)
         qp = self.configuration(q)
@@ -883,23 +906,26 @@ class ConstrainedDynamics:
                     G[start : start + k] = np.einsum("rc,jrc->rj", g, Wl[:, rows, :])
             return out, G
 
-        # Newton from N = 0: the loads are nearly affine in N, so the first step lands
-        # close to the answer; later residuals are checked before a gradient is formed
+        # Newton from N = 0, then chord steps with the first Jacobian (refreshed only if
+        # they stall): the loads are nearly affine in N, so the chord converges at once
         N = np.zeros(n_loads)
         L, G = loads(N, gradient=True)
         scale = max(1.0, np.abs(L).max())
         residual = N - L
+        eye = np.eye(n_loads)
+        lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
+        previous = np.inf
         for iteration in range(1, self.max_loop_iterations + 1):
-            try:
-                step = np.linalg.solve(np.eye(n_loads) - G, residual)
-            except np.linalg.LinAlgError:
-                step = residual
-            N = N - step
+            N = N - scipy.linalg.lu_solve(lu, residual, check_finite=False)
             L, _ = loads(N)
             residual = N - L
-            if np.abs(residual).max() <= self.loop_tolerance * max(scale, np.abs(N).max()):
+            size = np.abs(residual).max()
+            if size <= self.loop_tolerance * max(scale, np.abs(N).max()):
                 break
-            _, G = loads(N, gradient=True)
+            if size > 0.1 * previous:  # not contracting fast: a full Newton step next
+                _, G = loads(N, gradient=True)
+                lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
+            previous = size
         else:
             raise ReactionLoopError(
                 f"{self.robot.source or self.robot.name}: no consistent joint normal loads at t = {t:.6g} s "
@@ -914,7 +940,7 @@ class ConstrainedDynamics:
             ddq = ddq + lin[0] @ x
             force = force + lin[1] @ x
             lam = lam + lin[2] @ x
-        return ddq, force, lam, Q_r
+        return ddq, force, lam, Q_r, N
 
     # ------------------------------------------------------------------ initial states
 
