@@ -6,6 +6,7 @@ gravity = [0.0, 0.0, -9.81]         # m/s², optional (default: the URDF/pinocch
 [joints.j1]                         # a URDF joint name
 actuated = true                     # optional, default true
 limits = { position = [-2.9, 2.9], velocity = 3.0, effort = 100.0 }   # optional overrides, SI
+armature = 0.5                      # optional: reflected rotor inertia, kg*m^2 (kg for prismatic joints)
 friction = { law = "stribeck", fc = 0.8, fs = 1.1, vs = 0.05, delta = 2.0, fv = 0.12 }
 [joints.j2.friction]
 law = "lugre"                       # none | coulomb-viscous | stribeck | lugre
@@ -29,8 +30,9 @@ __all__ = ["JointOverrides", "parse_joint", "parse_friction", "ROBOT_KEYS", "JOI
 
 ROBOT_KEYS = (
     "urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
+    "flexible", "base",
 )
-JOINT_KEYS = ("actuated", "limits", "friction")
+JOINT_KEYS = ("actuated", "limits", "friction", "armature")
 LIMIT_KEYS = ("position", "velocity", "effort")
 
 
@@ -43,6 +45,7 @@ class JointOverrides:
     velocity: float | None = None
     effort: float | None = None
     friction: JointFriction | None = None
+    armature: float | None = None
 
 
 def _build(cls: type[Parameters], t: Table, skip: tuple[str, ...]) -> Parameters:
@@ -92,10 +95,14 @@ def parse_joint(t: Table) -> JointOverrides:
         velocity = lt.number("velocity", None)
         effort = lt.number("effort", None)
     friction = parse_friction(t.table("friction")) if "friction" in t else None
+    armature = t.number("armature", None)
+    if armature is not None and armature < 0:
+        raise t.error("armature", f"must be >= 0, got {armature:g}")
     return JointOverrides(
         actuated=t.boolean("actuated", True),
         position=position,
         velocity=velocity,
         effort=effort,
         friction=friction,
+        armature=armature,
     )

@@ -38,6 +38,26 @@ evaluations use damped least squares). A residual ``|A ddq - b|`` above
 ``consistency_tolerance`` (relative) means the rows contradict each other and
 raises :class:`InconsistentConstraintsError`.
 
+**Load-dependent friction: the algebraic loop.** Friction whose dry part scales with a
+joint's normal load makes ``Q`` depend on the reaction wrenches, which depend on
+``ddq`` and ``lambda``, which depend on ``Q``. It is resolved exactly at every
+evaluation, without lagging or iterating the whole solve: at a given state the force
+is affine in the normal loads, ``Q = Q0 + B N`` (``B`` column i: minus the friction
+coefficient — ``sigma0*z + sigma1*dz/dt`` for LuGre, a function of the state — on the
+joint's DOF); the solution is affine in ``Q`` (the factored solver's linear part) and
+the wrenches are affine in the solution (RNEA at ``(q, dq)``, loop-closure forces as
+external forces), so ``W(N) = W0 + sum_i N_i W_i`` from ``1 + k`` RNEA calls, and the k
+loads solve ``N = loads(W(N))`` — norms of wrench components, one equation per
+load-dependent joint — by Newton's method to ``loop_tolerance`` (the loads are nearly
+affine in themselves, so the first step from zero lands on the answer and the second
+evaluation confirms it). A plain
+fixed point would not do: right after a velocity reversal LuGre's bristle-damping
+term ``sigma1*dz/dt ~ sigma1*v`` can make the effective coefficient exceed 1 and the
+iteration diverge. When no consistent loads exist (a Painlevé-type paradox of too
+much friction) the run stops with :class:`ReactionLoopError`. Elements take part
+through ``reaction_joints``, ``load_terms`` and ``loads_and_gradient``
+(:class:`dynamics.forces.ForceElement`).
+
 **Unactuated DOF.** The part of ``Q_c`` due to programmed constraints,
 ``-A_prog^T lambda_prog`` (minimum-norm multipliers for the null-space solver), is
 what the drives must supply; its components on unactuated joints are reported
@@ -57,11 +77,11 @@ import scipy.linalg
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
-from dynamics.constraints import Constraint, ConstraintEvaluationError, ConstraintSet
+from dynamics.constraints import Constraint, ConstraintEvaluationError, ConstraintSet, LoopClosure
 from dynamics.forces import ForceElement
 from dynamics.frames import KinematicState
 from dynamics.model import RobotModel
-from mbctl.errors import ConfigError
+from mbctl.errors import ConfigError, MbctlError
 
 __all__ = [
     "SOLVERS",
@@ -69,11 +89,15 @@ __all__ = [
     "ConstrainedDynamics",
     "ConstrainedState",
     "InconsistentConstraintsError",
+    "ReactionLoopError",
     "SingularConstraintError",
     "SingularityPolicy",
     "lagrange",
+    "lagrange_factor",
     "nullspace",
+    "nullspace_factor",
     "udwadia_kalaba",
+    "udwadia_kalaba_factor",
 ]
 
 SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")
@@ -98,7 +122,142 @@ class InconsistentConstraintsError(ConfigError):
     """The constraint rows cannot hold together."""
 
 
+class ReactionLoopError(MbctlError):
+    """No consistent normal loads for load-dependent friction (Newton on the loads failed)."""
+
+
 # ---------------------------------------------------------------------------- solvers
+
+
+class Factored:
+    """One evaluation's solver, factored once.
+
+    ``self(f)`` solves for the applied force ``f = Q - h`` (N·m, N) and returns
+    ``(ddq, Q_c, lambda)``; ``self.linear(F)`` returns the same for every column of
+    ``F`` (nv x K) with the constraint right-hand side set to zero — the part of the
+    solution that is linear in ``f`` (``self(f + F x) = self(f) + self.linear(F) x``).
+    """
+
+    def __call__(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def linear(self, F: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+
+class _Lagrange(Factored):
+    def __init__(self, M: np.ndarray, A: np.ndarray, b: np.ndarray):
+        n, m = M.shape[0], A.shape[0]
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = M
+        K[:n, n:] = A.T
+        K[n:, :n] = A
+        self.lu, self.piv, info = scipy.linalg.lapack.dgetrf(K)
+        if info != 0:
+            raise np.linalg.LinAlgError("the KKT matrix is singular")
+        self.n, self.A, self.b = n, A, b
+
+    def _solve(self, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = scipy.linalg.lapack.dgetrs(self.lu, self.piv, rhs)[0]
+        lam = x[self.n :]
+        return x[: self.n], -(self.A.T @ lam), lam
+
+    def __call__(self, f):
+        return self._solve(np.concatenate([f, self.b]))
+
+    def linear(self, F):
+        return self._solve(np.vstack([F, np.zeros((self.A.shape[0], F.shape[1]))]))
+
+
+class _UdwadiaKalaba(Factored):
+    def __init__(self, M: np.ndarray, A: np.ndarray, b: np.ndarray, rcond: float, damping: float):
+        # direct LAPACK/BLAS calls: at robot sizes the wrappers' overhead would dominate
+        self.L, info = scipy.linalg.lapack.dpotrf(M, lower=1, clean=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("the mass matrix is not positive definite")
+        self.A, self.b = A, b
+        if A.shape[0] == 0:
+            return
+        X = scipy.linalg.blas.dtrsm(1.0, self.L, A.T, lower=1).T  # A L^-T
+        U, sv, Vt = np.linalg.svd(X, full_matrices=False)
+        smax = sv[0] if sv.size else 0.0
+        if damping > 0:
+            mu2 = (damping * smax) ** 2
+            s_inv = sv / (sv**2 + mu2)
+        else:
+            keep = sv > rcond * smax
+            s_inv = np.where(keep, 1.0 / np.where(keep, sv, 1.0), 0.0)
+        self.U, self.V, self.s_inv = U, Vt.T, s_inv
+
+    def _solve(self, f: np.ndarray, r0: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        L = self.L
+        a = scipy.linalg.lapack.dpotrs(L, f, lower=1)[0]
+        if self.A.shape[0] == 0:
+            return a, np.zeros_like(a), np.zeros((0,) + a.shape[1:])
+        Ur = self.U.T @ (r0 - self.A @ a)
+        si = self.s_inv if a.ndim == 1 else self.s_inv[:, None]
+        y = self.V @ (si * Ur)  # X^+ (b - A a)
+        if a.ndim == 1:
+            ddq = a + scipy.linalg.blas.dtrsv(L, y, lower=1, trans=1)  # L^-T y
+        else:
+            ddq = a + scipy.linalg.blas.dtrsm(1.0, L, y, lower=1, trans_a=1)
+        return ddq, L @ y, -(self.U @ (si**2 * Ur))
+
+    def __call__(self, f):
+        return self._solve(f, self.b)
+
+    def linear(self, F):
+        return self._solve(F, 0.0)
+
+
+class _Nullspace(Factored):
+    def __init__(self, M: np.ndarray, A: np.ndarray, b: np.ndarray, independent: Sequence[int] | None):
+        n, m = M.shape[0], A.shape[0]
+        is_dep = np.ones(n, dtype=bool)
+        if independent is None:
+            piv = scipy.linalg.lapack.dgeqp3(A)[1] - 1  # QR with column pivoting: best-conditioned columns first
+            is_dep[piv[m:]] = False
+        else:
+            is_dep[np.asarray(independent, dtype=int)] = False
+        dep = np.flatnonzero(is_dep)
+        self.independent = np.flatnonzero(~is_dep)
+        if len(dep) != m:
+            raise np.linalg.LinAlgError(f"{len(self.independent)} independent coordinates given, {n - m} needed")
+        # one solve for the particular solution and the null-space block: A_d^-1 [b, A_i]
+        sol = np.linalg.solve(A[:, dep], np.column_stack([b, A[:, self.independent]]))
+        self.ddq_p = np.zeros(n)
+        self.ddq_p[dep] = sol[:, 0]
+        self.M, self.m = M, m
+        if n - m == 0:
+            self.V = None
+            return
+        self.V = np.zeros((n, n - m))
+        self.V[self.independent, np.arange(n - m)] = 1.0
+        self.V[dep] = -sol[:, 1:]
+        self.Mr = scipy.linalg.cho_factor(self.V.T @ M @ self.V)
+
+    def _solve(self, f: np.ndarray, ddq_p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if f.ndim == 2 and ddq_p.ndim == 1:
+            ddq_p = ddq_p[:, None]
+        ddq = ddq_p if self.V is None else ddq_p + self.V @ scipy.linalg.cho_solve(self.Mr, self.V.T @ (f - self.M @ ddq_p))
+        ddq = np.broadcast_to(ddq, f.shape).copy()
+        return ddq, self.M @ ddq - f, np.full((self.m,) + f.shape[1:], np.nan)
+
+    def __call__(self, f):
+        return self._solve(f, self.ddq_p)
+
+    def linear(self, F):
+        return self._solve(F, np.zeros(F.shape[0]))
+
+
+def lagrange_factor(M: np.ndarray, A: np.ndarray, b: np.ndarray) -> Factored:
+    """Factor the KKT matrix ``[[M, A^T], [A, 0]]`` once (rows of ``A`` independent):
+    ``f -> (ddq, Q_c, lambda)`` with ``Q_c = -A^T lambda``.
+
+    Raises:
+        numpy.linalg.LinAlgError: If the KKT matrix is singular.
+    """
+    return _Lagrange(M, A, b)
 
 
 def lagrange(M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,13 +269,13 @@ def lagrange(M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray) -> tupl
     Raises:
         numpy.linalg.LinAlgError: If the KKT matrix is singular.
     """
-    n, m = M.shape[0], A.shape[0]
-    K = np.zeros((n + m, n + m))
-    K[:n, :n] = M
-    K[:n, n:] = A.T
-    K[n:, :n] = A
-    x = np.linalg.solve(K, np.concatenate([f, b]))
-    return x[:n], x[n:]
+    ddq, _, lam = _Lagrange(M, A, b)(f)
+    return ddq, lam
+
+
+def udwadia_kalaba_factor(M: np.ndarray, A: np.ndarray, b: np.ndarray, rcond: float = 1e-9, damping: float = 0.0) -> Factored:
+    """Factor ``M = L L^T`` and the SVD of ``X = A L^-T`` once (see :func:`udwadia_kalaba`)."""
+    return _UdwadiaKalaba(M, A, b, rcond, damping)
 
 
 def udwadia_kalaba(
@@ -133,29 +292,17 @@ def udwadia_kalaba(
         ``(ddq, Q_c, lambda)`` with ``lambda`` the minimum-norm multipliers,
         ``Q_c = -A^T lambda``.
     """
-    # direct LAPACK/BLAS calls: at robot sizes the wrappers' overhead would dominate
-    L, info = scipy.linalg.lapack.dpotrf(M, lower=1, clean=1)
-    if info != 0:
-        raise np.linalg.LinAlgError("the mass matrix is not positive definite")
-    a = scipy.linalg.lapack.dpotrs(L, f, lower=1)[0]
-    if A.shape[0] == 0:
-        return a, np.zeros_like(a), np.zeros(0)
-    X = scipy.linalg.blas.dtrsm(1.0, L, A.T, lower=1).T  # A L^-T
-    r = b - A @ a
-    U, s, Vt = np.linalg.svd(X, full_matrices=False)
-    smax = s[0] if s.size else 0.0
-    if damping > 0:
-        mu2 = (damping * smax) ** 2
-        s_inv = s / (s**2 + mu2)
-    else:
-        keep = s > rcond * smax
-        s_inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
-    Ur = U.T @ r
-    y = Vt.T @ (s_inv * Ur)  # X^+ r
-    ddq = a + scipy.linalg.blas.dtrsv(L, y, lower=1, trans=1)  # L^-T y
-    force = L @ y
-    lam = -(U @ (s_inv**2 * Ur))
-    return ddq, force, lam
+    return _UdwadiaKalaba(M, A, b, rcond, damping)(f)
+
+
+def nullspace_factor(M: np.ndarray, A: np.ndarray, b: np.ndarray, independent: Sequence[int] | None = None) -> Factored:
+    """Split the coordinates and factor ``V^T M V`` once (see :func:`nullspace`); its
+    ``independent`` attribute holds the independent coordinates; multipliers are NaN.
+
+    Raises:
+        numpy.linalg.LinAlgError: If ``A_d`` (columns of the dependent coordinates) is singular.
+    """
+    return _Nullspace(M, A, b, independent)
 
 
 def nullspace(
@@ -173,30 +320,8 @@ def nullspace(
     Raises:
         numpy.linalg.LinAlgError: If ``A_d`` (columns of the dependent coordinates) is singular.
     """
-    n, m = M.shape[0], A.shape[0]
-    is_dep = np.ones(n, dtype=bool)
-    if independent is None:
-        piv = scipy.linalg.lapack.dgeqp3(A)[1] - 1  # QR with column pivoting: best-conditioned columns first
-        is_dep[piv[m:]] = False
-    else:
-        is_dep[np.asarray(independent, dtype=int)] = False
-    dep = np.flatnonzero(is_dep)
-    ind = np.flatnonzero(~is_dep)
-    if len(dep) != m:
-        raise np.linalg.LinAlgError(f"{len(ind)} independent coordinates given, {n - m} needed")
-    Ad = A[:, dep]
-    # one solve for the particular solution and the null-space block: A_d^-1 [b, A_i]
-    sol = np.linalg.solve(Ad, np.column_stack([b, A[:, ind]]))
-    ddq_p = np.zeros(n)
-    ddq_p[dep] = sol[:, 0]
-    if n - m == 0:
-        return ddq_p, ind
-    V = np.zeros((n, n - m))
-    V[ind, np.arange(n - m)] = 1.0
-    V[dep] = -sol[:, 1:]
-    Mr = V.T @ M @ V
-    z = np.linalg.solve(Mr, V.T @ (f - M @ ddq_p))
-    return ddq_p + V @ z, ind
+    solver = _Nullspace(M, A, b, independent)
+    return solver(f)[0], solver.independent
 
 
 # ---------------------------------------------------------------------------- settings
@@ -292,6 +417,8 @@ class ConstrainedState:
         sigma: Singular values of ``A``, decreasing.
         singular: True when ``A`` was near-singular (damped mode only; otherwise an
             error is raised).
+        normal_loads: Normal loads of the load-dependent friction joints (N·m or N),
+            in the order of the force elements' ``reaction_joints``; empty without any.
     """
 
     t: float
@@ -306,6 +433,7 @@ class ConstrainedState:
     target: np.ndarray
     sigma: np.ndarray
     singular: bool = False
+    normal_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -335,6 +463,9 @@ class ConstrainedDynamics:
             initial state (and for the pseudo-inverse).
         singularity: Near-singularity threshold and action.
         consistency_tolerance: Largest relative residual ``|A ddq - b|`` accepted.
+        loop_tolerance: Convergence of the normal loads of load-dependent friction
+            (relative residual of ``N = loads(W(N))``).
+        max_loop_iterations: Newton steps allowed for them.
 
     A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
     """
@@ -352,6 +483,8 @@ class ConstrainedDynamics:
         rank_tolerance: float = 1e-9,
         singularity: SingularityPolicy | None = None,
         consistency_tolerance: float = 1e-6,
+        loop_tolerance: float = 1e-10,
+        max_loop_iterations: int = 50,
     ):
         source = robot.source
         if solver not in SOLVERS:
@@ -402,6 +535,25 @@ class ConstrainedDynamics:
         self._lower = np.tril_indices(robot.nv, -1)
         self._setup: _Setup | None = None
         self.evaluations = 0
+        # elements that need joint reactions, and the joints (pinocchio ids) they need
+        self._reactive = [(k, f) for k, f in enumerate(self.forces) if f.reaction_joints]
+        self._reaction_ids = sorted({j for _, f in self._reactive for j in f.reaction_joints})
+        self._reaction_rows = {k: [self._reaction_ids.index(j) for j in f.reaction_joints] for k, f in self._reactive}
+        self._rdata = robot.model.createData()
+        self._model0 = pin.Model(robot.model)
+        self._model0.gravity = pin.Motion.Zero()
+        self._rdata0 = self._model0.createData()
+        self.loop_tolerance = loop_tolerance
+        self.max_loop_iterations = max_loop_iterations
+        self.loop_iterations = 0
+        self._has_loops = any(isinstance(c, LoopClosure) for c in self.constraints)
+        if self._reactive and self._has_loops and solver == "nullspace":
+            raise ConfigError(
+                "load-dependent friction needs the loop-closure multipliers for the joint reactions; the nullspace "
+                "solver gives none (use lagrange or udwadia-kalaba)",
+                file=source,
+                field="simulation.solver",
+            )
 
     # ------------------------------------------------------------------ helpers
 
@@ -552,8 +704,13 @@ class ConstrainedDynamics:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None) -> ConstrainedState:
+    def evaluate(
+        self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None
+    ) -> ConstrainedState:
         """Accelerations, constraint forces and violations at time ``t`` and state ``(q, dq, s)``.
+
+        ``normal_loads`` freezes the loads of load-dependent friction at the given values
+        instead of solving for them (an approximation for Jacobians of stiff integrators).
 
         Raises:
             SingularConstraintError: Near-singular Jacobian (``action="stop"``).
@@ -561,6 +718,7 @@ class ConstrainedDynamics:
         """
         q = np.asarray(q, dtype=float)
         dq = np.asarray(dq, dtype=float)
+        loads = np.zeros(0)
         if self._setup is None:
             self.initialize(t, q, dq)
         setup = self._setup
@@ -574,10 +732,11 @@ class ConstrainedDynamics:
         applied = np.zeros(self.robot.nv)
         state_rate = np.empty(self.n_states)
         for element, sl in zip(self.forces, self.state_slices):
-            Qe, ds = element(t, q, dq, s[sl])
+            if element.reaction_joints:
+                continue
+            Qe, ds = element.evaluate(t, q, dq, s[sl], ks)
             applied += Qe
             state_rate[sl] = ds
-        f = f + applied
         cv = self._evaluate_constraints(ks, t)
         A = cv.jac
         dphi = A @ dq + cv.phi_t
@@ -595,24 +754,12 @@ class ConstrainedDynamics:
                 raise self._singular(t, q, A, sigma, setup.rank, crossed=True)
 
         try:
-            if m == 0:
-                ddq = np.linalg.solve(M, f)
-                lam = np.zeros(0)
-                force = np.zeros(self.robot.nv)
-            elif self.solver == "udwadia-kalaba":
-                damping = self.singularity.damping if singular else 0.0
-                ddq, force, lam = udwadia_kalaba(M, f, A, b, rcond=self.rank_tolerance, damping=damping)
-            elif self.solver == "lagrange":
-                kept = setup.kept
-                ddq, lam_k = lagrange(M, f, A[kept], b[kept])
-                lam = np.zeros(m)
-                lam[kept] = lam_k
-                force = -A.T @ lam
+            solve = self._factor(M, A, b, singular)
+            if not self._reactive:
+                ddq, force, lam = solve(f + applied)
             else:
-                kept = setup.kept
-                ddq, _ = nullspace(M, f, A[kept], b[kept], self.independent)
-                force = M @ ddq - f
-                lam = np.full(m, np.nan)
+                ddq, force, lam, Q_r, loads = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
+                applied = applied + Q_r
         except np.linalg.LinAlgError as exc:
             raise self._error(
                 SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}"
@@ -653,7 +800,147 @@ class ConstrainedDynamics:
             target=cv.target,
             sigma=sigma,
             singular=singular,
+            normal_loads=loads,
         )
+
+    def _factor(self, M: np.ndarray, A: np.ndarray, b: np.ndarray, singular: bool) -> Factored:
+        """The chosen solver, factored for this evaluation; multipliers over every row
+        (zeros for rows Lagrange eliminated, NaN for the null-space solver)."""
+        m = self.constraints.m
+        if m == 0 or self.solver == "udwadia-kalaba":
+            damping = self.singularity.damping if singular else 0.0
+            return _UdwadiaKalaba(M, A, b, self.rank_tolerance, damping)
+        kept = self._require_setup().kept
+        inner = _Lagrange(M, A[kept], b[kept]) if self.solver == "lagrange" else _Nullspace(M, A[kept], b[kept], self.independent)
+        if len(kept) == m:
+            return inner
+
+        class Rows(Factored):
+            def _expand(self, out):
+                ddq, force, lam_k = out
+                lam = np.full((m,) + lam_k.shape[1:], np.nan if np.isnan(lam_k).any() else 0.0)
+                lam[kept] = lam_k
+                return ddq, force, lam
+
+            def __call__(self, f):
+                return self._expand(inner(f))
+
+            def linear(self, F):
+                return self._expand(inner.linear(F))
+
+        return Rows()
+
+    def reaction_wrenches(
+        self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Reaction wrenches ((k, 6), joint frames, N then N·m) of the joints the force
+        elements name in ``reaction_joints``, at the state of ``ks`` with accelerations
+        ``ddq`` and multipliers ``lam``: RNEA with the loop-closure forces as external forces.
+        ``linear=True`` gives only the part linear in ``(ddq, lam)`` (no gravity, velocity terms);
+        ``qp`` is the pinocchio configuration of ``ks.q`` if already at hand."""
+        model, data = (self._model0, self._rdata0) if linear else (self._model, self._rdata)
+        qp = self.configuration(ks.q) if qp is None else qp
+        v = np.zeros(self.robot.nv) if linear else ks.dq
+        if self._has_loops:
+            fext, _ = self.constraints.loop_forces(ks, lam)
+            pin.rnea(model, data, qp, v, ddq, pin.StdVec_Force(fext))
+        else:
+            pin.rnea(model, data, qp, v, ddq)
+        return np.array([data.f[j].vector for j in self._reaction_ids]).reshape(-1, 6)
+
+    def _solve_with_reactions(
+        self,
+        solve: Factored,
+        t: float,
+        q: np.ndarray,
+        dq: np.ndarray,
+        s: np.ndarray,
+        ks: KinematicState,
+        f0: np.ndarray,
+        state_rate: np.ndarray,
+        frozen: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Solve the dynamics together with the normal loads (module docstring).
+
+        The load-dependent forces are ``Q0 + B N``; the solution is affine in them and the
+        wrenches are affine in the solution, so ``W(N) = W0 + sum_i N_i W_i`` and the loads
+        solve ``N = loads(W(N))``, k equations, by Newton's method.
+
+        Returns ``(ddq, Q_c, lambda, Q_r, N)`` with ``Q_r = Q0 + B N`` the load-dependent
+        forces; with ``frozen`` loads, ``N = frozen`` and one solve.
+        """
+        Q0 = np.zeros(self.robot.nv)
+        blocks, columns = [], []
+        for k, element in self._reactive:
+            sl = self.state_slices[k]
+            Qe, Be, ds = element.load_terms(t, q, dq, s[sl])
+            Q0 += Qe
+            state_rate[sl] = ds
+            blocks.append((element, self._reaction_rows[k], len(columns)))
+            columns.append(Be)
+        B = np.column_stack(columns)
+        if frozen is not None:
+            Q_r = Q0 + B @ frozen
+            return (*solve(f0 + Q_r), Q_r, np.asarray(frozen, dtype=float))
+        active = np.flatnonzero(np.abs(B).max(axis=0) > 0)  # loads that change some force now
+        ddq, force, lam = solve(f0 + Q0)
+        qp = self.configuration(q)
+        W0 = self.reaction_wrenches(ks, ddq, lam, qp=qp)
+        n_loads = B.shape[1]
+        Wl = np.zeros((n_loads,) + W0.shape)
+        lin = None
+        if len(active):
+            lin = solve.linear(B[:, active])
+            for c, i in enumerate(active):
+                Wl[i] = self.reaction_wrenches(ks, lin[0][:, c], lin[2][:, c], linear=True, qp=qp)
+        Wl_flat = Wl.reshape(n_loads, -1)
+
+        def loads(N: np.ndarray, gradient: bool = False):
+            W = W0 + (N @ Wl_flat).reshape(W0.shape)
+            out = np.empty(n_loads)
+            G = np.zeros((n_loads, n_loads)) if gradient else None
+            for element, rows, start in blocks:
+                k = len(rows)
+                out[start : start + k], g = element.loads_and_gradient(W[rows], gradient)
+                if gradient:  # dN_r/dN_j = g_r . W_j[row r]
+                    G[start : start + k] = np.einsum("rc,jrc->rj", g, Wl[:, rows, :])
+            return out, G
+
+        # Newton from N = 0, then chord steps with the first Jacobian (refreshed only if
+        # they stall): the loads are nearly affine in N, so the chord converges at once
+        N = np.zeros(n_loads)
+        L, G = loads(N, gradient=True)
+        scale = max(1.0, np.abs(L).max())
+        residual = N - L
+        eye = np.eye(n_loads)
+        lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
+        previous = np.inf
+        for iteration in range(1, self.max_loop_iterations + 1):
+            N = N - scipy.linalg.lu_solve(lu, residual, check_finite=False)
+            L, _ = loads(N)
+            residual = N - L
+            size = np.abs(residual).max()
+            if size <= self.loop_tolerance * max(scale, np.abs(N).max()):
+                break
+            if size > 0.1 * previous:  # not contracting fast: a full Newton step next
+                _, G = loads(N, gradient=True)
+                lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
+            previous = size
+        else:
+            raise ReactionLoopError(
+                f"{self.robot.source or self.robot.name}: no consistent joint normal loads at t = {t:.6g} s "
+                f"(load-dependent friction; residual {np.abs(residual).max():.3g} after {self.max_loop_iterations} "
+                "Newton steps): the friction coefficients, bristle damping sigma1 or journal radii are too large "
+                "for the loads to be determined (a Painleve-type inconsistency)"
+            )
+        self.loop_iterations += iteration
+        Q_r = Q0 + B @ N
+        if lin is not None:
+            x = N[active]
+            ddq = ddq + lin[0] @ x
+            force = force + lin[1] @ x
+            lam = lam + lin[2] @ x
+        return ddq, force, lam, Q_r, N
 
     # ------------------------------------------------------------------ initial states
 

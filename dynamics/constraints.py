@@ -580,3 +580,30 @@ class ConstraintSet:
             phi[sl], jac[sl], phi_t[sl], gamma[sl], target[sl] = v.phi, v.jac, v.phi_t, v.gamma, v.target
             start += k
         return ConstraintValues(phi=phi, jac=jac, phi_t=phi_t, gamma=gamma, target=target)
+
+    def loop_forces(self, ks: KinematicState, lam: np.ndarray) -> tuple[list[pin.Force], list[np.ndarray]]:
+        """External forces of the loop-closure rows for RNEA, from their multipliers.
+
+        A loop row's multiplier ``lambda`` puts ``-lambda*g_A`` on frame A's body and
+        ``-lambda*g_B`` on B's (:meth:`LoopClosure.wrench_maps`). Returns the force on every
+        joint's body (joint frame, as ``pinocchio.rnea``'s ``fext`` wants it) and each
+        loop's wrench on B's body (at B's origin, B's axes).
+        """
+        model, data = ks.model, ks.data
+        fext = [pin.Force.Zero() for _ in range(model.njoints)]
+        on_b = []
+        for c in self.constraints:
+            if not isinstance(c, LoopClosure):
+                continue
+            gA, gB = c.wrench_maps(ks)
+            lam_c = lam[self.slices[c.name]]
+            for fid, g in ((c.fid_a, gA), (c.fid_b, gB)):
+                w = -(g.T @ lam_c)  # world axes, at the frame origin
+                frame = ks.frame(fid)
+                f_world = pin.SE3(np.eye(3), frame.p).act(pin.Force(w[:3], w[3:]))
+                parent = model.frames[fid].parentJoint
+                fext[parent] = fext[parent] + data.oMi[parent].actInv(f_world)
+                if fid == c.fid_b:
+                    on_b.append(np.concatenate([frame.R.T @ w[:3], frame.R.T @ w[3:]]))
+        return fext, on_b
+

@@ -19,9 +19,15 @@ fit the same interface: a stateless element returning ``-K q - D dq`` on their D
   regularizes the zero-velocity crossing). Its rate ``sigma0*|v|/g(v)`` makes the
   ODE stiff at high speed: RK4 needs ``h*sigma0*|v|/g < ~2.7``.
 
-Load-dependent friction needs the joint reaction wrenches, which depend on the
-accelerations being solved for; it is refused here (a later extension can iterate
-on the load).
+**Load-dependent friction** (``load = {...}`` on a joint) multiplies the dry part of
+the law by the joint's normal load, which comes from the reaction wrench the joint
+transmits, which depends on the accelerations being solved for: an algebraic loop,
+which :class:`~dynamics.constrained.ConstrainedDynamics` resolves at every evaluation
+(see there). An element that needs reactions lists the pinocchio joint ids in
+``reaction_joints`` and provides :meth:`ForceElement.load_terms` (its force is affine
+in the normal loads) and :meth:`~ForceElement.loads_and_gradient`. ``JointFriction(robot, loads=True)``
+accepts load-dependent joints for that purpose; by default (semi-implicit plant
+steppers) they are refused.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from dynamics.friction import LuGre
+from dynamics.frames import KinematicState
+from dynamics.friction import CoulombViscous, LuGre
 from dynamics.model import RobotModel
 from mbctl.errors import ConfigError
 
@@ -43,9 +50,12 @@ class ForceElement(ABC):
 
     Attributes:
         state_names: One name per internal state.
+        reaction_joints: Pinocchio joint ids whose reaction wrenches the element needs
+            (load-dependent friction); empty for most elements.
     """
 
     state_names: tuple[str, ...] = ()
+    reaction_joints: tuple[int, ...] = ()
 
     @property
     def n_states(self) -> int:
@@ -59,6 +69,32 @@ class ForceElement(ABC):
     def __call__(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(Q, ds/dt)``: generalized force (nv,) and the state rates (n_states,)."""
 
+    def evaluate(
+        self,
+        t: float,
+        q: np.ndarray,
+        dq: np.ndarray,
+        s: np.ndarray,
+        kinematics: KinematicState | None = None,
+        wrenches: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`__call__`, reusing frame kinematics already computed at ``(q, dq)``
+        (elements that need frames override this) and taking the reaction wrenches of
+        ``reaction_joints`` ((k, 6), joint frames, N then N·m) when the element needs them."""
+        return self(t, q, dq, s)
+
+    def load_terms(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For elements with ``reaction_joints``: ``(Q0, B, ds/dt)`` with the force
+        ``Q = Q0 + B @ N`` affine in the normal loads ``N`` (one per reaction joint; ``B``
+        is nv x k)."""
+        raise NotImplementedError(f"{type(self).__name__} has no load-dependent terms")
+
+    def loads_and_gradient(self, wrenches: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """Normal loads ``N`` (k,) from the reaction wrenches of ``reaction_joints`` (k, 6),
+        and (if asked) ``dN_i/dW_i`` (k, 6), each load's gradient with respect to its
+        joint's wrench."""
+        raise NotImplementedError(f"{type(self).__name__} has no load-dependent terms")
+
     def state_stiffness(self, dq: np.ndarray, s: np.ndarray) -> tuple[float, str]:
         """Largest decay rate (1/s) of the internal states and the state's name, for
         explicit integrators' stability checks; ``(0, "")`` without states."""
@@ -69,6 +105,11 @@ class ForceElement(ABC):
         zeros unless the element resists velocity."""
         return np.zeros(len(dq))
 
+    def state_jacobian(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Diagonal of ``d(ds/dt)/ds`` (1/s) of the internal states, for stiff integrators
+        that refresh it at every step; zeros without states."""
+        return np.zeros(self.n_states)
+
 
 class JointFriction(ForceElement):
     """Joint friction of every joint, as generalized forces ``Q_i = -F_i(v_i[, z_i])``.
@@ -76,72 +117,177 @@ class JointFriction(ForceElement):
     Args:
         robot: The robot; its joints' friction laws are used.
         smoothing: ``v_eps`` (rad/s or m/s) of ``tanh(v/v_eps)`` for static laws, > 0.
+        loads: Accept load-dependent joints; their normal loads then come from the
+            reaction wrenches passed to :meth:`evaluate` (``reaction_joints`` lists
+            the joints, in order).
 
     Raises:
-        ConfigError: For load-dependent friction (not simulated yet) or a bad smoothing.
+        ConfigError: For load-dependent friction without ``loads``, or a bad smoothing.
     """
 
-    def __init__(self, robot: RobotModel, smoothing: float = 1e-3):
+    def __init__(self, robot: RobotModel, smoothing: float = 1e-3, *, loads: bool = False):
         if not (smoothing > 0 and math.isfinite(smoothing)):
             raise ConfigError(f"must be > 0, got {smoothing!r}", file=robot.source, field="simulation.friction_smoothing")
         self.nv = robot.nv
         self.smoothing = float(smoothing)
         self._static = []
         self._lugre = []
+        loaded = []
         for j in robot.joints:
             if j.friction is None:
                 continue
             if j.friction.load is not None:
-                raise ConfigError(
-                    "load-dependent friction is not simulated yet (it needs the reactions being solved for); "
-                    "remove 'load' to simulate with the law alone",
-                    file=robot.source,
-                    field=f"joints.{j.name}.friction.load",
-                )
+                if not loads:
+                    raise ConfigError(
+                        "load-dependent friction is simulated by the constrained dynamics only (mbctl simulate, "
+                        "dynamics.simulate), not by this stepper; remove 'load' to simulate with the law alone",
+                        file=robot.source,
+                        field=f"joints.{j.name}.friction.load",
+                    )
+                loaded.append(j)
+            load_slot = len(loaded) - 1 if j.friction.load is not None else -1
             if isinstance(j.friction.law, LuGre):
-                self._lugre.append((j.idx_v, j.friction.law))
+                self._lugre.append((j.idx_v, j.friction.law, load_slot))
             else:
-                self._static.append((j.idx_v, j.friction.law))
-        self.state_names = tuple(f"z.{_joint_name(robot, idx)}" for idx, _ in self._lugre)
+                self._static.append((j.idx_v, j.friction.law, load_slot))
+        self.reaction_joints = tuple(j.id for j in loaded)
+        self._load_dofs = np.array([j.idx_v for j in loaded], dtype=int)
+        self._load_axes = np.array([j.axis for j in loaded], dtype=float).reshape(-1, 3)
+        self._load_coefficients = np.array([_load_coefficients(j) for j in loaded], dtype=float).reshape(-1, 4)
+        self._radial = self._load_coefficients[:, [0, 2]]  # of |normal force|, |normal moment|
+        self._axial = self._load_coefficients[:, [1, 3]]  # of |axial force|, |axial moment|
+        self.state_names = tuple(f"z.{_joint_name(robot, idx)}" for idx, _, _ in self._lugre)
 
-    def __call__(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        Q = np.zeros(self.nv)
-        for i, law in self._static:
+    def normal_loads(self, wrenches: np.ndarray) -> np.ndarray:
+        """Equivalent normal loads (N·m or N) of the load-dependent joints from their
+        reaction wrenches ((k, 6), joint frames): both load models of
+        :mod:`dynamics.joint_load` are ``c . (f_r, f_a, m_b, m_a)``, evaluated here at once."""
+        return self.loads_and_gradient(wrenches, gradient=False)[0]
+
+    def normal_load_gradient(self, wrenches: np.ndarray) -> np.ndarray:
+        """``dN/dW`` per load-dependent joint (k, 6); a zero component contributes a zero
+        (sub)gradient."""
+        return self.loads_and_gradient(wrenches)[1]
+
+    def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6)."""
+        n = self._load_axes
+        k = len(n)
+        W3 = W.reshape(k, 2, 3)  # force, moment
+        along = np.einsum("kj,kpj->kp", n, W3)
+        normal = W3 - along[:, :, None] * n[:, None, :]
+        size = np.sqrt(np.einsum("kpj,kpj->kp", normal, normal))
+        N = np.einsum("kp,kp->k", self._radial, size) + np.einsum("kp,kp->k", self._axial, np.abs(along))
+        if not gradient:
+            return N, None
+        unit = normal / np.where(size > 0, size, 1.0)[:, :, None]
+        G = self._radial[:, :, None] * unit + (self._axial * np.sign(along))[:, :, None] * n[:, None, :]
+        return N, G.reshape(k, 6)
+
+    def _terms(self, dq: np.ndarray, s: np.ndarray) -> tuple[list[tuple[int, int, float, float]], np.ndarray]:
+        """Per friction joint ``(idx_v, load slot or -1, mu, fv*v)`` with the friction
+        ``F = load*mu + fv*v`` (``mu`` the law's dry part at unit load), and the LuGre
+        rates. Plain float arithmetic: this runs several times per evaluation."""
+        out = []
+        for i, law, slot in self._static:
             v = float(dq[i])
-            Q[i] = -float(law.steady(v, math.tanh(v / self.smoothing)))
+            if isinstance(law, CoulombViscous):
+                level = law.fc
+            else:
+                level = law.fc + (law.fs - law.fc) * math.exp(-(abs(v / law.vs) ** law.delta))
+            out.append((i, slot, level * math.tanh(v / self.smoothing), law.fv * v))
         ds = np.empty(len(self._lugre))
-        for k, (i, law) in enumerate(self._lugre):
+        for k, (i, law, slot) in enumerate(self._lugre):
             v, z = float(dq[i]), float(s[k])
-            ds[k] = float(law.z_rate(v, z))
-            Q[i] = -float(law.torque(v, z))
+            g = law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2))
+            rate = v - law.sigma0 * abs(v) * z / g
+            ds[k] = rate
+            out.append((i, slot, law.sigma0 * z + law.sigma1 * rate, law.fv * v))
+        return out, ds
+
+    def __call__(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Friction forces and bristle rates; ``loads`` are the normal loads of the
+        load-dependent joints (required when there are any)."""
+        if len(self._load_dofs) and loads is None:
+            raise ValueError("load-dependent friction needs the joints' normal loads")
+        terms, ds = self._terms(dq, s)
+        Q = np.zeros(self.nv)
+        for i, slot, mu, viscous in terms:
+            Q[i] = -((mu if slot < 0 else float(loads[slot]) * mu) + viscous)
         return Q, ds
+
+    def load_terms(self, t, q, dq, s):
+        """``Q = Q0 + B N``: ``Q0`` is the friction with zero loads (viscous terms and
+        load-independent joints), ``B[:, i]`` minus the dry friction coefficient of
+        load-dependent joint i on its DOF (a function of the state)."""
+        terms, ds = self._terms(dq, s)
+        Q0 = np.zeros(self.nv)
+        B = np.zeros((self.nv, len(self._load_dofs)))
+        for i, slot, mu, viscous in terms:
+            if slot < 0:
+                Q0[i] = -(mu + viscous)
+            else:
+                Q0[i] = -viscous
+                B[i, slot] = -mu
+        return Q0, B, ds
+
+    def evaluate(self, t, q, dq, s, kinematics=None, wrenches=None):
+        loads = self.normal_loads(wrenches) if len(self._load_dofs) else None
+        return self(t, q, dq, s, loads)
 
     def damping(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``dF/dv`` of every joint: ``level*(1 - tanh^2(v/v_eps))/v_eps + fv`` for static
         laws (the Stribeck level's own slope left out, so it stays >= 0), and the
         presliding damping ``sigma1 + fv`` for LuGre joints."""
         C = np.zeros(self.nv)
-        for i, law in self._static:
+        for i, law, _ in self._static:
             v = float(dq[i])
             level = float(law.steady(v, 1.0)) - law.fv * v  # the dry level at |v|
             C[i] = level * (1.0 - math.tanh(v / self.smoothing) ** 2) / self.smoothing + law.fv
-        for i, law in self._lugre:
+        for i, law, _ in self._lugre:
             C[i] = law.sigma1 + law.fv
         return C
 
     def step_states(self, dq: np.ndarray, s: np.ndarray, dt: float) -> np.ndarray:
         """The bristle states ``dt`` seconds later at the velocities held (exact, any ``dt``)."""
-        return np.array([float(law.z_step(float(s[k]), float(dq[i]), dt)) for k, (i, law) in enumerate(self._lugre)])
+        return np.array([float(law.z_step(float(s[k]), float(dq[i]), dt)) for k, (i, law, _) in enumerate(self._lugre)])
+
+    def state_jacobian(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """``d(dz/dt)/dz = -sigma0*|v|/g(v)`` (1/s) of every bristle state."""
+        out = np.empty(len(self._lugre))
+        for k, (i, law, _) in enumerate(self._lugre):
+            v = float(dq[i])
+            out[k] = -law.sigma0 * abs(v) / (law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2)))
+        return out
 
     def state_stiffness(self, dq: np.ndarray, s: np.ndarray) -> tuple[float, str]:
         """Largest ``sigma0*|v|/g(v)`` (1/s) over the LuGre joints: the bristle states' decay rate."""
         worst, name = 0.0, ""
-        for k, (i, law) in enumerate(self._lugre):
+        for k, (i, law, _) in enumerate(self._lugre):
             v = float(dq[i])
             rate = law.sigma0 * abs(v) / float(law.g(v))
             if rate > worst:
                 worst, name = rate, self.state_names[k]
         return worst, name
+
+
+def _load_coefficients(joint) -> np.ndarray:
+    """``c`` with ``normal_load(w) = c . (f_r, f_a, m_b, m_a)`` for the joint's load model,
+    read off unit wrenches and checked on a generic one."""
+    n = joint.axis
+    u = np.cross(n, [1.0, 0.0, 0.0])
+    if np.linalg.norm(u) < 0.5:
+        u = np.cross(n, [0.0, 1.0, 0.0])
+    u = u / np.linalg.norm(u)
+    model, kind = joint.friction.load, joint.kind
+    units = [np.concatenate([u, 0 * n]), np.concatenate([n, 0 * n]), np.concatenate([0 * n, u]), np.concatenate([0 * n, n])]
+    c = np.array([float(model.normal_load(w, n, kind)) for w in units])
+    w = np.array([0.3, -1.7, 2.9, -0.4, 1.1, 0.8])
+    f, m = w[:3], w[3:]
+    parts = [np.linalg.norm(f - (f @ n) * n), abs(f @ n), np.linalg.norm(m - (m @ n) * n), abs(m @ n)]
+    if not math.isclose(float(model.normal_load(w, n, kind)), float(c @ parts), rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"the load model of joint {joint.name!r} is not a combination of wrench component magnitudes")
+    return c
 
 
 def _joint_name(robot: RobotModel, idx_v: int) -> str:

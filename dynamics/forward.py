@@ -4,14 +4,19 @@ Equations of motion (pinocchio order, SI units), with the joint friction
 ``Q_f(dq, s) = -F`` of :class:`dynamics.forces.JointFriction` (LuGre bristle states
 ``s``)::
 
-    M(q) ddq + h(q, dq) = tau + Q_f(dq, s)
+    M(q) ddq + h(q, dq) = tau + Q_f(dq, s) + Q_e(q, dq)
+
+with ``Q_e`` the springs and dampers of elastic DOF (flexible base, rigid finite
+elements; :class:`dynamics.elastic.ElasticForces`), if the robot has any.
 
 One step of length ``dt`` (:meth:`FrictionStepper.step`):
 
 1. LuGre states advance exactly at the current velocity (:meth:`LuGre.z_step`);
-2. velocities solve ``(M + dt*C) (dq' - dq) = dt*(tau + Q_f - h)``, where ``C`` is the
-   diagonal friction damping ``dF/dv`` — implicit in the stiff friction terms, so
-   bristle damping and the smoothed Coulomb sign stay stable at any ``dt``;
+2. velocities solve ``(M + dt*C + dt^2*K) (dq' - dq) = dt*(tau + Q_f + Q_e - h)``, where
+   ``C`` is the diagonal friction and elastic damping ``dF/dv`` and ``K`` the diagonal
+   spring stiffness — implicit in the stiff terms, so bristle damping, the smoothed
+   Coulomb sign and stiff elastic elements (kHz modes of a flexible link) stay stable
+   at any ``dt`` (modes far above ``1/dt`` are damped, not resolved);
 3. positions follow the new velocities: ``q' = q + dt*dq'`` (symplectic Euler).
 
 The method is first-order accurate; use substeps (``dt`` of 0.1–0.5 ms) for
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from dynamics.elastic import ElasticForces
 from dynamics.forces import JointFriction
 from dynamics.model import RobotModel
 
@@ -54,6 +60,7 @@ class FrictionStepper:
     def __init__(self, robot: RobotModel, *, v_smooth: float = 1e-3):
         self.robot = robot
         self.friction = JointFriction(robot, smoothing=v_smooth)
+        self.elastic = ElasticForces(robot) if robot.is_elastic else None
         self._data = robot.create_data()
 
     def initial(self, q0: np.ndarray) -> PlantState:
@@ -70,5 +77,9 @@ class FrictionStepper:
         h = pin.nonLinearEffects(model, data, qp, state.dq)
         Q, _ = self.friction(0.0, state.q, state.dq, s)
         C = self.friction.damping(state.dq, s)
+        if self.elastic is not None:
+            Qe, _ = self.elastic(0.0, state.q, state.dq, np.zeros(0))
+            Q = Q + Qe
+            C = C + self.elastic.damping(state.dq, s) + dt * self.elastic.stiffness(state.q)
         dq = state.dq + np.linalg.solve(M + dt * np.diag(C), dt * (tau + Q - h))
         return PlantState(q=state.q + dt * dq, dq=dq, s=s)

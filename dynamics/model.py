@@ -5,9 +5,11 @@ URDF with pinocchio and returns a :class:`RobotModel`: the pinocchio model, its
 joints in pinocchio order with kind, axis, limits, actuation and friction.
 
 Every degree of freedom is a 1-DOF pinocchio joint (revolute, prismatic or
-continuous). Elastic DOF added later (flexible base, rigid-finite-element
-segments) are such joints too, marked unactuated, so every rigid algorithm keeps
-working on the same :class:`RobotModel`.
+continuous). Elastic DOF — a flexible base (``[base]``, :mod:`dynamics.support`) and
+rigid-finite-element links (``[flexible.<link>]``, :mod:`dynamics.flexible`) — are
+such joints too, inserted into the pinocchio model and marked unactuated, so every
+rigid algorithm keeps working on the same :class:`RobotModel`; their springs and
+dampers are force elements (:mod:`dynamics.elastic`).
 
 Coordinates: ``q`` has one entry per DOF (rad or m), in pinocchio's velocity
 order; :meth:`RobotModel.configuration` turns it into pinocchio's configuration
@@ -28,7 +30,9 @@ import numpy as np
 import pinocchio as pin
 
 from dynamics.config import ROBOT_KEYS, JointOverrides, parse_joint
+from dynamics.flexible import RFELink, add_rfe_link, parse_flexible
 from dynamics.friction import JointFriction, LuGre
+from dynamics.support import FlexibleBase, add_flexible_base, parse_base
 from dynamics.urdf import parse_urdf, resolve_urdf
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
@@ -88,6 +92,8 @@ class RobotModel:
         urdf: The URDF file the rigid structure came from.
         source: The robot TOML file, if loaded from one.
         config: The parsed TOML, for layers that read their own tables.
+        rfe_links: Links modelled by rigid finite elements (their joints are elastic DOF).
+        flexible_base: The flexible base support, or None for a rigid base.
     """
 
     name: str
@@ -96,6 +102,8 @@ class RobotModel:
     urdf: Path
     source: Path | None = None
     config: Table | None = None
+    rfe_links: tuple[RFELink, ...] = ()
+    flexible_base: FlexibleBase | None = None
 
     @property
     def nv(self) -> int:
@@ -120,6 +128,18 @@ class RobotModel:
             if j.name == name:
                 return j
         raise ConfigError(f"no joint {name!r} in robot {self.name} (joints: {', '.join(self.joint_names)})")
+
+    @cached_property
+    def elastic_names(self) -> tuple[str, ...]:
+        """The elastic DOF (flexible base, then RFE links), in model order."""
+        names = set(self.flexible_base.joint_names if self.flexible_base else ())
+        names.update(n for link in self.rfe_links for n in link.names)
+        return tuple(j.name for j in self.joints if j.name in names)
+
+    @property
+    def is_elastic(self) -> bool:
+        """True when the model has elastic DOF."""
+        return bool(self.rfe_links) or self.flexible_base is not None
 
     @cached_property
     def actuation_matrix(self) -> np.ndarray:
@@ -180,14 +200,29 @@ def robot_from_pinocchio(
     overrides: Mapping[str, JointOverrides] | None = None,
     source: Path | None = None,
     config: Table | None = None,
+    rfe_links: tuple[RFELink, ...] = (),
+    flexible_base: FlexibleBase | None = None,
 ) -> RobotModel:
     """Wrap a fixed-base pinocchio model whose joints all have one DOF.
+
+    The joints of ``rfe_links`` and ``flexible_base`` are marked unactuated.
 
     Raises:
         ConfigError: For multi-DOF joints (floating, planar, spherical) or an
             override naming a joint the model does not have.
     """
     overrides = dict(overrides or {})
+    elastic = {n for link in rfe_links for n in link.names} | set(flexible_base.joint_names if flexible_base else ())
+    for elastic_name in elastic & set(overrides):
+        raise ConfigError(
+            f"joint {elastic_name!r} is an elastic DOF added by [flexible] or [base]; its springs and dampers are set there",
+            file=source,
+            field=f"joints.{elastic_name}",
+        )
+    for elastic_name in elastic:
+        overrides[elastic_name] = JointOverrides(actuated=False)
+    if any(ov.armature is not None for ov in overrides.values()):
+        model = pin.Model(model)  # the caller's model stays as it was
     data = model.createData()
     joints = []
     for jid in range(1, model.njoints):
@@ -202,6 +237,8 @@ def robot_from_pinocchio(
         kind, axis = _joint_kind(model, data, jid)
         continuous = jm.nq == 2
         ov = overrides.pop(jname, JointOverrides())
+        if ov.armature is not None:
+            model.armature[jm.idx_v] = ov.armature
         if continuous:
             lower, upper = -math.inf, math.inf
         else:
@@ -236,7 +273,16 @@ def robot_from_pinocchio(
             file=source,
             field=f"joints.{unknown}",
         )
-    return RobotModel(name=name, model=model, joints=tuple(joints), urdf=urdf, source=source, config=config)
+    return RobotModel(
+        name=name,
+        model=model,
+        joints=tuple(joints),
+        urdf=urdf,
+        source=source,
+        config=config,
+        rfe_links=tuple(rfe_links),
+        flexible_base=flexible_base,
+    )
 
 
 def _check_lugre_dissipative(robot: RobotModel) -> None:
@@ -263,8 +309,13 @@ def _check_lugre_dissipative(robot: RobotModel) -> None:
             )
 
 
-def load_robot(path: str | Path) -> RobotModel:
+def load_robot(path: str | Path, *, rigid_base: bool = False, rigid_links: bool = False) -> RobotModel:
     """Load a robot from its TOML description (see :mod:`dynamics.config`).
+
+    ``[flexible.<link>]`` tables turn links into rigid finite elements and ``[base]``
+    with ``support = "flexible"`` puts the robot on springs; both tables are always
+    checked, and ``rigid_links`` / ``rigid_base`` leave the structure rigid anyway (to
+    compare variants of one description).
 
     Raises:
         ConfigError: With the file and field at fault, for any missing file,
@@ -279,6 +330,27 @@ def load_robot(path: str | Path) -> RobotModel:
     if "gravity" in root:
         model.gravity = pin.Motion(np.concatenate([root.vector("gravity", 3), np.zeros(3)]))
     overrides = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
-    robot = robot_from_pinocchio(model, name=path.stem, urdf=urdf, overrides=overrides, source=path, config=root)
+    rfe_links = []
+    if "flexible" in root:
+        for link, t in root.table("flexible").tables():
+            spec = parse_flexible(t, link)
+            if not rigid_links:
+                model, rfe = add_rfe_link(model, spec, file=path, field=t.path())
+                rfe_links.append(rfe)
+    flexible_base = None
+    if "base" in root:
+        support = parse_base(root.table("base"))
+        if support.flexible and not rigid_base:
+            model, flexible_base = add_flexible_base(model, support, file=path)
+    robot = robot_from_pinocchio(
+        model,
+        name=path.stem,
+        urdf=urdf,
+        overrides=overrides,
+        source=path,
+        config=root,
+        rfe_links=tuple(rfe_links),
+        flexible_base=flexible_base,
+    )
     _check_lugre_dissipative(robot)
     return robot

@@ -122,21 +122,7 @@ def _loop_forces(
 ) -> tuple[list[pin.Force], list[np.ndarray]]:
     """External forces per joint (joint frames) from the loop multipliers, and each
     loop's wrench on B's body (B's axes)."""
-    model, data = system.robot.model, ks.data
-    fext = [pin.Force.Zero() for _ in range(model.njoints)]
-    on_b = []
-    for c, sl in _loops(system):
-        gA, gB = c.wrench_maps(ks)
-        lam_c = lam[sl]
-        for fid, g in ((c.fid_a, gA), (c.fid_b, gB)):
-            w = -(g.T @ lam_c)  # world axes, at the frame origin
-            frame = ks.frame(fid)
-            f_world = pin.SE3(np.eye(3), frame.p).act(pin.Force(w[:3], w[3:]))
-            parent = model.frames[fid].parentJoint
-            fext[parent] = fext[parent] + data.oMi[parent].actInv(f_world)
-            if fid == c.fid_b:
-                on_b.append(np.concatenate([frame.R.T @ w[:3], frame.R.T @ w[3:]]))
-    return fext, on_b
+    return system.constraints.loop_forces(ks, lam)
 
 
 def joint_reactions(

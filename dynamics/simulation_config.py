@@ -38,13 +38,14 @@ target = ["0"]                   # default zeros
 
 [simulation]
 solver = "udwadia-kalaba"        # udwadia-kalaba | lagrange | nullspace
-integrator = "rk4"               # rk4 | radau | bdf | lsoda | rk45 | dop853
+integrator = "rk4"               # rk4 | ros2 | radau | bdf | lsoda | rk45 | dop853
 step = 1e-4                      # s: RK4 step; default output interval of adaptive methods
 duration = 10.0                  # s
 output_step = 1e-3               # s between recorded samples (default: step)
 rtol = 1e-8                      # adaptive methods (also atol, max_step)
+jacobian_interval = 0.05         # s between Jacobian refreshes of integrator = "ros2"
 baumgarte = { form = "linear", alpha = 0.5, beta = 200.0 }   # or form = "squared"; omit for none
-initial = { q = { j1 = 0.5236 }, dq = { j1 = -0.157 }, assemble = false, keep = [], perturb = {} }
+initial = { q = { j1 = 0.5236 }, dq = { j1 = -0.157 }, assemble = false, keep = [], perturb = {}, equilibrium = true }
 independent = ["j1"]             # nullspace: independent coordinates (default: QR with pivoting)
 eliminate = ["loop_c.x"]         # lagrange/nullspace: redundant rows to drop (default: QR with pivoting)
 friction_smoothing = 1e-3        # rad/s or m/s: tanh(v/eps) for static friction laws
@@ -55,6 +56,17 @@ rank_tolerance = 1e-9
 Unlisted initial values are 0. ``assemble = true`` moves the initial state onto the
 constraints at ``t = 0`` (Gauss–Newton, minimum-norm change, the coordinates in
 ``keep`` held), then adds ``perturb`` (rad or m per joint) to ``q``.
+
+Elastic DOF (flexible base, RFE links) start at rest in static equilibrium under
+gravity with the other coordinates held (``equilibrium = true``, the default;
+:func:`dynamics.modal.static_equilibrium`); the assembly leaves them to the
+equilibrium (it alternates both until they agree) and they are re-balanced after
+``perturb``. With ``equilibrium = false`` they start at the values given (default 0,
+undeformed).
+
+The force elements are the joint friction (load-dependent laws included, see
+:mod:`dynamics.constrained` for the algebraic loop) and, for elastic robots, the
+springs and dampers of :class:`dynamics.elastic.ElasticForces`.
 """
 
 from __future__ import annotations
@@ -80,7 +92,9 @@ from dynamics.constraints import (
     JointLinear,
     LoopClosure,
 )
-from dynamics.forces import JointFriction
+from dynamics.elastic import ElasticForces
+from dynamics.forces import ForceElement, JointFriction
+from dynamics.modal import static_equilibrium
 from dynamics.model import RobotModel
 from dynamics.simulate import INTEGRATORS
 from dynamics.targets import ExpressionTarget, QuinticPolyline, Target, rectangle
@@ -107,6 +121,7 @@ SIMULATION_KEYS = (
     "rtol",
     "atol",
     "max_step",
+    "jacobian_interval",
     "baumgarte",
     "initial",
     "independent",
@@ -129,12 +144,14 @@ class SimulationSetup:
     rtol: float = 1e-8
     atol: float = 1e-10
     max_step: float | None = None
+    jacobian_interval: float = 0.05
     baumgarte: Baumgarte | None = None
     q: dict[str, float] | None = None
     dq: dict[str, float] | None = None
     assemble: bool = False
     keep: tuple[str, ...] = ()
     perturb: dict[str, float] | None = None
+    equilibrium: bool = True
     independent: tuple[str, ...] | None = None
     eliminate: tuple[str, ...] | None = None
     friction_smoothing: float = 1e-3
@@ -325,10 +342,11 @@ def parse_simulation(robot: RobotModel) -> SimulationSetup:
             raise st.error(exc.field, exc.reason) from None
     q = dq = perturb = None
     assemble = False
+    equilibrium = True
     keep: tuple[str, ...] = ()
     if "initial" in t:
         it = t.table("initial")
-        it.only(["q", "dq", "assemble", "keep", "perturb"])
+        it.only(["q", "dq", "assemble", "keep", "perturb", "equilibrium"])
         q = _joint_values(robot, it, "q")
         dq = _joint_values(robot, it, "dq")
         perturb = _joint_values(robot, it, "perturb")
@@ -341,6 +359,12 @@ def parse_simulation(robot: RobotModel) -> SimulationSetup:
                 raise it.error("keep", exc.reason) from None
         if (keep or perturb) and not assemble:
             raise it.error("assemble", "keep and perturb apply to an assembled initial state; set assemble = true")
+        equilibrium = it.boolean("equilibrium", True)
+        if equilibrium:
+            for key, values in (("q", q), ("dq", dq)):
+                named = [n for n in values if n in robot.elastic_names]
+                if named:
+                    raise it.error(f"{key}.{named[0]}", "elastic coordinates start in static equilibrium; set equilibrium = false to give them")
     independent = tuple(_strings(t, "independent")) if "independent" in t else None
     eliminate = tuple(_strings(t, "eliminate")) if "eliminate" in t else None
     rank_tolerance = _positive(t, "rank_tolerance", 1e-9)
@@ -353,12 +377,14 @@ def parse_simulation(robot: RobotModel) -> SimulationSetup:
         rtol=_positive(t, "rtol", 1e-8),
         atol=_positive(t, "atol", 1e-10),
         max_step=_positive(t, "max_step", None),
+        jacobian_interval=_positive(t, "jacobian_interval", 0.05),
         baumgarte=baumgarte,
         q=q,
         dq=dq,
         assemble=assemble,
         keep=keep,
         perturb=perturb,
+        equilibrium=equilibrium,
         independent=independent,
         eliminate=eliminate,
         friction_smoothing=_positive(t, "friction_smoothing", 1e-3),
@@ -374,12 +400,15 @@ def build_dynamics(robot: RobotModel, setup: SimulationSetup | None = None, **ov
         overrides: Replace ``solver``, ``eliminate`` or ``independent`` of the setup.
     """
     setup = setup or parse_simulation(robot)
+    forces: list[ForceElement] = [JointFriction(robot, setup.friction_smoothing, loads=True)]
+    if robot.is_elastic:
+        forces.insert(0, ElasticForces(robot))
     return ConstrainedDynamics(
         robot,
         parse_constraints(robot),
         solver=overrides.get("solver", setup.solver),
         baumgarte=setup.baumgarte,
-        forces=[JointFriction(robot, setup.friction_smoothing)],
+        forces=forces,
         independent=overrides.get("independent", setup.independent),
         eliminate=overrides.get("eliminate", setup.eliminate),
         rank_tolerance=setup.rank_tolerance,
@@ -389,15 +418,28 @@ def build_dynamics(robot: RobotModel, setup: SimulationSetup | None = None, **ov
 
 def initial_state(robot: RobotModel, setup: SimulationSetup, dynamics: ConstrainedDynamics, t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``(q0, dq0)`` from ``simulation.initial``: given values (others 0), assembled and
-    perturbed when asked."""
+    perturbed when asked, elastic coordinates in static equilibrium (see module docstring)."""
     q = np.zeros(robot.nv)
     dq = np.zeros(robot.nv)
     for name, value in (setup.q or {}).items():
         q[robot.joint(name).idx_v] = value
     for name, value in (setup.dq or {}).items():
         dq[robot.joint(name).idx_v] = value
+    elastic = robot.elastic_names if setup.equilibrium else ()
+
+    def balance(q: np.ndarray) -> np.ndarray:
+        return static_equilibrium(robot, q, free=elastic) if elastic else q
+
+    q = balance(q)
     if setup.assemble:
-        q, dq = dynamics.assemble(t0, q, dq, keep=setup.keep)
+        for _ in range(20):  # assembly and elastic equilibrium, alternately, until they agree
+            q_prev = q
+            q, dq = dynamics.assemble(t0, q, dq, keep=(*setup.keep, *elastic))
+            q = balance(q)
+            if not elastic or np.abs(q - q_prev).max() < 1e-12:
+                break
+        q, dq = dynamics.assemble(t0, q, dq, keep=(*setup.keep, *elastic))
         for name, value in (setup.perturb or {}).items():
             q[robot.joint(name).idx_v] += value
+        q = balance(q)
     return q, dq

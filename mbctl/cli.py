@@ -11,8 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from mbctl import __version__
-from mbctl.commands import demo, emulate, feedforward, plot, run, simulate, trajectory
-from mbctl.commands import identify
+from mbctl.commands import demo, emulate, feedforward, identify, plot, run, simulate, trajectory, variants
 from mbctl.errors import InputError, MbctlError
 
 __all__ = ["main", "build_parser"]
@@ -22,9 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbctl", description="Model-based control of robot arms.")
     parser.add_argument("--version", action="version", version=f"mbctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, feedforward, trajectory, plot, simulate, run, emulate):
+    for command in (demo, feedforward, trajectory, plot, simulate, run, emulate, identify, variants):
         command.add_parser(sub)
-    identify.add_parser(sub)
     return parser
 
 

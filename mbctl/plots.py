@@ -24,6 +24,7 @@ from mbctl.fileio import CsvTable, atomic_output, check_output
 
 __all__ = [
     "FORMATS",
+    "VARIANT_PLOTS",
     "plot_feedforward",
     "plot_identification",
     "plot_redundancy",
@@ -31,6 +32,7 @@ __all__ = [
     "plot_simulation",
     "plot_trajectory",
     "plot_torque_tables",
+    "plot_variants",
     "save_figure",
 ]
 
@@ -145,7 +147,12 @@ def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Pat
 
 
 def plot_simulation(
-    run: SimulationResult, path: str | Path, title: str, tool_rows: Sequence[int] = (), tool_label: str = "tool"
+    run: SimulationResult,
+    path: str | Path,
+    title: str,
+    tool_rows: Sequence[int] = (),
+    tool_label: str = "tool",
+    joints: Sequence[str] | None = None,
 ) -> None:
     """Four panels: joint coordinates, tool path against its target, constraint
     violation |Phi| (log scale) and constraint forces.
@@ -153,11 +160,15 @@ def plot_simulation(
     Args:
         tool_rows: Constraint rows (one to three) of a frame-position constraint whose
             actual value ``target + Phi`` is drawn against the target; a path in the
-            plane of the first two rows, or against time for a single row.
+            plane of the two rows whose targets move most, or against time for a single row.
+        joints: Joints drawn in the coordinate and force panels (default: all; elastic
+            robots pass their non-elastic joints).
     """
     fig = Figure(figsize=(12, 8), layout="constrained")
     (ax_q, ax_path), (ax_phi, ax_f) = fig.subplots(2, 2)
-    for i, name in enumerate(run.joint_names):
+    shown = [i for i, name in enumerate(run.joint_names) if joints is None or name in joints]
+    for i in shown:
+        name = run.joint_names[i]
         ax_q.plot(run.t, run.q[:, i], label=name)
     ax_q.set_xlabel("t [s]")
     ax_q.set_ylabel("q [rad, m]")
@@ -165,6 +176,9 @@ def plot_simulation(
     ax_q.legend(loc="best", fontsize="small")
 
     rows = list(tool_rows)
+    if len(rows) > 2:
+        spread = np.ptp(run.target[:, rows], axis=0)
+        rows = [rows[i] for i in sorted(np.argsort(spread)[-2:])]
     if rows:
         actual = run.target[:, rows] + run.phi[:, rows]
         names = [run.row_names[r].rsplit(".", 1)[-1] for r in rows]
@@ -199,8 +213,8 @@ def plot_simulation(
     if run.row_names:
         ax_phi.legend(loc="best", fontsize="small")
 
-    for i, name in enumerate(run.joint_names):
-        ax_f.plot(run.t, run.tau_c[:, i], label=name, lw=1)
+    for i in shown:
+        ax_f.plot(run.t, run.tau_c[:, i], label=run.joint_names[i], lw=1)
     ax_f.set_xlabel("t [s]")
     ax_f.set_ylabel("Q_c [N·m, N]")
     ax_f.set_title("generalized constraint forces")
@@ -318,3 +332,108 @@ def plot_identification(result: IdentificationResult, path: str | Path, title: s
     fig.suptitle(title)
     save_figure(fig, path)
 
+
+#: File name -> what it shows, one PNG per quantity.
+VARIANT_PLOTS = {
+    "paths.png": "tool paths against the programmed path",
+    "joints.png": "actuated joint coordinates",
+    "forces.png": "joint force magnitudes |f|",
+    "rms.png": "RMS of |f| per joint (bar chart)",
+    "violation.png": "constraint violation (log scale)",
+}
+
+
+def _variant_style(variant) -> dict:
+    """Colour by structure (base, link), solid without friction, dashed with it."""
+    colour = {("rigid", "rigid"): "C0", ("rigid", "flexible"): "C1", ("flexible", "rigid"): "C2", ("flexible", "flexible"): "C3"}
+    return {
+        "color": colour[(variant.support, variant.links)],
+        "ls": "-" if variant.friction == "none" else "--",
+        "lw": 1.0,
+        "label": variant.label,
+    }
+
+
+def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Path]:
+    """The five comparison figures of ``mbctl variants`` (:data:`VARIANT_PLOTS`) in ``directory``.
+
+    Args:
+        runs: :class:`dynamics.variants.VariantRun` objects, one per variant.
+
+    Returns:
+        The files written.
+    """
+    directory = Path(directory)
+    written = []
+    joints = runs[0].joints
+
+    # tool paths, in the plane of the two coordinates the target moves most in
+    fig = Figure(figsize=(7.5, 6.5), layout="constrained")
+    ax = fig.subplots()
+    ref = runs[0]
+    if ref.tool is not None and ref.tool.shape[1] >= 2:
+        spread = np.ptp(ref.tool_target, axis=0)
+        a, b = sorted(np.argsort(spread)[-2:])
+        ax.plot(ref.tool_target[:, a], ref.tool_target[:, b], "k:", lw=1.5, label="programmed path")
+        for run in runs:
+            ax.plot(run.tool[:, a], run.tool[:, b], **_variant_style(run.variant))
+            ax.plot(run.tool[0, a], run.tool[0, b], "o", color=_variant_style(run.variant)["color"], ms=3)
+        ax.set_xlabel(f"{ref.tool_axes[a]} [m]")
+        ax.set_ylabel(f"{ref.tool_axes[b]} [m]")
+        ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("tool path (dots: start)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="x-small")
+    fig.suptitle(title)
+    written.append(directory / "paths.png")
+    save_figure(fig, written[-1])
+
+    for name, quantity, ylabel in (
+        ("joints.png", "q", "q [rad, m]"),
+        ("forces.png", "joint_force", "|f| [N]"),
+    ):
+        fig, axes = _grid(len(joints), f"{title}: {VARIANT_PLOTS[name]}")
+        for i, (ax, joint) in enumerate(zip(axes, joints)):
+            for run in runs:
+                ax.plot(run.result.t, getattr(run, quantity)[:, i], **_variant_style(run.variant))
+            ax.set_ylabel(f"{joint}: {ylabel}")
+            ax.grid(alpha=0.3)
+        axes[0].legend(loc="best", fontsize="x-small")
+        written.append(directory / name)
+        save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(max(7.0, 1.6 * len(joints)), 4.8), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(runs)
+    x = np.arange(len(joints))
+    for k, run in enumerate(runs):
+        style = _variant_style(run.variant)
+        ax.bar(
+            x + (k - (len(runs) - 1) / 2) * width,
+            run.joint_force_rms,
+            width,
+            color=style["color"],
+            hatch="//" if run.variant.friction != "none" else None,
+            edgecolor="white" if run.variant.friction != "none" else style["color"],
+            label=style["label"],
+        )
+    ax.set_xticks(x, joints)
+    ax.set_ylabel("RMS of |f| [N]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['rms.png']}")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "rms.png")
+    save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    for run in runs:
+        ax.semilogy(run.result.t, np.maximum(run.violation, 1e-16), **_variant_style(run.variant))
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("max |Phi| [m]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['violation.png']}")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "violation.png")
+    save_figure(fig, written[-1])
+    return written

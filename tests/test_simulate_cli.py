@@ -118,10 +118,6 @@ CASES = {
     "unknown eliminated row": (BASE.replace("[simulation]", '[simulation]\nsolver = "lagrange"\neliminate = ["tool_xy.q"]'), ["simulation.eliminate", "no constraint row 'tool_xy.q'"]),
     "negative step": (BASE.replace("step = 1e-3", "step = -1e-3"), ["simulation.step", "must be > 0"]),
     "misspelt simulation field": (BASE.replace("duration =", "durration ="), ["simulation.durration", "did you mean 'duration'"]),
-    "load-dependent friction": (
-        BASE + '[joints.j1]\nfriction = { law = "coulomb-viscous", fc = 0.01, load = { model = "journal2d", diameter = 0.01 } }\n',
-        ["joints.j1.friction.load", "not simulated yet"],
-    ),
 }
 
 

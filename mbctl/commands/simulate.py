@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         rtol=setup.rtol,
         atol=setup.atol,
         max_step=setup.max_step,
-        progress=ProgressPrinter("simulate", min_total=20_000, unit="steps" if setup.integrator == "rk4" else "samples"),
+        jacobian_interval=setup.jacobian_interval,
+        progress=ProgressPrinter("simulate", min_total=20_000, unit="steps" if setup.integrator in ("rk4", "ros2") else "samples"),
     )
     elapsed = time.perf_counter() - start
 
@@ -138,13 +139,23 @@ def run(args: argparse.Namespace) -> int:
             + (f"Baumgarte {setup.baumgarte.form} alpha={setup.baumgarte.alpha:g} beta={setup.baumgarte.beta:g}" if setup.baumgarte else "no stabilization"),
             tool_rows=tool_rows,
             tool_label=f"frame {tool.frame}" if tool else "tool",
+            joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
         )
 
     traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
     for message in limit_violations(robot, traj):
         warn(f"{args.config}: {message}")
-    for name, peak in summary["unactuated_programmed_force"].items():
-        warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
+    unactuated = summary["unactuated_programmed_force"]
+    if len(unactuated) > 3:  # elastic robots: one line, largest first
+        top = sorted(unactuated.items(), key=lambda item: -item[1])[:3]
+        warn(
+            f"programmed constraints need force on {len(unactuated)} unactuated joints (largest: "
+            + ", ".join(f"{name} {peak:.4g}" for name, peak in top)
+            + "): the drives cannot realise them exactly"
+        )
+    else:
+        for name, peak in unactuated.items():
+            warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
     print(format_summary(summary))
     written = [str(args.out)] + [str(p) for p in (args.summary, args.plot) if p]
     print(f"wrote {', '.join(written)}")
@@ -164,7 +175,7 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         peak = float(np.abs(result.tau_programmed[:, j.idx_v]).max())
         if not j.actuated and peak > 1e-9:
             unact[j.name] = peak
-    h = setup.duration / result.steps if setup.integrator == "rk4" else setup.step
+    h = setup.duration / result.steps if setup.integrator in ("rk4", "ros2") else setup.step
     return {
         "config": str(config),
         "robot": robot_name,
