@@ -111,16 +111,17 @@ def run(args: argparse.Namespace) -> int:
             written.append(path)
 
     joints = runs[0].joints
-    header = f"{'variant':<34}" + "".join(f"{j:>10}" for j in joints)
+    width = max(len(name) for name in table) + len(" (fluct.)") + 2
+    header = f"{'variant':<{width}}" + "".join(f"{j:>10}" for j in joints)
     print(f"RMS of the joint force magnitudes |f| (N), and of their fluctuation about the mean (N):\n{header}{'max|Phi|>1s':>13}{'final':>10}")
     for name, row in table.items():
         late = row["violation_max_after_1s"]
         print(
-            f"{name:<34}"
+            f"{name:<{width}}"
             + "".join(f"{row['joint_force_rms_N'][j]:>10.4g}" for j in joints)
             + f"{late if late is not None else float('nan'):>13.3g}{row['violation_final']:>10.3g}"
         )
     for name, row in table.items():
-        print(f"{name + ' (fluct.)':<34}" + "".join(f"{row['joint_force_fluctuation_rms_N'][j]:>10.4g}" for j in joints))
+        print(f"{name + ' (fluct.)':<{width}}" + "".join(f"{row['joint_force_fluctuation_rms_N'][j]:>10.4g}" for j in joints))
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
