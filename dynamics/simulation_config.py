@@ -96,12 +96,12 @@ from dynamics.elastic import ElasticForces
 from dynamics.forces import ForceElement, JointFriction
 from dynamics.modal import static_equilibrium
 from dynamics.model import RobotModel
-from dynamics.simulate import INTEGRATORS
+from dynamics.simulate import INTEGRATORS, Progress, SimulationResult, simulate
 from dynamics.targets import ExpressionTarget, QuinticPolyline, Target, rectangle
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table
 
-__all__ = ["KINDS", "SimulationSetup", "parse_constraints", "parse_simulation", "build_dynamics", "initial_state"]
+__all__ = ["KINDS", "SimulationSetup", "parse_constraints", "parse_simulation", "build_dynamics", "initial_state", "simulate_setup"]
 
 KINDS = ("frame_position", "frame_orientation", "joint_linear", "loop", "frame_velocity")
 _COMMON = ("name", "kind")
@@ -443,3 +443,24 @@ def initial_state(robot: RobotModel, setup: SimulationSetup, dynamics: Constrain
             q[robot.joint(name).idx_v] += value
         q = balance(q)
     return q, dq
+
+
+def simulate_setup(
+    system: ConstrainedDynamics, q0: np.ndarray, dq0: np.ndarray, setup: SimulationSetup, progress: Progress | None = None
+) -> SimulationResult:
+    """Integrate ``system`` from ``(q0, dq0)`` over ``setup.duration`` (s) with the
+    setup's integrator, steps and tolerances; see :func:`dynamics.simulate.simulate`."""
+    return simulate(
+        system,
+        q0,
+        dq0,
+        setup.duration,
+        integrator=setup.integrator,
+        step=setup.step,
+        output_step=setup.output_step,
+        rtol=setup.rtol,
+        atol=setup.atol,
+        max_step=setup.max_step,
+        jacobian_interval=setup.jacobian_interval,
+        progress=progress,
+    )

@@ -34,8 +34,8 @@ import numpy as np
 from dynamics.constraints import FramePosition
 from dynamics.model import RobotModel, load_robot
 from dynamics.reactions import joint_reactions
-from dynamics.simulate import SimulationResult, simulate
-from dynamics.simulation_config import SimulationSetup, build_dynamics, initial_state, parse_simulation
+from dynamics.simulate import SimulationResult
+from dynamics.simulation_config import SimulationSetup, build_dynamics, initial_state, parse_simulation, simulate_setup
 from mbctl.errors import ConfigError
 
 __all__ = ["Variant", "VariantRun", "available_variants", "load_variant", "rms", "rms_table", "run_variant"]
@@ -206,20 +206,7 @@ def run_variant(
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
     start = time.perf_counter()
-    result = simulate(
-        system,
-        q0,
-        dq0,
-        setup.duration,
-        integrator=setup.integrator,
-        step=setup.step,
-        output_step=setup.output_step,
-        rtol=setup.rtol,
-        atol=setup.atol,
-        max_step=setup.max_step,
-        jacobian_interval=setup.jacobian_interval,
-        progress=progress,
-    )
+    result = simulate_setup(system, q0, dq0, setup, progress=progress)
     wall = time.perf_counter() - start
     actuated = [j for j in robot.joints if j.actuated]
     reactions = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)

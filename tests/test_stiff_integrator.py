@@ -12,15 +12,7 @@ from dynamics.model import load_robot
 from dynamics.simulate import SimulationError, simulate
 from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
 from dynamics.variants import Variant, load_variant
-
-
-def damped_oscillator(t, c1, c0, x0, v0):
-    """Solution of x'' + c1 x' + c0 x = 0, x(0) = x0, x'(0) = v0 (any damping but critical)."""
-    disc = np.sqrt(complex(c1**2 / 4 - c0))
-    r1, r2 = -c1 / 2 + disc, -c1 / 2 - disc
-    a = (v0 - r2 * x0) / (r1 - r2)
-    b = (r1 * x0 - v0) / (r1 - r2)
-    return (np.outer(np.exp(r1 * t), a) + np.outer(np.exp(r2 * t), b)).real
+from test_simulate import damped_oscillator
 
 
 def test_violation_error_falls_with_the_square_of_the_step(configs):

@@ -22,8 +22,8 @@ from dynamics.constrained import SOLVERS
 from dynamics.constraints import FramePosition
 from dynamics.model import load_robot
 from dynamics.reactions import joint_reactions, pair_matrix, reaction_solvability
-from dynamics.simulate import INTEGRATORS, SimulationResult, simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
+from dynamics.simulate import INTEGRATORS, SimulationResult
+from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation, simulate_setup
 from mbctl.console import ProgressPrinter, warn
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
@@ -97,20 +97,8 @@ def run(args: argparse.Namespace) -> int:
     q0, dq0 = initial_state(robot, setup, system)
 
     start = time.perf_counter()
-    result = simulate(
-        system,
-        q0,
-        dq0,
-        setup.duration,
-        integrator=setup.integrator,
-        step=setup.step,
-        output_step=setup.output_step,
-        rtol=setup.rtol,
-        atol=setup.atol,
-        max_step=setup.max_step,
-        jacobian_interval=setup.jacobian_interval,
-        progress=ProgressPrinter("simulate", min_total=20_000, unit="steps" if setup.integrator in ("rk4", "ros2") else "samples"),
-    )
+    unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
+    result = simulate_setup(system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit))
     elapsed = time.perf_counter() - start
 
     arrays = npz_arrays(result)
