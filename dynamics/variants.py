@@ -77,16 +77,17 @@ class Variant:
         return f"base {self.support}, link {self.links}, {'friction' if self.friction == 'config' else 'frictionless'}"
 
     @classmethod
-    def parse(cls, name: str) -> Variant:
-        """The variant called ``name`` (see :attr:`name`).
+    def parse(cls, name: str, field: str | None = None) -> Variant:
+        """The variant called ``name`` (see :attr:`name`); ``field`` names where it came from.
 
         Raises:
             ConfigError: For a malformed name.
         """
         parts = name.split("-")
-        if len(parts) != 3 or parts[2] not in ("friction", "frictionless"):
+        structure = ("rigid", "flexible")
+        if len(parts) != 3 or parts[0] not in structure or parts[1] not in structure or parts[2] not in ("friction", "frictionless"):
             raise ConfigError(
-                f"unknown variant {name!r} (expected <rigid|flexible>-<rigid|flexible>-<friction|frictionless>)"
+                f"unknown variant {name!r} (expected <rigid|flexible>-<rigid|flexible>-<friction|frictionless>)", field=field
             )
         return cls(parts[0], parts[1], "config" if parts[2] == "friction" else "none")
 

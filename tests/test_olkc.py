@@ -114,3 +114,11 @@ def test_variants_command_refuses_a_variant_the_file_cannot_make(cli, configs, t
     assert res.code == 2
     assert "--variants" in res.err and "not available" in res.err and len(res.err.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["soft-rigid-friction", "rigid-flexible", "rigid-rigid-lugre"])
+def test_variants_command_refuses_a_malformed_variant_name(cli, configs, tmp_path, name):
+    res = cli("variants", configs / "olkc5.toml", "--out-dir", tmp_path, "--variants", name)
+    assert res.code == 2
+    assert "--variants" in res.err and "unknown variant" in res.err and len(res.err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     parse_simulation(robot)  # a bad [simulation] table fails before any run
     variants = available_variants(robot)
     if args.variants:
-        wanted = [Variant.parse(v.strip()) for v in args.variants.split(",") if v.strip()]
+        wanted = [Variant.parse(v.strip(), field="--variants") for v in args.variants.split(",") if v.strip()]
         unknown = [v.name for v in wanted if v not in variants]
         if unknown:
             raise InputError(
