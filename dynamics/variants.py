@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,13 +34,11 @@ import numpy as np
 from dynamics.constraints import FramePosition
 from dynamics.model import RobotModel, load_robot
 from dynamics.reactions import joint_reactions
-from dynamics.simulate import SimulationResult
+from dynamics.simulate import Progress, SimulationResult
 from dynamics.simulation_config import SimulationSetup, build_dynamics, initial_state, parse_simulation, simulate_setup
 from mbctl.errors import ConfigError
 
 __all__ = ["Variant", "VariantRun", "available_variants", "load_variant", "rms", "rms_table", "run_variant"]
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -127,12 +125,10 @@ def _time_mean(t: np.ndarray, x: np.ndarray) -> np.ndarray:
 def rms(t: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``sqrt(1/(t[-1] - t[0]) * integral x^2 dt)`` along axis 0 (trapezoidal rule)."""
     t = np.asarray(t, dtype=float)
-    x2 = np.asarray(x, dtype=float) ** 2
-    span = t[-1] - t[0]
-    if span <= 0:
-        return np.sqrt(x2[0])
-    integral = np.sum(0.5 * (x2[1:] + x2[:-1]) * np.diff(t).reshape((-1,) + (1,) * (x2.ndim - 1)), axis=0)
-    return np.sqrt(integral / span)
+    x = np.asarray(x, dtype=float)
+    if t[-1] - t[0] <= 0:
+        return np.abs(x[0])
+    return np.sqrt(_time_mean(t, x**2))
 
 
 @dataclass(frozen=True, eq=False)
