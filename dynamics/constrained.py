@@ -468,6 +468,10 @@ class ConstrainedDynamics:
         max_loop_iterations: Newton steps allowed for them.
 
     A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
+
+    Attributes:
+        loop_iterations: Steps of the load loop of load-dependent friction summed over
+            all evaluations so far (diagnostics: divide by the evaluations).
     """
 
     def __init__(

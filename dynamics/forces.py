@@ -164,13 +164,9 @@ class JointFriction(ForceElement):
         :mod:`dynamics.joint_load` are ``c . (f_r, f_a, m_b, m_a)``, evaluated here at once."""
         return self.loads_and_gradient(wrenches, gradient=False)[0]
 
-    def normal_load_gradient(self, wrenches: np.ndarray) -> np.ndarray:
-        """``dN/dW`` per load-dependent joint (k, 6); a zero component contributes a zero
-        (sub)gradient."""
-        return self.loads_and_gradient(wrenches)[1]
-
     def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6)."""
+        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6); a zero
+        component of a force or moment contributes a zero (sub)gradient."""
         n = self._load_axes
         k = len(n)
         W3 = W.reshape(k, 2, 3)  # force, moment

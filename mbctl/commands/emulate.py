@@ -54,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
         print("stop with Ctrl-C", flush=True)
         done.wait()
         stats = emulator.stats
-    print(f"served {stats.replies} replies; dropped {stats.dropped}, corrupted {stats.corrupted}; "
-          f"bad frames received {emulator.decoder.stats.bad_frames}")
+    print(f"served {stats.replies} replies; dropped {stats.dropped}, corrupted {stats.corrupted}, garbage {stats.garbage_sent}; "
+          f"bus watchdog fired {stats.watchdog_fired}; bad frames received {emulator.decoder.stats.bad_frames}")
     return 0
