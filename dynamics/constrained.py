@@ -250,6 +250,26 @@ class _Nullspace(Factored):
         return self._solve(F, np.zeros(F.shape[0]))
 
 
+class _KeptRows(Factored):
+    """A solver on the kept rows of a redundant set, its multipliers expanded to every
+    row: zero on eliminated rows (NaN throughout if the solver gives none)."""
+
+    def __init__(self, inner: Factored, kept: np.ndarray, m: int):
+        self.inner, self.kept, self.m = inner, kept, m
+
+    def _expand(self, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ddq, force, lam_k = out
+        lam = np.full((self.m,) + lam_k.shape[1:], np.nan if np.isnan(lam_k).any() else 0.0)
+        lam[self.kept] = lam_k
+        return ddq, force, lam
+
+    def __call__(self, f):
+        return self._expand(self.inner(f))
+
+    def linear(self, F):
+        return self._expand(self.inner.linear(F))
+
+
 def lagrange_factor(M: np.ndarray, A: np.ndarray, b: np.ndarray) -> Factored:
     """Factor the KKT matrix ``[[M, A^T], [A, 0]]`` once (rows of ``A`` independent):
     ``f -> (ddq, Q_c, lambda)`` with ``Q_c = -A^T lambda``.
@@ -819,20 +839,7 @@ class ConstrainedDynamics:
         if len(kept) == m:
             return inner
 
-        class Rows(Factored):
-            def _expand(self, out):
-                ddq, force, lam_k = out
-                lam = np.full((m,) + lam_k.shape[1:], np.nan if np.isnan(lam_k).any() else 0.0)
-                lam[kept] = lam_k
-                return ddq, force, lam
-
-            def __call__(self, f):
-                return self._expand(inner(f))
-
-            def linear(self, F):
-                return self._expand(inner.linear(F))
-
-        return Rows()
+        return _KeptRows(inner, kept, m)
 
     def reaction_wrenches(
         self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None
