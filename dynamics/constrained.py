@@ -234,12 +234,14 @@ class _Nullspace(Factored):
         self.V = np.zeros((n, n - m))
         self.V[self.independent, np.arange(n - m)] = 1.0
         self.V[dep] = -sol[:, 1:]
-        self.Mr = scipy.linalg.cho_factor(self.V.T @ M @ self.V)
+        self.Lr, info = scipy.linalg.lapack.dpotrf(self.V.T @ M @ self.V, lower=1, clean=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("the reduced mass matrix is not positive definite")
 
     def _solve(self, f: np.ndarray, ddq_p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if f.ndim == 2 and ddq_p.ndim == 1:
             ddq_p = ddq_p[:, None]
-        ddq = ddq_p if self.V is None else ddq_p + self.V @ scipy.linalg.cho_solve(self.Mr, self.V.T @ (f - self.M @ ddq_p))
+        ddq = ddq_p if self.V is None else ddq_p + self.V @ scipy.linalg.lapack.dpotrs(self.Lr, self.V.T @ (f - self.M @ ddq_p), lower=1)[0]
         ddq = np.broadcast_to(ddq, f.shape).copy()
         return ddq, self.M @ ddq - f, np.full((self.m,) + f.shape[1:], np.nan)
 
