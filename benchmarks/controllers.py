@@ -24,9 +24,9 @@ import casadi as ca
 import numpy as np
 import pinocchio as pin
 
-from ctrl.controllers import LAWS, build_controller
-from dynamics.model import load_robot
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.controllers import LAWS, build_controller
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.symbolic import SymbolicDynamics
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ur5.toml"
 

@@ -16,11 +16,11 @@ import numpy as np
 import pinocchio as pin
 from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
-from ctrl.casadi_inverse import CasadiInverseDynamics
-from dynamics.friction import JointFriction, LuGre
-from dynamics.inverse import InverseDynamics
-from dynamics.joint_load import Bearing3D
-from dynamics.model import load_robot
+from mbctl.ctrl.casadi_inverse import CasadiInverseDynamics
+from mbctl.dynamics.friction.laws import JointFriction, LuGre
+from mbctl.dynamics.friction.loads import Bearing3D
+from mbctl.dynamics.inverse import InverseDynamics
+from mbctl.dynamics.model.robot import load_robot
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ur5.toml"
 

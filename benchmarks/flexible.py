@@ -27,9 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.simulate import simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
-from dynamics.variants import Variant, load_variant
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
+from mbctl.dynamics.simulation.variants import Variant, load_variant
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "olkc5.toml"
 

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
-from dynamics.friction import Stribeck  # noqa: E402
-from identification.fitting import fit_friction  # noqa: E402
-from identification.plan import ConstantSpeedPlan, speed_grid  # noqa: E402
-from identification.processing import process_constant_speed  # noqa: E402
-from identification.synthetic import SyntheticRig, synthetic_log  # noqa: E402
+from mbctl.dynamics.friction.laws import Stribeck  # noqa: E402
+from mbctl.identification.fitting import fit_friction  # noqa: E402
+from mbctl.identification.plan import ConstantSpeedPlan, speed_grid  # noqa: E402
+from mbctl.identification.processing import process_constant_speed  # noqa: E402
+from mbctl.identification.synthetic import SyntheticRig, synthetic_log  # noqa: E402
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 

@@ -29,26 +29,26 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dynamics.friction import Stribeck  # noqa: E402
-from dynamics.model import load_robot  # noqa: E402
-from hardware.sim import SimPlant, truth_model  # noqa: E402
-from identification.accuracy import (  # noqa: E402
+from mbctl.dynamics.friction.laws import Stribeck  # noqa: E402
+from mbctl.dynamics.model.robot import load_robot  # noqa: E402
+from mbctl.hardware.sim import SimPlant, truth_model  # noqa: E402
+from mbctl.identification.accuracy import (  # noqa: E402
     PARAMS,
     clean_fit_errors,
     monte_carlo,
     simulated_constant_speed,
 )
-from identification.config import parse_identification  # noqa: E402
-from identification.experiments import (  # noqa: E402
+from mbctl.identification.config import parse_identification  # noqa: E402
+from mbctl.identification.experiments import (  # noqa: E402
     ExperimentController,
     presliding_timeline,
     run_experiment,
 )
-from identification.fitting import fit_friction  # noqa: E402
-from identification.plan import ConstantSpeedPlan, speed_grid  # noqa: E402
-from identification.presliding import fit_presliding  # noqa: E402
-from identification.processing import process_constant_speed  # noqa: E402
-from identification.synthetic import SyntheticRig, synthetic_log  # noqa: E402
+from mbctl.identification.fitting import fit_friction  # noqa: E402
+from mbctl.identification.plan import ConstantSpeedPlan, speed_grid  # noqa: E402
+from mbctl.identification.presliding import fit_presliding  # noqa: E402
+from mbctl.identification.processing import process_constant_speed  # noqa: E402
+from mbctl.identification.synthetic import SyntheticRig, synthetic_log  # noqa: E402
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 RIG = ROOT / "configs" / "friction_rig.toml"

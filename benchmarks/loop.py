@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ctrl.trajectory import quintic_rest_to_rest
-from dynamics.model import load_robot
-from hardware.session import SessionOptions, run_session
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.session import SessionOptions, run_session
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "scara.toml"
 WAYPOINTS = np.array([[0.0, 0.0, 0.0, 0.0], [0.8, 1.2, -0.6, 0.05], [-0.5, 0.9, 1.0, -0.05], [0.0, 0.0, 0.0, 0.0]])

@@ -29,12 +29,12 @@ import numpy as np
 import pinocchio as pin
 from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
-from ctrl.actuation import MODES, actuation_settings
-from ctrl.constrained_path import trajectory_from_constraints
-from ctrl.feedforward import feedforward
-from ctrl.redundancy import ActuationRedundancy
-from dynamics.model import load_robot
-from dynamics.simulation_config import (
+from mbctl.ctrl.actuation import MODES, actuation_settings
+from mbctl.ctrl.constrained_path import trajectory_from_constraints
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.redundancy import ActuationRedundancy
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
     parse_constraints,

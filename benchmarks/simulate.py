@@ -19,8 +19,12 @@ import numpy as np
 import pinocchio as pin
 from timing import median_seconds  # noqa: E402  (benchmarks/timing.py)
 
-from dynamics.model import load_robot
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -1,1 +1,1 @@
-"""Controllers and trajectories (built on :mod:`dynamics`)."""
+"""Controllers and trajectories built on :mod:`mbctl.dynamics`, generated to C with CasADi."""

@@ -10,11 +10,11 @@ non_redundant = ["a1", "a2"]     # the drives of mode "non-redundant" (as many a
 effort = 3.0                     # torque limit |tau_i| <= effort_i, N·m (N): one number for every
                                  # drive or a table naming some; default: the joint's effort limit
 weights = { a3 = 2.0 }           # min-norm weights w_i > 0 (default 1): minimize sum w_i tau_i^2
-power_regularization = 1e-3      # rad/s (m/s): speed floor of min-power, see ctrl.redundancy
+power_regularization = 1e-3      # rad/s (m/s): speed floor of min-power, see mbctl.ctrl.redundancy
 solver = "qrqp"                  # QP solver: qrqp (active set, compiled to C) | qpoases (interpreted)
 ```
 
-The distribution modes are explained in :mod:`ctrl.redundancy`. Every field is
+The distribution modes are explained in :mod:`mbctl.ctrl.redundancy`. Every field is
 optional; ``non_redundant`` is needed only when that mode is used.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.model import RobotModel
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table
 

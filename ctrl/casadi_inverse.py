@@ -1,10 +1,10 @@
 """Inverse dynamics along a trajectory through the CasADi mirror (``--engine casadi``).
 
-Same interface and result as :class:`dynamics.inverse.InverseDynamics`, computed by
-one CasADi function of :class:`~dynamics.symbolic.SymbolicDynamics` mapped over the
+Same interface and result as :class:`mbctl.dynamics.inverse.InverseDynamics`, computed by
+one CasADi function of :class:`~mbctl.dynamics.symbolic.SymbolicDynamics` mapped over the
 samples: ``(q, dq, ddq, z) -> (tau_rigid, tau_friction[, wrench][, load])``. LuGre
 bristle states come from the same integration as the pinocchio path
-(:func:`dynamics.inverse.lugre_states`) and enter the function as the input ``z``;
+(:func:`mbctl.dynamics.inverse.lugre_states`) and enter the function as the input ``z``;
 load-dependent friction is loaded by the reaction wrenches of the same symbolic
 RNEA pass. Both engines agree to round-off (tests); the pinocchio one is faster.
 """
@@ -16,16 +16,16 @@ from typing import Literal
 import casadi as ca
 import numpy as np
 
-from ctrl.batch import map_rows
-from dynamics.friction import LuGre
-from dynamics.inverse import (
+from mbctl.ctrl.batch import map_rows
+from mbctl.dynamics.friction.laws import LuGre
+from mbctl.dynamics.inverse import (
     InverseDynamicsResult,
     Progress,
     check_samples,
     lugre_states,
 )
-from dynamics.model import RobotModel
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import DataError
 
 __all__ = ["CasadiInverseDynamics"]
@@ -80,7 +80,7 @@ class CasadiInverseDynamics:
         *,
         progress: Progress | None = None,
     ) -> InverseDynamicsResult:
-        """Evaluate along samples of shape (N, nv); see :meth:`dynamics.inverse.InverseDynamics.__call__`.
+        """Evaluate along samples of shape (N, nv); see :meth:`mbctl.dynamics.inverse.InverseDynamics.__call__`.
 
         Raises:
             DataError: For wrongly shaped or non-finite inputs, or missing sample

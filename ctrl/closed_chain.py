@@ -1,7 +1,7 @@
 """Feed-forward torques of a closed chain with an ``[actuation]`` table: every distribution mode.
 
-The tree's inverse dynamics (:func:`ctrl.feedforward.feedforward`, friction included)
-gives ``tau_tree`` on every coordinate; :class:`~ctrl.redundancy.ActuationRedundancy`
+The tree's inverse dynamics (:func:`mbctl.ctrl.feedforward.feedforward`, friction included)
+gives ``tau_tree`` on every coordinate; :class:`~mbctl.ctrl.redundancy.ActuationRedundancy`
 shares it among the drives in the chosen mode and, for comparison, in every other
 mode the table allows (``non-redundant`` needs ``non_redundant``). A mode whose torque
 limits cannot realise the motion is reported, not fatal, unless it is the chosen one.
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ctrl.actuation import MODES, ActuationSettings, actuation_settings
-from ctrl.feedforward import FeedforwardResult
-from ctrl.redundancy import ActuationLimitError, ActuationRedundancy, Distribution
-from ctrl.trajectory import Trajectory
-from dynamics.constrained import ConstrainedDynamics
-from dynamics.constraints import LoopClosure
-from dynamics.model import RobotModel
-from dynamics.simulation_config import parse_constraints
+from mbctl.ctrl.actuation import MODES, ActuationSettings, actuation_settings
+from mbctl.ctrl.feedforward import FeedforwardResult
+from mbctl.ctrl.redundancy import ActuationLimitError, ActuationRedundancy, Distribution
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.setup import parse_constraints
 from mbctl.errors import DataError
 from mbctl.fileio import write_csv
 

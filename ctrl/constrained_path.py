@@ -5,7 +5,7 @@ point following a spiral) have as many independent rows as the model has DOF, th
 motion is determined by kinematics alone. At every sample time ``t_k``:
 
 1. ``Phi(t_k, q) = 0`` by Newton from the previous sample extrapolated with its
-   velocity (:meth:`~dynamics.constrained.ConstrainedDynamics.assemble`, to ``tol``);
+   velocity (:meth:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics.assemble`, to ``tol``);
 2. ``Phi_q dq = -Phi_t`` (velocity);
 3. ``Phi_q ddq = gamma`` (acceleration).
 
@@ -18,8 +18,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ctrl.trajectory import Trajectory
-from dynamics.constrained import ConstrainedDynamics, SingularConstraintError
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.errors import ConfigError
 
 __all__ = ["trajectory_from_constraints"]

@@ -9,7 +9,7 @@ swap them by name::
 ``q_d, dq_d, ddq_d`` the desired trajectory sample, ``z`` the LuGre bristle states
 (rad or m; ignored by joints without a LuGre law). With ``e = q_d - q``,
 ``de = dq_d - dq`` and ``ID(q, dq, ddq, z)`` the inverse dynamics with friction of
-:class:`~dynamics.symbolic.SymbolicDynamics` (rigid ``M(q) ddq + h(q, dq)`` plus each
+:class:`~mbctl.dynamics.symbolic.SymbolicDynamics` (rigid ``M(q) ddq + h(q, dq)`` plus each
 joint's friction law, loaded by the joint reactions of the same motion):
 
 | law | ``tau_demand`` | gains |
@@ -18,7 +18,7 @@ joint's friction law, loaded by the joint reactions of the same motion):
 | ``computed-torque`` | ``ID(q, dq, a, z)``, ``a = ddq_d + Kd de + Kp e`` | ``[control.computed-torque]`` (1/s², 1/s) |
 | ``pd-gravity`` | ``Kp e + Kd de + g(q)`` | ``[control.pd]`` (N·m/rad, N·m·s/rad) |
 | ``pd-feedforward`` | ``ID(q_d, dq_d, ddq_d, z) + Kp e + Kd de`` | ``[control.pd]`` |
-| ``task-space`` | task-space computed torque with a null-space objective (:mod:`ctrl.task_space`) | ``[control.task-space]`` |
+| ``task-space`` | task-space computed torque with a null-space objective (:mod:`mbctl.ctrl.task_space`) | ``[control.task-space]`` |
 
 Computed torque is evaluated as one RNEA pass at the reference acceleration ``a``,
 which equals ``M(q) a + h(q, dq)``. Its friction term (loaded by the reactions of
@@ -41,19 +41,19 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
-from ctrl.batch import map_rows
-from ctrl.codegen import CompiledFunction, compile_function
-from ctrl.settings import ControlSettings, control_settings
-from dynamics.inverse import check_samples
-from dynamics.model import RobotModel
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.batch import map_rows
+from mbctl.ctrl.codegen import CompiledFunction, compile_function
+from mbctl.ctrl.settings import ControlSettings, control_settings
+from mbctl.ctrl.signature import INPUTS, OUTPUTS, saturate
+from mbctl.ctrl.task_space import build_task_space_function
+from mbctl.dynamics.inverse import check_samples
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
 
 __all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "TASK_SPACE", "INPUTS", "OUTPUTS"]
 
 LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
-TASK_SPACE = "task-space"  # the task-space law of ctrl.task_space, built here too
-INPUTS = ("q", "dq", "q_d", "dq_d", "ddq_d", "z")
-OUTPUTS = ("tau", "tau_demand", "saturated")
+TASK_SPACE = "task-space"  # the task-space law of mbctl.ctrl.task_space, built here too
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Controller:
     settings: ControlSettings
 
     def compile(self, cache: str | Path | None = None) -> CompiledFunction:
-        """The law as compiled C (:func:`ctrl.codegen.compile_function`)."""
+        """The law as compiled C (:func:`mbctl.ctrl.codegen.compile_function`)."""
         return compile_function(self.function, cache=cache)
 
     def batch(
@@ -116,18 +116,6 @@ class Controller:
         arrays = check_samples(self.robot.nv, q, dq, q_d, dq_d, ddq_d, z, names=INPUTS)
         tau, demand, flags = map_rows(self.function, list(arrays), threads=threads)
         return ControlBatch(tau=tau, tau_demand=demand, saturated=flags > 0.5)
-
-
-def _saturate(demand: ca.SX, limits: np.ndarray) -> tuple[ca.SX, ca.SX]:
-    tau, flags = [], []
-    for k, limit in enumerate(limits):
-        if np.isinf(limit):
-            tau.append(demand[k])
-            flags.append(ca.SX(0.0))
-        else:
-            tau.append(ca.fmin(ca.fmax(demand[k], -float(limit)), float(limit)))
-            flags.append(ca.fabs(demand[k]) > float(limit))
-    return ca.vertcat(*tau), ca.vertcat(*flags)
 
 
 def build_controller(
@@ -153,8 +141,6 @@ def build_controller(
     settings = control_settings(robot) if settings is None else settings
     sd = SymbolicDynamics(robot) if dynamics is None else dynamics
     if law == TASK_SPACE:
-        from ctrl.task_space import build_task_space_function  # it imports this module
-
         function, settings, _ = build_task_space_function(robot, settings=settings, dynamics=sd)
         return Controller(law=law, robot=robot, function=function, settings=settings)
     q, dq, q_d, dq_d, ddq_d, z = (ca.SX.sym(name, robot.nv) for name in INPUTS)
@@ -175,6 +161,6 @@ def build_controller(
     else:
         g = settings.require("pd")
         demand = sd.inverse_dynamics(q_d, dq_d, ddq_d, z)[0] + ca.DM(g.kp) * e + ca.DM(g.kd) * de
-    tau, flags = _saturate(demand, settings.effort)
+    tau, flags = saturate(demand, settings.effort)
     function = ca.Function(law.replace("-", "_"), [q, dq, q_d, dq_d, ddq_d, z], [tau, demand, flags], list(INPUTS), list(OUTPUTS))
     return Controller(law=law, robot=robot, function=function, settings=settings)

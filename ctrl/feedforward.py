@@ -21,10 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from ctrl.casadi_inverse import CasadiInverseDynamics
-from ctrl.trajectory import Trajectory
-from dynamics.inverse import InverseDynamics, InverseDynamicsResult
-from dynamics.model import RobotModel
+from mbctl.ctrl.casadi_inverse import CasadiInverseDynamics
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.inverse import InverseDynamics, InverseDynamicsResult
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.fileio import write_csv
 
 __all__ = ["FeedforwardResult", "JointTorqueStats", "feedforward", "torque_table", "write_torques", "ENGINES"]
@@ -104,9 +104,9 @@ def feedforward(
 ) -> FeedforwardResult:
     """Inverse dynamics with friction along ``trajectory`` (which must cover every DOF).
 
-    ``engine="pinocchio"`` runs :class:`~dynamics.inverse.InverseDynamics` (batched
+    ``engine="pinocchio"`` runs :class:`~mbctl.dynamics.inverse.InverseDynamics` (batched
     pinocchio RNEA); ``"casadi"`` the same quantities from the CasADi mirror
-    (:class:`~ctrl.casadi_inverse.CasadiInverseDynamics`); they agree to round-off.
+    (:class:`~mbctl.ctrl.casadi_inverse.CasadiInverseDynamics`); they agree to round-off.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")

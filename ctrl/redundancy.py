@@ -2,10 +2,10 @@
 
 A closed-chain mechanism is modelled as a spanning tree (coordinates ``q``, nv of them)
 plus loop-closure rows ``A(q) dq = 0`` (``A = Phi_q``, m independent rows, see
-:class:`~dynamics.constraints.LoopClosure`); it has ``d = nv - m`` DOF. Along a motion
+:class:`~mbctl.dynamics.constraints.loops.LoopClosure`); it has ``d = nv - m`` DOF. Along a motion
 ``(q, dq, ddq)`` the tree needs the generalized force ``tau_tree = M ddq + h + friction``
-(:mod:`ctrl.feedforward`). The drives (``na`` of them, selection matrix ``B``) and the
-loop reactions (multipliers ``lambda``, sign convention of :mod:`dynamics.constrained`:
+(:mod:`mbctl.ctrl.feedforward`). The drives (``na`` of them, selection matrix ``B``) and the
+loop reactions (multipliers ``lambda``, sign convention of :mod:`mbctl.dynamics.constraints.constrained`:
 ``Q_c = -A^T lambda``) must supply it::
 
     B tau - A^T lambda = tau_tree                                        (1)
@@ -34,7 +34,7 @@ whole per-sample pipeline — kinematics, reactions, QP — is one compiled func
   so ``H = R^T R``, ``g = R^T r0``. ``r`` stacks, for every passive tree joint, the force
   it transmits (parent on child, joint axes, N: the motion's RNEA wrench plus the loop
   forces acting on its subtree) and, for every cut joint, the loop force on frame B's
-  body (B's axes, N) — the same quantities as :func:`dynamics.reactions.joint_reactions`.
+  body (B's axes, N) — the same quantities as :func:`mbctl.dynamics.constraints.reactions.joint_reactions`.
 - ``min-power`` (seed 002, mode 3): minimum norm of the drive powers ``P_i = tau_i
   omega_i`` (``omega = B^T dq``): ``H = diag(omega_i^2 + omega_eps^2)``. **Zero speed** makes
   ``sum (tau_i omega_i)^2`` blind to the torque of a drive at rest (at a start from rest,
@@ -67,12 +67,13 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from ctrl.actuation import MODES, ActuationSettings, actuation_settings
-from ctrl.codegen import CompiledFunction, compile_function
-from dynamics.constrained import SingularConstraintError
-from dynamics.constraints import ConstraintSet, LoopClosure
-from dynamics.model import RobotModel
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.actuation import MODES, ActuationSettings, actuation_settings
+from mbctl.ctrl.codegen import CompiledFunction, compile_function
+from mbctl.dynamics.constraints.constraint_set import ConstraintSet
+from mbctl.dynamics.constraints.errors import SingularConstraintError
+from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import ConfigError, InputError, MbctlError
 
 __all__ = ["ActuationRedundancy", "ActuationLimitError", "Distribution", "INPUTS", "OUTPUTS"]
@@ -386,7 +387,7 @@ class ActuationRedundancy:
         return ca.Function(f"distribute_{mode.replace('-', '_')}", [q, dq, ddq, tt, lo, hi], outs, list(INPUTS), list(OUTPUTS))
 
     def compiled(self, mode: str) -> CompiledFunction:
-        """The mode's function as C (:func:`ctrl.codegen.compile_function`); with a QP solver
+        """The mode's function as C (:func:`mbctl.ctrl.codegen.compile_function`); with a QP solver
         CasADi cannot generate (qpoases) it runs in CasADi's interpreter."""
         if mode not in self._compiled:
             f = self.function(mode)

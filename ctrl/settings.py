@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.model import RobotModel
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table
 
 __all__ = ["ControlSettings", "Gains", "control_settings", "CONTROL_KEYS"]
 
-CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")  # task-space: ctrl.task_space
+CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")  # task-space: mbctl.ctrl.task_space
 FRICTION_VELOCITIES = ("desired", "measured")
 GAIN_KEYS = ("kp", "kd")
 

@@ -4,7 +4,7 @@ An arm with more joints than task coordinates (the 7-DOF Panda holding a point: 
 task coordinates, a 4-DOF self-motion) is controlled in the task, and the joints'
 remaining freedom serves a secondary objective without disturbing the task. The law
 is a CasADi function with the signature of the joint-space laws
-(:mod:`ctrl.controllers`), so it runs in ``mbctl run`` unchanged::
+(:mod:`mbctl.ctrl.controllers`), so it runs in ``mbctl run`` unchanged::
 
     (q, dq, q_d, dq_d, ddq_d, z) -> (tau, tau_demand, saturated)
 
@@ -65,10 +65,11 @@ import casadi as ca
 import numpy as np
 import pinocchio as pin
 
-from ctrl.settings import ControlSettings, control_settings
-from dynamics.constraints import AXES, frame_id
-from dynamics.model import RobotModel
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.settings import ControlSettings, control_settings
+from mbctl.ctrl.signature import INPUTS, OUTPUTS, saturate
+from mbctl.dynamics.constraints.kinds import AXES, frame_id
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import ConfigError
 
 __all__ = ["TaskSpaceSettings", "TaskTracking", "task_space_settings", "build_task_space_function", "task_tracking", "OBJECTIVES"]
@@ -199,12 +200,6 @@ def build_task_space_function(
         ConfigError: For a missing or bad ``[control.task-space]``, or missing
             ``[control.computed-torque]`` gains when DOF outside the chain need them.
     """
-    from ctrl.controllers import (  # ctrl.controllers dispatches here
-        INPUTS,
-        OUTPUTS,
-        _saturate,
-    )
-
     settings = control_settings(robot) if settings is None else settings
     task = task_space_settings(robot) if task is None else task
     sd = SymbolicDynamics(robot) if dynamics is None else dynamics
@@ -241,7 +236,7 @@ def build_task_space_function(
     else:
         _, rigid, _, _, load = sd.inverse_dynamics(q, dq, ddq, z)
         demand = rigid + sd.friction(dq_d, ddq_d, z, load)
-    tau, flags = _saturate(demand, settings.effort)
+    tau, flags = saturate(demand, settings.effort)
     function = ca.Function("task_space", [q, dq, q_d, dq_d, ddq_d, z], [tau, demand, flags], list(INPUTS), list(OUTPUTS))
     return function, settings, task
 

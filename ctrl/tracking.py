@@ -7,7 +7,7 @@ Per cycle (``t`` in s since the start, measured ``q``, ``dq`` of the actuated jo
    integrating their state equation (:meth:`LuGre.z_step` over the time since the
    last cycle) on the velocity the law compensates friction at: the desired one,
    or the measured one with ``[control] friction_velocity = "measured"``;
-3. the compiled law (:mod:`ctrl.controllers`, :mod:`ctrl.codegen`) runs on
+3. the compiled law (:mod:`mbctl.ctrl.controllers`, :mod:`mbctl.ctrl.codegen`) runs on
    preallocated buffers; its saturation flags are counted.
 """
 
@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctrl.controllers import Controller
-from ctrl.trajectory import Trajectory
-from dynamics.friction import LuGre
+from mbctl.ctrl.controllers import Controller
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.friction.laws import LuGre
 from mbctl.errors import ConfigError
 
 __all__ = ["TrackingController"]
 
 
 class TrackingController:
-    """Callable ``(t, state) -> tau`` for :func:`hardware.loop.run_loop`.
+    """Callable ``(t, state) -> tau`` for :func:`mbctl.hardware.loop.run_loop`.
 
     Args:
-        controller: A control law of the robot (:func:`ctrl.controllers.build_controller`).
+        controller: A control law of the robot (:func:`mbctl.ctrl.controllers.build_controller`).
         trajectory: Reference, covering every DOF.
         compiled: Compile the law to C (falls back to CasADi's interpreter with a
             warning when there is no compiler).
@@ -65,7 +65,7 @@ class TrackingController:
         for k, law in self._lugre:
             self._z[k] = law.z_step(self._z[k], dq[k], dt)
 
-    def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (hardware.interface.JointState)
+    def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
         q_d, dq_d, ddq_d = self.trajectory.at(t)
         self._observe_friction(t, state.dq if self._measured_friction else dq_d)
         args = (state.q, state.dq, q_d, dq_d, ddq_d, self._z)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.model import RobotModel
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv, write_csv
 

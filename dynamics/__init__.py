@@ -1,35 +1,35 @@
-"""Physics of mbctl: robot models, friction, inverse dynamics, the symbolic CasADi
-mirror (and later flexibility, constraints and simulation).
+"""Physics of mbctl: robot models, friction, inverse dynamics, constraints, flexibility,
+the symbolic CasADi mirror and forward simulation.
 
-This package imports none of ``ctrl``, ``hardware`` or ``identification``.
+Subpackages: :mod:`~mbctl.dynamics.model`, :mod:`~mbctl.dynamics.friction`,
+:mod:`~mbctl.dynamics.constraints`, :mod:`~mbctl.dynamics.flexible`,
+:mod:`~mbctl.dynamics.simulation`. This layer imports only the ground floor
+(:mod:`mbctl.errors`, :mod:`mbctl.tomlfields`, ...). The names below load on first use.
 """
 
-from dynamics.friction import (
-    CoulombViscous,
-    JointFriction,
-    LuGre,
-    Stribeck,
-    motion_direction,
-)
-from dynamics.inverse import InverseDynamics, InverseDynamicsResult, inverse_dynamics
-from dynamics.joint_load import Bearing3D, Journal2D
-from dynamics.model import Joint, JointLimits, RobotModel, load_robot
-from dynamics.symbolic import SymbolicDynamics
+from __future__ import annotations
 
-__all__ = [
-    "Bearing3D",
-    "CoulombViscous",
-    "InverseDynamics",
-    "InverseDynamicsResult",
-    "Joint",
-    "JointFriction",
-    "JointLimits",
-    "Journal2D",
-    "LuGre",
-    "RobotModel",
-    "Stribeck",
-    "SymbolicDynamics",
-    "inverse_dynamics",
-    "load_robot",
-    "motion_direction",
-]
+from mbctl.lazy import lazy_exports
+
+_API = {
+    "CoulombViscous": "mbctl.dynamics.friction.laws",
+    "JointFriction": "mbctl.dynamics.friction.laws",
+    "LuGre": "mbctl.dynamics.friction.laws",
+    "Stribeck": "mbctl.dynamics.friction.laws",
+    "motion_direction": "mbctl.dynamics.friction.laws",
+    "Bearing3D": "mbctl.dynamics.friction.loads",
+    "Journal2D": "mbctl.dynamics.friction.loads",
+    "InverseDynamics": "mbctl.dynamics.inverse",
+    "InverseDynamicsResult": "mbctl.dynamics.inverse",
+    "inverse_dynamics": "mbctl.dynamics.inverse",
+    "Joint": "mbctl.dynamics.model.robot",
+    "JointLimits": "mbctl.dynamics.model.robot",
+    "RobotModel": "mbctl.dynamics.model.robot",
+    "load_robot": "mbctl.dynamics.model.robot",
+    "SymbolicDynamics": "mbctl.dynamics.symbolic",
+}
+
+__all__ = sorted(_API)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _API)

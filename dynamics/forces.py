@@ -22,7 +22,7 @@ fit the same interface: a stateless element returning ``-K q - D dq`` on their D
 **Load-dependent friction** (``load = {...}`` on a joint) multiplies the dry part of
 the law by the joint's normal load, which comes from the reaction wrench the joint
 transmits, which depends on the accelerations being solved for: an algebraic loop,
-which :class:`~dynamics.constrained.ConstrainedDynamics` resolves at every evaluation
+which :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` resolves at every evaluation
 (see there). An element that needs reactions lists the pinocchio joint ids in
 ``reaction_joints`` and provides :meth:`ForceElement.load_terms` (its force is affine
 in the normal loads) and :meth:`~ForceElement.loads_and_gradient`. ``JointFriction(robot, loads=True)``
@@ -37,9 +37,9 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from dynamics.frames import KinematicState
-from dynamics.friction import CoulombViscous, LuGre
-from dynamics.model import RobotModel
+from mbctl.dynamics.friction.laws import CoulombViscous, LuGre
+from mbctl.dynamics.model.frames import KinematicState
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
 __all__ = ["ForceElement", "JointFriction"]
@@ -140,7 +140,7 @@ class JointFriction(ForceElement):
                 if not loads:
                     raise ConfigError(
                         "load-dependent friction is simulated by the constrained dynamics only (mbctl simulate, "
-                        "dynamics.simulate), not by this stepper; remove 'load' to simulate with the law alone",
+                        "mbctl.dynamics.simulation.integrate), not by this stepper; remove 'load' to simulate with the law alone",
                         file=robot.source,
                         field=f"joints.{j.name}.friction.load",
                     )
@@ -161,7 +161,7 @@ class JointFriction(ForceElement):
     def normal_loads(self, wrenches: np.ndarray) -> np.ndarray:
         """Equivalent normal loads (N·m or N) of the load-dependent joints from their
         reaction wrenches ((k, 6), joint frames): both load models of
-        :mod:`dynamics.joint_load` are ``c . (f_r, f_a, m_b, m_a)``, evaluated here at once."""
+        :mod:`mbctl.dynamics.friction.loads` are ``c . (f_r, f_a, m_b, m_a)``, evaluated here at once."""
         return self.loads_and_gradient(wrenches, gradient=False)[0]
 
     def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:

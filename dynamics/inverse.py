@@ -6,7 +6,7 @@ For every sample ``k`` of a trajectory ``(q, dq, ddq)``:
 tau_rigid  = RNEA(q, dq, ddq)                       (pinocchio, batched)
 w_j        = reaction wrench of joint j, joint frame (when asked or needed)
 N_j        = load_model_j(w_j)                      (load-dependent friction only)
-tau_fric_j = law_j(dq_j, direction_j, N_j)          (see dynamics.friction)
+tau_fric_j = law_j(dq_j, direction_j, N_j)          (see mbctl.dynamics.friction.laws)
 tau        = tau_rigid + tau_fric
 ```
 The friction torque about a joint's axis does not change the normal components of
@@ -29,9 +29,9 @@ from typing import Literal
 import numpy as np
 import pinocchio as pin
 
-from dynamics.friction import LuGre, motion_direction
-from dynamics.model import RobotModel
-from dynamics.wrench_model import WrenchModel, rnea_batch
+from mbctl.dynamics.friction.laws import LuGre, motion_direction
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.model.wrenches import WrenchModel, rnea_batch
 from mbctl.errors import DataError
 
 __all__ = ["InverseDynamics", "InverseDynamicsResult", "check_samples", "inverse_dynamics", "lugre_states"]

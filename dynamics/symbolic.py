@@ -4,7 +4,7 @@ The PyPI wheel of pinocchio has no ``pinocchio.casadi``, so :class:`SymbolicDyna
 rebuilds the model's dynamics as CasADi SX expressions from the same data
 pinocchio uses (``model.parents``, ``model.jointPlacements``, ``model.inertias``,
 ``model.armature``, ``model.gravity``) and each DOF's kind and axis from
-:class:`~dynamics.model.RobotModel`. The tests compare every function with
+:class:`~mbctl.dynamics.model.robot.RobotModel`. The tests compare every function with
 pinocchio to round-off.
 
 Conventions (pinocchio's): spatial motion ``(v, w)`` and force ``(f, n)`` vectors,
@@ -39,8 +39,8 @@ from typing import Any, Literal
 import casadi as ca
 import numpy as np
 
-from dynamics.friction import LuGre, motion_direction
-from dynamics.model import Joint, RobotModel
+from mbctl.dynamics.friction.laws import LuGre, motion_direction
+from mbctl.dynamics.model.robot import Joint, RobotModel
 
 __all__ = ["SymbolicDynamics"]
 
@@ -286,9 +286,9 @@ class SymbolicDynamics:
     - ``joint_wrenches(q, dq, ddq) -> wrench`` (6 x nv): column ``k`` is the wrench the
       joint of DOF ``k`` transmits, in its joint frame, force (N) then moment (N·m).
     - ``normal_load(q, dq, ddq) -> load``: equivalent normal load of each joint with a
-      load model (:mod:`dynamics.joint_load`); NaN for the other joints.
+      load model (:mod:`mbctl.dynamics.friction.loads`); NaN for the other joints.
     - ``friction(dq, ddq, z, load) -> tau_f``: every joint's friction law; the sign at
-      ``dq = 0`` follows ``ddq`` (:func:`~dynamics.friction.motion_direction`); ``load``
+      ``dq = 0`` follows ``ddq`` (:func:`~mbctl.dynamics.friction.laws.motion_direction`); ``load``
       is used by joints with a load model, ``z`` by LuGre joints (when dynamic).
     - ``inverse_dynamics(q, dq, ddq, z) -> (tau, tau_rigid, tau_friction, wrench, load)``:
       rigid torques plus friction, with load-dependent friction loaded by the

@@ -1,1 +1,1 @@
-"""Joint-drive interfaces, simulated plant and the real-time loop (not built yet)."""
+"""Joint-drive interfaces (simulated plant, Dynamixel bus), the drive emulator and the real-time loop."""

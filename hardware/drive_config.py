@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hardware.xseries import (
+from mbctl.hardware.xseries import (
     BUS_WATCHDOG_UNIT_S,
     POSITION_COUNTS_PER_REV,
     RETURN_DELAY_UNIT_S,

@@ -2,7 +2,7 @@
 
 One sync read (present current, velocity and position of every servo, 10 bytes
 each) and one sync write (the goals of every servo) per cycle. Unit conversions
-are those of the robot's ``[drives]`` table (:class:`hardware.drive_config.DriveUnits`).
+are those of the robot's ``[drives]`` table (:class:`mbctl.hardware.drive_config.DriveUnits`).
 
 Failures are classified and counted in :attr:`DynamixelBus.comm_errors`:
 
@@ -39,8 +39,9 @@ from dynamixel_sdk import (
     PortHandler,
 )
 
-from hardware.drive_config import BusConfig
-from hardware.interface import (
+from mbctl.errors import ConfigError
+from mbctl.hardware.drive_config import BusConfig
+from mbctl.hardware.interface import (
     CommandMode,
     CommunicationError,
     DriveFault,
@@ -49,14 +50,13 @@ from hardware.interface import (
     JointInterface,
     JointState,
 )
-from hardware.protocol2 import ALERT_BIT
-from hardware.xseries import (
+from mbctl.hardware.protocol2 import ALERT_BIT
+from mbctl.hardware.xseries import (
     REGISTERS,
     STATE_BLOCK,
     OperatingMode,
     describe_hardware_error,
 )
-from mbctl.errors import ConfigError
 
 __all__ = ["DynamixelBus", "LatencyPortHandler"]
 

@@ -2,7 +2,7 @@
 
 :class:`DriveEmulator` opens a pty and answers, on its slave end, like a bus of
 X-series servos — one per actuated joint, with the IDs and units of the robot's
-``[drives]`` table — so the host driver (:mod:`hardware.dynamixel`, built on
+``[drives]`` table — so the host driver (:mod:`mbctl.hardware.dynamixel`, built on
 ROBOTIS' ``dynamixel_sdk``) runs unchanged without hardware, in tests and in CI.
 
 Implemented: ping, read, write, sync read, sync write (and broadcast), status
@@ -34,8 +34,8 @@ from typing import Protocol
 
 import numpy as np
 
-from hardware.drive_config import BusConfig
-from hardware.protocol2 import (
+from mbctl.hardware.drive_config import BusConfig
+from mbctl.hardware.protocol2 import (
     ALERT_BIT,
     BROADCAST_ID,
     ErrorCode,
@@ -44,7 +44,12 @@ from hardware.protocol2 import (
     PacketDecoder,
     encode_status,
 )
-from hardware.xseries import BUS_WATCHDOG_UNIT_S, REGISTERS, TABLE_SIZE, OperatingMode
+from mbctl.hardware.xseries import (
+    BUS_WATCHDOG_UNIT_S,
+    REGISTERS,
+    TABLE_SIZE,
+    OperatingMode,
+)
 
 __all__ = ["TorquePlant", "Faults", "ServoLoopGains", "DriveEmulator", "EmulatorStats"]
 

@@ -30,15 +30,15 @@ from typing import Protocol
 
 import numpy as np
 
-from dynamics.model import RobotModel
-from hardware.interface import (
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.hardware.interface import (
     CommunicationError,
     DriveFault,
     JointCommand,
     JointInterface,
     JointState,
 )
-from hardware.runlog import RunLog
+from mbctl.hardware.runlog import RunLog
 
 __all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "run_loop", "log_columns"]
 

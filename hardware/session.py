@@ -15,14 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ctrl.controllers import build_controller
-from ctrl.tracking import TrackingController
-from ctrl.trajectory import Trajectory
-from dynamics.model import RobotModel
-from hardware.drive_config import parse_drives
-from hardware.dynamixel import DynamixelBus
-from hardware.interface import HardwareError, JointInterface
-from hardware.loop import (
+from mbctl.ctrl.controllers import build_controller
+from mbctl.ctrl.tracking import TrackingController
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.errors import InputError
+from mbctl.hardware.drive_config import parse_drives
+from mbctl.hardware.dynamixel import DynamixelBus
+from mbctl.hardware.interface import HardwareError, JointInterface
+from mbctl.hardware.loop import (
     Controller,
     LoopConfig,
     Reference,
@@ -31,9 +32,8 @@ from hardware.loop import (
     log_columns,
     run_loop,
 )
-from hardware.runlog import RunLog
-from hardware.sim import SimPlant, truth_model
-from mbctl.errors import InputError
+from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.sim import SimPlant, truth_model
 
 __all__ = ["SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
 
@@ -46,7 +46,7 @@ class SessionOptions:
 
     Attributes:
         plant: ``"sim"`` (the robot's ``[plant]`` truth model) or ``"dynamixel"``.
-        law: Control law (:data:`ctrl.controllers.LAWS`).
+        law: Control law (:data:`mbctl.ctrl.controllers.LAWS`).
         rate_hz: Control rate (Hz).
         duration_s: Run length (s); None: the trajectory's.
         lockstep: Simulated plant only: one plant period per cycle, as fast as possible.
@@ -143,7 +143,7 @@ def enable_and_run(
     log: RunLog,
     reference: Reference | None = None,
 ) -> RunSummary:
-    """Torque on, then :func:`~hardware.loop.run_loop` with the robot's limits and the
+    """Torque on, then :func:`~mbctl.hardware.loop.run_loop` with the robot's limits and the
     backend's own error and saturation counts in the summary."""
     backend.enable()
     return run_loop(

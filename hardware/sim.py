@@ -1,7 +1,7 @@
 """Simulated plant: the truth model of a robot behind the joint interface, with sensor models.
 
 The plant integrates the *truth* model, which may differ from the controller's —
-another friction law, a payload — with :class:`dynamics.forward.FrictionStepper`
+another friction law, a payload — with :class:`mbctl.dynamics.simulation.stepper.FrictionStepper`
 substeps, and measures it like real drives would: quantised encoders, estimated
 velocity, noisy effort, a latency of whole control periods, drive torque limits.
 
@@ -39,10 +39,15 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from dynamics.config import parse_friction
-from dynamics.forward import FrictionStepper
-from dynamics.model import RobotModel
-from hardware.interface import CommandMode, JointCommand, JointInterface, JointState
+from mbctl.dynamics.model.overlay import parse_friction
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.stepper import FrictionStepper
+from mbctl.hardware.interface import (
+    CommandMode,
+    JointCommand,
+    JointInterface,
+    JointState,
+)
 from mbctl.tomlfields import Table
 
 __all__ = ["SensorModel", "PlantConfig", "TruthPlant", "SimPlant", "parse_plant", "truth_model"]

@@ -21,16 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from dynamics.friction import Stribeck
-from dynamics.model import RobotModel
-from hardware.sim import SimPlant, truth_model
-from identification.config import parse_identification
-from identification.experiments import ExperimentController, run_experiment
-from identification.fitting import FrictionFit, fit_friction
-from identification.logs import ConstantSpeedLog
-from identification.plan import ConstantSpeedPlan, constant_speed_timeline
-from identification.processing import FrictionPoints, process_constant_speed
-from identification.synthetic import SyntheticRig, steady_points, synthetic_log
+from mbctl.dynamics.friction.laws import Stribeck
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.hardware.sim import SimPlant, truth_model
+from mbctl.identification.config import parse_identification
+from mbctl.identification.experiments import ExperimentController, run_experiment
+from mbctl.identification.fitting import FrictionFit, fit_friction
+from mbctl.identification.logs import ConstantSpeedLog
+from mbctl.identification.plan import ConstantSpeedPlan, constant_speed_timeline
+from mbctl.identification.processing import FrictionPoints, process_constant_speed
+from mbctl.identification.synthetic import SyntheticRig, steady_points, synthetic_log
 
 __all__ = ["MonteCarloResult", "monte_carlo", "converged_to", "simulated_constant_speed", "clean_fit_errors", "PARAMS"]
 

@@ -5,7 +5,7 @@ for one tested joint, and command-line options override both::
 
     [identification]
     rate_hz = 1000.0              # loop rate, Hz
-    bandwidth_hz = 10.0           # host-side PID loops (see identification.plan.ControlGains)
+    bandwidth_hz = 10.0           # host-side PID loops (see mbctl.identification.plan.ControlGains)
     damping = 1.0
     integral = 0.3
     start = { j1 = 0.0 }          # simulated plant only: where the joints start (default 0)
@@ -44,11 +44,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynamics.friction import CoulombViscous, LuGre, Stribeck
-from dynamics.model import RobotModel
-from identification.experiments import prior_slip_distance
-from identification.plan import ConstantSpeedPlan, ControlGains, PreslidingPlan, constant_speed_timeline, speed_grid
+from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError, InputError
+from mbctl.identification.experiments import prior_slip_distance
+from mbctl.identification.plan import (
+    ConstantSpeedPlan,
+    ControlGains,
+    PreslidingPlan,
+    constant_speed_timeline,
+    speed_grid,
+)
 from mbctl.tomlfields import Table
 
 __all__ = ["IdentificationSettings", "parse_identification", "KEYS"]

@@ -1,14 +1,14 @@
 """Running friction experiments through any joint interface: host-side loops in torque mode.
 
 **How the joints are driven.** Every experiment runs in the fixed-rate loop of
-:func:`hardware.loop.run_loop` with torque commands, so it works unchanged on the
+:func:`mbctl.hardware.loop.run_loop` with torque commands, so it works unchanged on the
 simulated plant (which takes torques only) and on real drives in current mode,
 and it inherits the loop's safety checks (limits, watchdog, signals, torque off on
 every exit) and its complete log. The drives' own velocity loops are not used:
 they differ between vendors, and their internal current is what has to be
 measured anyway.
 
-- The tested joint follows the plan's reference (:mod:`identification.plan`) with
+- The tested joint follows the plan's reference (:mod:`mbctl.identification.plan`) with
   a PID on position plus a feed-forward of the robot model: rigid-body inverse
   dynamics at the reference (gravity and inertia) and the joint's friction law
   from the TOML (the prior) at the reference velocity. A constant-speed "velocity
@@ -17,7 +17,7 @@ measured anyway.
   whatever the prior gets wrong.
 - Every other joint is held where it was at the start by the same PID (reference
   fixed, gravity feed-forward).
-- Gains scale with each joint's inertia (:class:`identification.plan.ControlGains`).
+- Gains scale with each joint's inertia (:class:`mbctl.identification.plan.ControlGains`).
 - Presliding tests switch the tested joint to open-loop torque (the holding torque
   plus a profile) and back to position hold, bumplessly: the integral is reset so
   that the torque is continuous at each switch. A ramp through break-away ends
@@ -27,7 +27,7 @@ measured anyway.
 The log of the tested joint becomes LOG.csv (``t, q, dq, tau, dq_ref, tau_g``:
 ``tau`` is the drive's measured effort, ``tau_g`` the model's gravity torque at
 the measured configuration) or PRE.csv (``t, q, dq, tau, test``), see
-:mod:`identification.logs`.
+:mod:`mbctl.identification.logs`.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from dynamics.friction import LuGre
-from dynamics.model import RobotModel
-from hardware.interface import JointInterface, JointState
-from hardware.loop import LoopConfig, RunSummary, log_columns
-from hardware.runlog import RunLog
-from hardware.session import enable_and_run
-from identification.logs import (
+from mbctl.dynamics.friction.laws import LuGre
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.hardware.interface import JointInterface, JointState
+from mbctl.hardware.loop import LoopConfig, RunSummary, log_columns
+from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.session import enable_and_run
+from mbctl.identification.logs import (
     TEST_CYCLE,
     TEST_NONE,
     TEST_RAMP,
@@ -53,7 +53,7 @@ from identification.logs import (
     ConstantSpeedLog,
     PreslidingLog,
 )
-from identification.plan import ControlGains, Phase, PreslidingPlan, Timeline
+from mbctl.identification.plan import ControlGains, Phase, PreslidingPlan, Timeline
 
 __all__ = ["ExperimentController", "ExperimentRun", "presliding_timeline", "run_experiment", "prior_slip_distance"]
 
@@ -86,7 +86,7 @@ def presliding_timeline(plan: PreslidingPlan) -> Timeline:
 
 
 class ExperimentController:
-    """The host-side loops of one experiment; a :class:`hardware.loop.Controller`.
+    """The host-side loops of one experiment; a :class:`mbctl.hardware.loop.Controller`.
 
     Args:
         robot: The model (feed-forward, inertias); every joint must be actuated.
@@ -302,7 +302,7 @@ def run_experiment(
     keep = np.isfinite(q) & np.isfinite(dq) & np.isfinite(tau)
     if kind == "presliding":
         notes = []
-        for p in controller.failed_ramps:  # a ramp run must end with a slip (identification.logs)
+        for p in controller.failed_ramps:  # a ramp run must end with a slip (mbctl.identification.logs)
             labels[(t >= p.t0) & (t < p.t1)] = TEST_NONE
             notes.append(f"the ramp at t = {p.t0:.3f} s ({'+' if p.sign > 0 else '-'}, {p.rate:.4g}/s) did not slip "
                          f"within {controller.presliding.max_torque:g} x the expected break-away torque; left out")

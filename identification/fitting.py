@@ -1,12 +1,12 @@
 """Fitting static friction laws to friction points ``(v_k, F_k +- se_k)``, with uncertainty.
 
-Models (``v > 0``; the laws of :mod:`dynamics.friction`):
+Models (``v > 0``; the laws of :mod:`mbctl.dynamics.friction.laws`):
 
 - ``coulomb-viscous``: ``F = fc + fv*v`` — linear least squares;
 - ``stribeck``: ``F = fc + (fs - fc)*exp(-(v/vs)**delta) + fv*v``, ``delta`` fixed
   (default 2) or free;
 - ``lugre``: the static part of LuGre, i.e. ``stribeck`` with ``delta = 2``; the
-  dynamic parameters come from the presliding test (:mod:`identification.presliding`).
+  dynamic parameters come from the presliding test (:mod:`mbctl.identification.presliding`).
 
 Every fit minimises the whitened residuals ``r_k = (F_k - F(v_k))/se_k`` under the
 bounds ``fc >= 0``, ``fs >= fc``, ``vs > 0``, ``fv >= 0``, ``0.25 <= delta <= 8``
@@ -35,9 +35,9 @@ import numpy as np
 from scipy.optimize import least_squares, nnls
 from scipy.special import stdtrit
 
-from dynamics.friction import CoulombViscous, Stribeck
-from identification.processing import FrictionPoints
+from mbctl.dynamics.friction.laws import CoulombViscous, Stribeck
 from mbctl.errors import DataError
+from mbctl.identification.processing import FrictionPoints
 
 __all__ = ["FrictionFit", "fit_friction", "STATIC_LAWS", "min_points", "stribeck_jacobian"]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-from dynamics.friction import LuGre
-from identification.fitting import fit_friction
-from identification.logs import ConstantSpeedLog, PreslidingLog
-from identification.presliding import fit_presliding
-from identification.processing import process_constant_speed
-from identification.report import IdentificationResult
+from mbctl.dynamics.friction.laws import LuGre
 from mbctl.errors import DataError, InputError
+from mbctl.identification.fitting import fit_friction
+from mbctl.identification.logs import ConstantSpeedLog, PreslidingLog
+from mbctl.identification.presliding import fit_presliding
+from mbctl.identification.processing import process_constant_speed
+from mbctl.identification.report import IdentificationResult
 
 __all__ = ["identify"]
 

@@ -11,7 +11,7 @@ the expected Stribeck velocity ``vs`` (:func:`speed_grid`).
 A presliding plan, on the same joint, runs in torque mode from a held position:
 a slow triangular torque cycle below break-away (``0 -> +A -> -A -> 0``), torque
 steps (``+dF`` then back), and torque ramps through break-away at a few rates, each
-in both directions (see :mod:`identification.experiments`).
+in both directions (see :mod:`mbctl.identification.experiments`).
 """
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-from identification.logs import TEST_CYCLE, TEST_RAMP, TEST_STEP, PreslidingLog
-from identification.processing import encoder_resolution
 from mbctl.errors import DataError
+from mbctl.identification.logs import TEST_CYCLE, TEST_RAMP, TEST_STEP, PreslidingLog
+from mbctl.identification.processing import encoder_resolution
 
 __all__ = ["BreakAway", "CycleFit", "StepFit", "PreslidingFit", "breakaway", "fit_cycle", "fit_steps", "fit_presliding"]
 

@@ -50,8 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from identification.logs import ConstantSpeedLog
 from mbctl.errors import DataError
+from mbctl.identification.logs import ConstantSpeedLog
 
 __all__ = [
     "Segment",

@@ -18,13 +18,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from dynamics.friction import CoulombViscous, LuGre, Stribeck
-from dynamics.model import load_robot
-from identification.fitting import FrictionFit
-from identification.presliding import PreslidingFit
-from identification.processing import ProcessedLog
+from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
 from mbctl.fileio import atomic_output
+from mbctl.identification.fitting import FrictionFit
+from mbctl.identification.presliding import PreslidingFit
+from mbctl.identification.processing import ProcessedLog
 
 __all__ = ["IdentificationResult", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file"]
 

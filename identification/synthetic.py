@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.signal import lfilter
 
-from dynamics.friction import CoulombViscous, LuGre, Stribeck
-from identification.logs import ConstantSpeedLog
-from identification.plan import ConstantSpeedPlan, constant_speed_timeline
+from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
+from mbctl.identification.logs import ConstantSpeedLog
+from mbctl.identification.plan import ConstantSpeedPlan, constant_speed_timeline
 
 __all__ = ["SyntheticRig", "synthetic_log", "steady_points"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dynamics.model import RobotModel, load_robot
 from mbctl.cli import main
+from mbctl.dynamics.model.robot import RobotModel, load_robot
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

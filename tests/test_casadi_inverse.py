@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctrl.casadi_inverse import CasadiInverseDynamics
-from ctrl.trajectory import constant_acceleration, quintic_rest_to_rest
-from dynamics.friction import CoulombViscous, JointFriction, LuGre, Stribeck
-from dynamics.inverse import InverseDynamics
-from dynamics.joint_load import Bearing3D, Journal2D
+from mbctl.ctrl.casadi_inverse import CasadiInverseDynamics
+from mbctl.ctrl.trajectory import constant_acceleration, quintic_rest_to_rest
+from mbctl.dynamics.friction.laws import CoulombViscous, JointFriction, LuGre, Stribeck
+from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
+from mbctl.dynamics.inverse import InverseDynamics
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctrl.feedforward import feedforward, torque_table
-from ctrl.trajectory import read_trajectory
+from mbctl.ctrl.feedforward import feedforward, torque_table
+from mbctl.ctrl.trajectory import read_trajectory
 from mbctl.fileio import read_csv
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

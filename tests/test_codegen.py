@@ -10,9 +10,9 @@ import casadi as ca
 import numpy as np
 import pytest
 
-from ctrl.codegen import CodegenWarning, compile_function
-from dynamics.model import load_robot
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.codegen import CodegenWarning, compile_function
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.symbolic import SymbolicDynamics
 
 
 def _entries(cache) -> list[str]:
@@ -56,9 +56,9 @@ def test_buffers_give_the_allocation_free_path(robots, tmp_path):
 
 SCRIPT = """
 import json, sys
-from ctrl.codegen import compile_function
-from dynamics.model import load_robot
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.ctrl.codegen import compile_function
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.symbolic import SymbolicDynamics
 f = compile_function(SymbolicDynamics(load_robot(sys.argv[1])).gravity, cache=sys.argv[2])
 print(json.dumps({"reused": f.reused, "library": str(f.library), "g": f([0.1, -1.0, 1.2, 0.3, -0.5, 0.7])[0].tolist()}))
 """

@@ -8,21 +8,22 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.constrained import (
-    Baumgarte,
-    ConstrainedDynamics,
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.errors import (
     InconsistentConstraintsError,
     SingularConstraintError,
-    SingularityPolicy,
-    lagrange,
-    nullspace,
-    udwadia_kalaba,
 )
-from dynamics.constraints import FramePosition, JointLinear
-from dynamics.forces import JointFriction
-from dynamics.model import load_robot
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
-from dynamics.targets import ExpressionTarget
+from mbctl.dynamics.constraints.kinds import FramePosition, JointLinear
+from mbctl.dynamics.constraints.solvers import lagrange, nullspace, udwadia_kalaba
+from mbctl.dynamics.constraints.stabilization import Baumgarte, SingularityPolicy
+from mbctl.dynamics.constraints.targets import ExpressionTarget
+from mbctl.dynamics.forces import JointFriction
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
 from mbctl.errors import ConfigError
 
 SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")

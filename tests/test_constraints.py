@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from dynamics.constrained import ConstrainedDynamics
-from dynamics.constraints import (
-    ConstraintSet,
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.constraint_set import ConstraintSet
+from mbctl.dynamics.constraints.kinds import (
     FrameOrientation,
     FramePosition,
     FrameVelocity,
     JointLinear,
-    LoopClosure,
     Pfaffian,
 )
-from dynamics.targets import ExpressionTarget
+from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.targets import ExpressionTarget
 from mbctl.errors import ConfigError
 
 L1, L2 = 0.2, 0.25  # SCARA link lengths (systems.md)

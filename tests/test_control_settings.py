@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from test_bad_input import GOOD_TOML, GOOD_TRAJ, _assert_clean_failure, _write
 
-from ctrl.settings import control_settings
-from dynamics.model import load_robot
+from mbctl.ctrl.settings import control_settings
+from mbctl.dynamics.model.robot import load_robot
 
 CONTROL = """
 [control]

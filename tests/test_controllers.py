@@ -7,10 +7,10 @@ import pinocchio as pin
 import pytest
 from scipy.linalg import expm
 
-from ctrl.controllers import LAWS, build_controller
-from ctrl.settings import ControlSettings, Gains, control_settings
-from dynamics.friction import JointFriction, LuGre, motion_direction
-from dynamics.inverse import InverseDynamics
+from mbctl.ctrl.controllers import LAWS, build_controller
+from mbctl.ctrl.settings import ControlSettings, Gains, control_settings
+from mbctl.dynamics.friction.laws import JointFriction, LuGre, motion_direction
+from mbctl.dynamics.inverse import InverseDynamics
 from mbctl.errors import ConfigError
 
 

@@ -6,11 +6,16 @@ import numpy as np
 import pytest
 from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 
-from hardware.drive_config import BusConfig, DriveUnits
-from hardware.dynamixel import DynamixelBus
-from hardware.emulator import DriveEmulator, Faults
-from hardware.interface import CommandMode, CommunicationError, DriveFault, JointCommand
-from hardware.xseries import REGISTERS, HardwareErrorBit, OperatingMode
+from mbctl.hardware.drive_config import BusConfig, DriveUnits
+from mbctl.hardware.dynamixel import DynamixelBus
+from mbctl.hardware.emulator import DriveEmulator, Faults
+from mbctl.hardware.interface import (
+    CommandMode,
+    CommunicationError,
+    DriveFault,
+    JointCommand,
+)
+from mbctl.hardware.xseries import REGISTERS, HardwareErrorBit, OperatingMode
 
 
 class Inertia:
@@ -187,8 +192,8 @@ def test_torque_commands_beyond_the_current_limit_are_saturated_and_counted(emul
 
 def _run_with_fault(tmp_path, inject):
     """PD loop on two emulated servos; ``inject(emulator)`` is called at cycle 100."""
-    from hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
-    from hardware.runlog import RunLog
+    from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
+    from mbctl.hardware.runlog import RunLog
 
     limits = SafetyLimits(lower=np.full(2, -10.0), upper=np.full(2, 10.0), velocity=np.full(2, 50.0), effort=np.full(2, 5.0))
     with DriveEmulator(make_bus(), Inertia()) as emu:

@@ -8,13 +8,13 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.elastic import ElasticForces
-from dynamics.flexible import rfe_joint_names
-from dynamics.forces import ForceElement
-from dynamics.forward import FrictionStepper
-from dynamics.modal import modes, static_equilibrium
-from dynamics.model import load_robot
-from dynamics.symbolic import SymbolicDynamics
+from mbctl.dynamics.flexible.elastic import ElasticForces
+from mbctl.dynamics.flexible.modal import modes, static_equilibrium
+from mbctl.dynamics.flexible.rfe import rfe_joint_names
+from mbctl.dynamics.forces import ForceElement
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.stepper import FrictionStepper
+from mbctl.dynamics.symbolic import SymbolicDynamics
 
 E, G, RHO, L = 70e9, 26e9, 2700.0, 1.0
 A, IY, IZ, J = 1.2e-4, 4.0e-9, 2.5e-9, 8.0e-9

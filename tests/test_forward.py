@@ -8,9 +8,9 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
-from dynamics.forward import FrictionStepper, PlantState
-from dynamics.friction import JointFriction, LuGre, Stribeck
-from dynamics.model import load_robot
+from mbctl.dynamics.friction.laws import JointFriction, LuGre, Stribeck
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.stepper import FrictionStepper, PlantState
 
 ROTOR_URDF = """<?xml version="1.0"?><robot name="rotor"><link name="b"/>
 <joint name="j" type="continuous"><parent link="b"/><child link="r"/><axis xyz="0 0 1"/><limit velocity="20" effort="10"/></joint>

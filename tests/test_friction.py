@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
-from dynamics.friction import (
+from mbctl.dynamics.friction.laws import (
     CoulombViscous,
     LuGre,
     Stribeck,

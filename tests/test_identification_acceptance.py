@@ -6,13 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dynamics.friction import Stribeck
-from dynamics.model import load_robot
-from identification.accuracy import PARAMS, clean_fit_errors, monte_carlo, simulated_constant_speed
-from identification.fitting import fit_friction
-from identification.plan import ConstantSpeedPlan, speed_grid
-from identification.processing import process_constant_speed
-from identification.synthetic import SyntheticRig
+from mbctl.dynamics.friction.laws import Stribeck
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.identification.accuracy import (
+    PARAMS,
+    clean_fit_errors,
+    monte_carlo,
+    simulated_constant_speed,
+)
+from mbctl.identification.fitting import fit_friction
+from mbctl.identification.plan import ConstantSpeedPlan, speed_grid
+from mbctl.identification.processing import process_constant_speed
+from mbctl.identification.synthetic import SyntheticRig
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 

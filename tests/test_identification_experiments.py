@@ -9,19 +9,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics.model import load_robot
-from hardware.drive_config import parse_drives
-from hardware.dynamixel import DynamixelBus
-from hardware.emulator import DriveEmulator
-from hardware.sim import SimPlant, TruthPlant, truth_model
-from identification.config import parse_identification
-from identification.experiments import ExperimentController, presliding_timeline, run_experiment
-from identification.fitting import fit_friction
-from hardware.interface import JointState
-from identification.logs import TEST_CYCLE, TEST_NONE, TEST_RAMP, TEST_STEP
-from identification.plan import ControlGains, constant_speed_timeline
-from identification.processing import find_segments, process_constant_speed
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
+from mbctl.hardware.drive_config import parse_drives
+from mbctl.hardware.dynamixel import DynamixelBus
+from mbctl.hardware.emulator import DriveEmulator
+from mbctl.hardware.interface import JointState
+from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
+from mbctl.identification.config import parse_identification
+from mbctl.identification.experiments import (
+    ExperimentController,
+    presliding_timeline,
+    run_experiment,
+)
+from mbctl.identification.fitting import fit_friction
+from mbctl.identification.logs import TEST_CYCLE, TEST_NONE, TEST_RAMP, TEST_STEP
+from mbctl.identification.plan import ControlGains, constant_speed_timeline
+from mbctl.identification.processing import find_segments, process_constant_speed
 
 RIG_TEXT = '''urdf = "{urdf}"
 gravity = [0.0, 0.0, -9.81]

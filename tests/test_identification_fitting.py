@@ -8,13 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dynamics.friction import CoulombViscous, Stribeck
-from identification.accuracy import converged_to
-from identification.fitting import fit_friction, min_points
-from identification.plan import ConstantSpeedPlan, speed_grid
-from identification.processing import FrictionPoints, process_constant_speed
-from identification.synthetic import SyntheticRig, steady_points, synthetic_log
+from mbctl.dynamics.friction.laws import CoulombViscous, Stribeck
 from mbctl.errors import DataError
+from mbctl.identification.accuracy import converged_to
+from mbctl.identification.fitting import fit_friction, min_points
+from mbctl.identification.plan import ConstantSpeedPlan, speed_grid
+from mbctl.identification.processing import FrictionPoints, process_constant_speed
+from mbctl.identification.synthetic import SyntheticRig, steady_points, synthetic_log
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 SPEEDS = speed_grid(0.005, 2.0, 25, 0.05)

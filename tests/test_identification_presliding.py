@@ -10,12 +10,23 @@ import numpy as np
 import pytest
 from scipy.signal import lti, step
 
-from dynamics.model import load_robot
-from hardware.sim import SimPlant, truth_model
-from identification.config import parse_identification
-from identification.experiments import ExperimentController, presliding_timeline, run_experiment
-from identification.logs import TEST_CYCLE, TEST_RAMP, TEST_STEP, PreslidingLog
-from identification.presliding import _branch_model, _step_response, breakaway, fit_cycle, fit_presliding, fit_steps
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.sim import SimPlant, truth_model
+from mbctl.identification.config import parse_identification
+from mbctl.identification.experiments import (
+    ExperimentController,
+    presliding_timeline,
+    run_experiment,
+)
+from mbctl.identification.logs import TEST_CYCLE, TEST_RAMP, TEST_STEP, PreslidingLog
+from mbctl.identification.presliding import (
+    _branch_model,
+    _step_response,
+    breakaway,
+    fit_cycle,
+    fit_presliding,
+    fit_steps,
+)
 
 SIGMA0, FS = 2.0e4, 1.1
 

@@ -8,12 +8,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dynamics.friction import Stribeck
-from identification.logs import ConstantSpeedLog
-from identification.plan import ConstantSpeedPlan, constant_speed_timeline, leg_range, speed_grid
-from identification.processing import huber_location, process_constant_speed
-from identification.synthetic import SyntheticRig, synthetic_log
+from mbctl.dynamics.friction.laws import Stribeck
 from mbctl.errors import DataError
+from mbctl.identification.logs import ConstantSpeedLog
+from mbctl.identification.plan import (
+    ConstantSpeedPlan,
+    constant_speed_timeline,
+    leg_range,
+    speed_grid,
+)
+from mbctl.identification.processing import huber_location, process_constant_speed
+from mbctl.identification.synthetic import SyntheticRig, synthetic_log
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
 

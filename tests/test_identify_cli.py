@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamics.config import parse_friction
-from dynamics.friction import LuGre, Stribeck
-from dynamics.model import load_robot
-from identification.logs import ConstantSpeedLog, write_constant_speed_log
-from identification.plan import ConstantSpeedPlan, speed_grid
-from identification.report import write_robot_copy
-from identification.synthetic import SyntheticRig, synthetic_log
+from mbctl.dynamics.friction.laws import LuGre, Stribeck
+from mbctl.dynamics.model.overlay import parse_friction
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.identification.logs import ConstantSpeedLog, write_constant_speed_log
+from mbctl.identification.plan import ConstantSpeedPlan, speed_grid
+from mbctl.identification.report import write_robot_copy
+from mbctl.identification.synthetic import SyntheticRig, synthetic_log
 from mbctl.tomlfields import Table
 
 TRUTH = Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0)
@@ -129,7 +129,7 @@ def test_bad_inputs_are_one_line_errors(cli, log_csv, tmp_path, configs):
     data = np.loadtxt(log_csv, delimiter=",", skiprows=1)
     header = log_csv.read_text().splitlines()[0].split(",")
     keep = data[:, header.index("dq_ref")] >= 0
-    from identification.logs import read_constant_speed_log
+    from mbctl.identification.logs import read_constant_speed_log
 
     log = read_constant_speed_log(log_csv)
     write_constant_speed_log(forward, ConstantSpeedLog(t=log.t[keep], q=log.q[keep], dq=log.dq[keep], tau=log.tau[keep], dq_ref=log.dq_ref[keep]))

@@ -6,11 +6,11 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from ctrl.trajectory import constant_acceleration
-from dynamics.friction import JointFriction, LuGre
-from dynamics.inverse import InverseDynamics, inverse_dynamics
-from dynamics.joint_load import Bearing3D
-from dynamics.model import load_robot
+from mbctl.ctrl.trajectory import constant_acceleration
+from mbctl.dynamics.friction.laws import JointFriction, LuGre
+from mbctl.dynamics.friction.loads import Bearing3D
+from mbctl.dynamics.inverse import InverseDynamics, inverse_dynamics
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import DataError
 
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from dynamics.inverse import inverse_dynamics
-from dynamics.joint_load import Bearing3D, Journal2D, wrench_components
-from dynamics.model import load_robot
+from mbctl.dynamics.friction.loads import Bearing3D, Journal2D, wrench_components
+from mbctl.dynamics.inverse import inverse_dynamics
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
 
 BEARING = Bearing3D(rb=0.05, rp=0.01, rn=0.015)

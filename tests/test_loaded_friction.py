@@ -6,15 +6,19 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.constrained import ConstrainedDynamics
-from dynamics.forces import JointFriction
-from dynamics.friction import CoulombViscous, LuGre, Stribeck
-from dynamics.friction import JointFriction as Friction
-from dynamics.joint_load import Bearing3D, Journal2D
-from dynamics.model import load_robot
-from dynamics.reactions import joint_reactions
-from dynamics.simulate import simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.reactions import joint_reactions
+from mbctl.dynamics.forces import JointFriction
+from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
+from mbctl.dynamics.friction.laws import JointFriction as Friction
+from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
 
 LAWS = {
     "coulomb-viscous": CoulombViscous(fc=0.1, fv=0.05),

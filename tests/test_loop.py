@@ -8,12 +8,12 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from ctrl.trajectory import quintic_rest_to_rest
-from dynamics.model import load_robot
-from hardware.interface import CommunicationError, DriveFault, JointInterface
-from hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
-from hardware.runlog import RunLog, recover
-from hardware.sim import PlantConfig, SensorModel, SimPlant
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.interface import CommunicationError, DriveFault, JointInterface
+from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
+from mbctl.hardware.runlog import RunLog, recover
+from mbctl.hardware.sim import PlantConfig, SensorModel, SimPlant
 
 WAYPOINTS = np.array([[0, 0, 0, 0], [0.6, 0.8, -0.4, 0.03], [0, 0, 0, 0.0]])
 

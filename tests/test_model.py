@@ -8,10 +8,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.friction import LuGre, Stribeck
-from dynamics.joint_load import Bearing3D
-from dynamics.model import load_robot
-from dynamics.urdf import example_robot_urdfs, resolve_urdf
+from mbctl.dynamics.friction.laws import LuGre, Stribeck
+from mbctl.dynamics.friction.loads import Bearing3D
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.model.urdf import example_robot_urdfs, resolve_urdf
 from mbctl.errors import ConfigError
 
 # seed 004 SCARA parameters (systems.md)

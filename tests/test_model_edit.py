@@ -6,8 +6,14 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.model_edit import JointSpec, insert_chain, link_inertia, rigid_frames, subtract_inertia
-from dynamics.urdf import parse_urdf
+from mbctl.dynamics.model.edit import (
+    JointSpec,
+    insert_chain,
+    link_inertia,
+    rigid_frames,
+    subtract_inertia,
+)
+from mbctl.dynamics.model.urdf import parse_urdf
 
 # a fixed child link at the tip of l1 with its own mass, a root link with mass
 URDF = """<?xml version="1.0"?><robot name="r">

@@ -8,11 +8,17 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.constrained import ConstrainedDynamics
-from dynamics.elastic import ElasticForces
-from dynamics.model import load_robot
-from dynamics.simulate import simulate
-from dynamics.variants import Variant, _time_mean, available_variants, rms, run_variant
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.flexible.elastic import ElasticForces
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.variants import (
+    Variant,
+    _time_mean,
+    available_variants,
+    rms,
+    run_variant,
+)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hardware.protocol2 import (
+from mbctl.hardware.protocol2 import (
     HEADER,
     Instruction,
     Packet,

@@ -6,10 +6,18 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.model import load_robot
-from dynamics.reactions import joint_reactions, pair_matrix, reaction_solvability
-from dynamics.simulate import simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
+from mbctl.dynamics.constraints.reactions import (
+    joint_reactions,
+    pair_matrix,
+    reaction_solvability,
+)
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
 
 # hand analysis of configs/parallelogram.toml: the redundant third crank admits an axial
 # self-stress in the three parallel cranks (T_a + T_b + T_c = 0, sum T_i x_i = 0), which

@@ -2,7 +2,7 @@
 
 Independent answers: the null space of the loop Jacobian from pinocchio's frame
 Jacobians (scipy), the pseudo-inverse, pinocchio's RNEA with loop forces for the
-reactions (:func:`dynamics.reactions.joint_reactions`), the KKT (Lagrange) solver of
+reactions (:func:`mbctl.dynamics.constraints.reactions.joint_reactions`), the KKT (Lagrange) solver of
 the constrained dynamics, and the exact one-dimensional minimizers along the single
 internal-force direction of a 3-drive, 2-DOF mechanism.
 """
@@ -16,15 +16,21 @@ import pinocchio as pin
 import pytest
 import scipy.linalg
 
-from ctrl.actuation import actuation_settings
-from ctrl.constrained_path import trajectory_from_constraints
-from ctrl.feedforward import feedforward
-from ctrl.redundancy import ActuationLimitError, ActuationRedundancy
-from dynamics.constrained import ConstrainedDynamics, lagrange
-from dynamics.constraints import LoopClosure
-from dynamics.model import load_robot
-from dynamics.reactions import joint_reactions
-from dynamics.simulation_config import build_dynamics, initial_state, parse_constraints, parse_simulation
+from mbctl.ctrl.actuation import actuation_settings
+from mbctl.ctrl.constrained_path import trajectory_from_constraints
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.redundancy import ActuationLimitError, ActuationRedundancy
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.reactions import joint_reactions
+from mbctl.dynamics.constraints.solvers import lagrange
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_constraints,
+    parse_simulation,
+)
 
 REDUNDANT = ("min-norm", "min-internal-force", "min-power")
 MODES = (*REDUNDANT, "non-redundant")
@@ -203,7 +209,7 @@ def test_min_power_at_rest_is_min_norm(modes):
 
 def test_non_redundant_equals_the_lagrange_solution(rrr3, modes, reference):
     """a1, a2 driving, a3 free: the torques are the multipliers of the KKT system with a1, a2
-    prescribed (dynamics.constrained.lagrange), which also reproduces the motion's ddq."""
+    prescribed (mbctl.dynamics.constraints.solvers.lagrange), which also reproduces the motion's ddq."""
     robot, traj, _, _ = rrr3
     d = modes["non-redundant"]
     assert np.all(d.tau[:, 2] == 0.0)

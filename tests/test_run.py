@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 
-import hardware.session as session
-from ctrl.trajectory import quintic_rest_to_rest, write_trajectory
-from dynamics.model import load_robot
-from hardware.sim import SimPlant
+import mbctl.hardware.session as session
+from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
+from mbctl.hardware.sim import SimPlant
 
 GAINS = "[control.computed-torque]\nkp = 400.0\nkd = 40.0\n"
 SUMMARY_KEYS = {"cycles", "overruns", "period_p50_us", "period_p99_us", "compute_p99_us", "tracking_rms", "max_abs_error", "stop_reason", "comm_errors"}

@@ -9,15 +9,21 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.constrained import Baumgarte, ConstrainedDynamics, SingularConstraintError, SingularityPolicy
-from dynamics.constraints import FramePosition, JointLinear
-from dynamics.forces import JointFriction
-from dynamics.friction import JointFriction as Friction
-from dynamics.friction import LuGre
-from dynamics.model import load_robot
-from dynamics.simulate import simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
-from dynamics.targets import ExpressionTarget
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.constraints.errors import SingularConstraintError
+from mbctl.dynamics.constraints.kinds import FramePosition, JointLinear
+from mbctl.dynamics.constraints.stabilization import Baumgarte, SingularityPolicy
+from mbctl.dynamics.constraints.targets import ExpressionTarget
+from mbctl.dynamics.forces import JointFriction
+from mbctl.dynamics.friction.laws import JointFriction as Friction
+from mbctl.dynamics.friction.laws import LuGre
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
 from mbctl.errors import ConfigError
 
 PAPER_Q0 = np.array([math.radians(30), math.radians(55), math.radians(24), 0.0])
@@ -177,7 +183,7 @@ def test_rk4_step_divides_the_duration_and_output_decimates(robots):
 
 def test_frame_position_path_is_followed(robots):
     """A built-in rectangle path: the tool reaches each corner (fully constrained SCARA, consistent start)."""
-    from dynamics.targets import rectangle
+    from mbctl.dynamics.constraints.targets import rectangle
 
     robot = robots["scara"].with_friction({j: None for j in ("j1", "j2", "j3", "j4")})
     path = rectangle([[-0.05, 0.3], [0.05, 0.3], [0.05, 0.4], [-0.05, 0.4]], edge_duration=0.25)
@@ -197,7 +203,7 @@ def test_frame_position_path_is_followed(robots):
 def test_nonholonomic_constraint_does_no_work(robots):
     """A knife edge at the SCARA tool (no sideways velocity in its own axes): the velocity-level row
     holds to round-off and, as an ideal constraint, it conserves the energy."""
-    from dynamics.constraints import FrameVelocity
+    from mbctl.dynamics.constraints.kinds import FrameVelocity
 
     robot = robots["scara"].with_friction({j: None for j in ("j1", "j2", "j3", "j4")})
     dyn = ConstrainedDynamics(

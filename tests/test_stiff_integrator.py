@@ -6,13 +6,18 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from dynamics.constrained import Baumgarte, SingularConstraintError
-from dynamics.model import load_robot
-from dynamics.simulate import SimulationError, simulate
-from dynamics.simulation_config import build_dynamics, initial_state, parse_simulation
-from dynamics.variants import Variant, load_variant
 from test_simulate import damped_oscillator
+
+from mbctl.dynamics.constraints.errors import SingularConstraintError
+from mbctl.dynamics.constraints.stabilization import Baumgarte
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import SimulationError, simulate
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
+from mbctl.dynamics.simulation.variants import Variant, load_variant
 
 
 def test_violation_error_falls_with_the_square_of_the_step(configs):

@@ -8,11 +8,11 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.elastic import ElasticForces
-from dynamics.forward import FrictionStepper
-from dynamics.modal import modes, static_equilibrium
-from dynamics.model import load_robot
-from dynamics.support import BASE_JOINTS
+from mbctl.dynamics.flexible.base import BASE_JOINTS
+from mbctl.dynamics.flexible.elastic import ElasticForces
+from mbctl.dynamics.flexible.modal import modes, static_equilibrium
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.stepper import FrictionStepper
 
 MASS, H = 40.0, 0.3  # kg, height of the centre of mass above the feet (m)
 IXX, IZZ = 1.7, 1.1  # kg m^2 about the centre of mass

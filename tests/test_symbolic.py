@@ -6,11 +6,17 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from dynamics.friction import CoulombViscous, JointFriction, LuGre, Stribeck, motion_direction
-from dynamics.joint_load import Bearing3D, Journal2D
-from dynamics.model import RobotModel, load_robot, robot_from_pinocchio
-from dynamics.symbolic import SymbolicDynamics
-from dynamics.urdf import example_robot_urdfs, parse_urdf
+from mbctl.dynamics.friction.laws import (
+    CoulombViscous,
+    JointFriction,
+    LuGre,
+    Stribeck,
+    motion_direction,
+)
+from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
+from mbctl.dynamics.model.robot import RobotModel, load_robot, robot_from_pinocchio
+from mbctl.dynamics.model.urdf import example_robot_urdfs, parse_urdf
+from mbctl.dynamics.symbolic import SymbolicDynamics
 
 SAMPLES = 200
 

@@ -7,7 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from dynamics.targets import ExpressionTarget, QuinticPolyline, rectangle
+from mbctl.dynamics.constraints.targets import (
+    ExpressionTarget,
+    QuinticPolyline,
+    rectangle,
+)
 from mbctl.errors import ConfigError
 
 

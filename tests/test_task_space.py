@@ -15,10 +15,14 @@ import pinocchio as pin
 import pytest
 from scipy.integrate import solve_ivp
 
-from ctrl.controllers import build_controller
-from ctrl.codegen import compile_function
-from ctrl.task_space import build_task_space_function, task_space_settings, task_tracking
-from dynamics.model import load_robot
+from mbctl.ctrl.codegen import compile_function
+from mbctl.ctrl.controllers import build_controller
+from mbctl.ctrl.task_space import (
+    build_task_space_function,
+    task_space_settings,
+    task_tracking,
+)
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
 
 Q_MID = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8, 0.02, 0.02])

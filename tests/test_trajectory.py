@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctrl.trajectory import (
+from mbctl.ctrl.trajectory import (
     Trajectory,
     constant_acceleration,
     limit_violations,

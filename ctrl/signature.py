@@ -1,0 +1,31 @@
+"""The signature every control law shares, and the explicit saturation they all end with.
+
+``(q, dq, q_d, dq_d, ddq_d, z) -> (tau, tau_demand, saturated)``; see
+:mod:`mbctl.ctrl.controllers` for what each argument means.
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+
+__all__ = ["INPUTS", "OUTPUTS", "saturate"]
+
+INPUTS = ("q", "dq", "q_d", "dq_d", "ddq_d", "z")
+OUTPUTS = ("tau", "tau_demand", "saturated")
+
+
+def saturate(demand: ca.SX, limits: np.ndarray) -> tuple[ca.SX, ca.SX]:
+    """``tau = clip(demand, -limit, limit)`` per DOF and the flags ``|demand| > limit`` (1.0/0.0).
+
+    An infinite limit leaves the DOF unclipped and never flagged.
+    """
+    tau, flags = [], []
+    for k, limit in enumerate(limits):
+        if np.isinf(limit):
+            tau.append(demand[k])
+            flags.append(ca.SX(0.0))
+        else:
+            tau.append(ca.fmin(ca.fmax(demand[k], -float(limit)), float(limit)))
+            flags.append(ca.fabs(demand[k]) > float(limit))
+    return ca.vertcat(*tau), ca.vertcat(*flags)

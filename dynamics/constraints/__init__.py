@@ -1,0 +1,1 @@
+"""Programmed and closed-loop constraints: constraint kinds, targets, solvers, reactions and solvability."""

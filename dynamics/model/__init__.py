@@ -1,0 +1,1 @@
+"""Robot models: URDF parsing, the TOML joint overlay, model edits, frames and joint wrenches."""

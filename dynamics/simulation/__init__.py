@@ -1,0 +1,1 @@
+"""Forward simulation: integrators, run set-up from specs, the variant study and the plant stepper."""

@@ -1,0 +1,85 @@
+"""Forward dynamics with joint friction, stepped semi-implicitly for real-time plants.
+
+Equations of motion (pinocchio order, SI units), with the joint friction
+``Q_f(dq, s) = -F`` of :class:`mbctl.dynamics.forces.JointFriction` (LuGre bristle states
+``s``)::
+
+    M(q) ddq + h(q, dq) = tau + Q_f(dq, s) + Q_e(q, dq)
+
+with ``Q_e`` the springs and dampers of elastic DOF (flexible base, rigid finite
+elements; :class:`mbctl.dynamics.flexible.elastic.ElasticForces`), if the robot has any.
+
+One step of length ``dt`` (:meth:`FrictionStepper.step`):
+
+1. LuGre states advance exactly at the current velocity (:meth:`LuGre.z_step`);
+2. velocities solve ``(M + dt*C + dt^2*K) (dq' - dq) = dt*(tau + Q_f + Q_e - h)``, where
+   ``C`` is the diagonal friction and elastic damping ``dF/dv`` and ``K`` the diagonal
+   spring stiffness — implicit in the stiff terms, so bristle damping, the smoothed
+   Coulomb sign and stiff elastic elements (kHz modes of a flexible link) stay stable
+   at any ``dt`` (modes far above ``1/dt`` are damped, not resolved);
+3. positions follow the new velocities: ``q' = q + dt*dq'`` (symplectic Euler).
+
+The method is first-order accurate; use substeps (``dt`` of 0.1–0.5 ms) for
+accuracy. Static laws are set-valued at rest; their sign is smoothed as
+``tanh(v/v_smooth)`` (``v_smooth`` default 1e-3 rad/s), so a joint held below
+break-away creeps at a speed of order ``v_smooth*tau/fs``; use LuGre for true
+sticking. For accurate constrained or adaptive simulation use :mod:`mbctl.dynamics.simulation.integrate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from mbctl.dynamics.flexible.elastic import ElasticForces
+from mbctl.dynamics.forces import JointFriction
+from mbctl.dynamics.model.robot import RobotModel
+
+__all__ = ["FrictionStepper", "PlantState"]
+
+
+@dataclass
+class PlantState:
+    """DOF positions (rad, m), velocities (rad/s, m/s) and LuGre bristle states (rad, m)."""
+
+    q: np.ndarray
+    dq: np.ndarray
+    s: np.ndarray
+
+
+class FrictionStepper:
+    """Semi-implicit stepper of a robot's forward dynamics with friction.
+
+    Args:
+        robot: The (truth) model, with its friction laws.
+        v_smooth: Velocity scale of the smoothed sign of static laws (rad/s or m/s).
+    """
+
+    def __init__(self, robot: RobotModel, *, v_smooth: float = 1e-3):
+        self.robot = robot
+        self.friction = JointFriction(robot, smoothing=v_smooth)
+        self.elastic = ElasticForces(robot) if robot.is_elastic else None
+        self._data = robot.create_data()
+
+    def initial(self, q0: np.ndarray) -> PlantState:
+        """At rest at ``q0`` with relaxed bristles."""
+        return PlantState(q=np.array(q0, dtype=float), dq=np.zeros(self.robot.nv), s=self.friction.initial_state())
+
+    def step(self, state: PlantState, tau: np.ndarray, dt: float) -> PlantState:
+        """Advance ``dt`` seconds holding the generalized forces ``tau`` (N·m, N)."""
+        model, data = self.robot.model, self._data
+        s = self.friction.step_states(state.dq, state.s, dt)
+        qp = self.robot.configuration(state.q)
+        M = pin.crba(model, data, qp)
+        M = np.triu(M) + np.triu(M, 1).T
+        h = pin.nonLinearEffects(model, data, qp, state.dq)
+        Q, _ = self.friction(0.0, state.q, state.dq, s)
+        C = self.friction.damping(state.dq, s)
+        if self.elastic is not None:
+            Qe, _ = self.elastic(0.0, state.q, state.dq, np.zeros(0))
+            Q = Q + Qe
+            C = C + self.elastic.damping(state.dq, s) + dt * self.elastic.stiffness(state.q)
+        dq = state.dq + np.linalg.solve(M + dt * np.diag(C), dt * (tau + Q - h))
+        return PlantState(q=state.q + dt * dq, dq=dq, s=s)

@@ -1,0 +1,218 @@
+"""``mbctl identify``: friction experiments on a joint (``run``) and fits of their logs (``fit``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from mbctl.cli.commands.run import format_run
+from mbctl.cli.console import warn
+from mbctl.cli.plots import FORMATS, plot_identification
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.errors import InputError
+from mbctl.fileio import atomic_output, check_output
+from mbctl.hardware.session import SessionOptions, open_backend
+from mbctl.identification.config import parse_identification
+from mbctl.identification.experiments import (
+    ExperimentController,
+    presliding_timeline,
+    run_experiment,
+)
+from mbctl.identification.fitting import STATIC_LAWS
+from mbctl.identification.logs import (
+    read_constant_speed_log,
+    read_presliding_log,
+    write_constant_speed_log,
+    write_presliding_log,
+)
+from mbctl.identification.pipeline import identify
+from mbctl.identification.plan import constant_speed_timeline
+from mbctl.identification.report import (
+    format_report,
+    friction_table,
+    result_json,
+    write_friction_file,
+    write_robot_copy,
+)
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("identify", help="friction identification: run experiments, fit logs", description=__doc__)
+    isub = p.add_subparsers(dest="identify_command", required=True, metavar="STEP")
+
+    r = isub.add_parser(
+        "run",
+        help="constant-speed (and presliding) experiments on one joint",
+        description="Drive one joint through the constant-speed test (and, with --presliding, the presliding and "
+        "break-away test) with host-side loops in torque mode; the other joints are held. Writes LOG.csv "
+        "(t, q, dq, tau, dq_ref, tau_g) and PRE.csv (t, q, dq, tau, test). Plan: [identification] in the TOML.",
+    )
+    r.add_argument("config", type=Path, help="robot TOML file ([identification], [plant] or [drives])")
+    r.add_argument("--joint", required=True, help="joint to test")
+    r.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
+    r.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
+    r.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator of the [plant] truth")
+    r.add_argument("--lockstep", action="store_true", help="sim only: one plant period per cycle, as fast as possible")
+    r.add_argument("--out", type=Path, help="constant-speed log to write (LOG.csv)")
+    r.add_argument("--presliding", type=Path, help="also run the presliding / break-away test and write its log (PRE.csv)")
+    r.add_argument("--log", type=Path, help="keep the loop's full log of the constant-speed test (.npz)")
+    r.add_argument("--rate", type=float, help="loop rate in Hz (default identification.rate_hz, 1000)")
+    r.add_argument("--speeds", type=_floats, help="explicit speeds, comma-separated (rad/s, m/s)")
+    r.add_argument("--count", type=int, help="number of speeds of the grid")
+    r.add_argument("--min-speed", type=float, help="slowest speed of the grid")
+    r.add_argument("--max-speed", type=float, help="fastest speed of the grid")
+    r.add_argument("--range", type=_floats, help="positions travelled, LO,HI (rad, m)")
+    r.add_argument("--settle", type=float, help="hold at the ends of a leg, s")
+    r.add_argument("--max-leg", type=float, help="longest constant-speed leg, s")
+    r.add_argument("--randomize", action="store_true", default=None, help="shuffle the speed order (against thermal drift)")
+    r.add_argument("--seed", type=int, help="seed of the shuffle")
+    r.set_defaults(run=run_experiments)
+
+    f = isub.add_parser(
+        "fit",
+        help="fit a friction law to a constant-speed log",
+        description="Process LOG.csv (columns t, q, dq, tau; optional dq_ref, tau_g; SI units) into friction points and "
+        "fit a law; with --presliding PRE.csv (t, q, dq, tau, test) also sigma0, sigma1 and the break-away torque. "
+        "Prints the report and the [joints.<joint>.friction] table.",
+    )
+    f.add_argument("log", type=Path, help="constant-speed log (LOG.csv)")
+    f.add_argument("--law", choices=STATIC_LAWS, required=True, help="law to fit")
+    f.add_argument("--joint", required=True, help="name of the joint in the robot TOML (the table's name)")
+    f.add_argument("--presliding", type=Path, help="presliding / break-away log (PRE.csv)")
+    f.add_argument("--delta", default="2", help="Stribeck exponent: a number (default 2) or 'free'")
+    f.add_argument("--settle", type=float, default=0.2, help="transient dropped at the start of each segment, s (default 0.2; use the run's settle_s)")
+    f.add_argument("--asymmetric", action="store_true", help="also fit each direction (needs a tau_g column)")
+    f.add_argument("--sigma1", type=float, help="lugre: sigma1 to write if the log cannot determine it")
+    f.add_argument("--config", type=Path, help="robot TOML: --out becomes a copy of it with the new friction")
+    f.add_argument("--out", type=Path, help="TOML to write: the friction table, or with --config the robot copy (default: print)")
+    f.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    f.add_argument("--summary", type=Path, help="JSON summary to write")
+    f.add_argument("--plot", type=Path, help="figure of the fit (PNG, PDF, SVG)")
+    f.set_defaults(run=fit_logs)
+
+
+def run_experiments(args: argparse.Namespace) -> int:
+    if args.out is None and args.presliding is None:
+        raise InputError("nothing to do: give --out LOG.csv and/or --presliding PRE.csv", field="--out")
+    for path in (args.out, args.presliding):
+        if path is not None:
+            check_output(path, (".csv",))
+    if args.log is not None:
+        check_output(args.log, (".npz",))
+    if args.lockstep and args.plant != "sim":
+        raise InputError("lock-step needs the simulated plant", field="--lockstep")
+    if args.rate is not None and not args.rate > 0:
+        raise InputError("must be > 0", field="--rate")
+    if args.range is not None and len(args.range) != 2:
+        raise InputError("needs two numbers LO,HI", field="--range")
+    robot = load_robot(args.config)
+    if args.joint not in robot.joint_names:
+        raise InputError(f"no joint {args.joint!r} (joints: {', '.join(robot.joint_names)})", field="--joint")
+    overrides = {
+        "rate_hz": args.rate, "speeds": args.speeds, "count": args.count, "min_speed": args.min_speed,
+        "max_speed": args.max_speed, "range": args.range, "settle_s": args.settle, "max_leg_s": args.max_leg,
+        "randomize": args.randomize, "seed": args.seed,
+    }
+    settings = parse_identification(robot, args.joint, overrides)
+    if args.out is not None and settings.constant_speed is None:
+        raise InputError(settings.constant_speed_problem, file=args.config, field="identification")
+    if args.presliding is not None and settings.presliding is None:
+        raise InputError(settings.presliding_problem, file=args.config, field="identification")
+    q0 = settings.start
+    options = SessionOptions(plant=args.plant, rate_hz=settings.rate_hz, lockstep=args.lockstep, port=args.port, emulate=args.emulate)
+    k = robot.actuated_names.index(args.joint)
+    paced = not (args.plant == "sim" and args.lockstep)
+    status = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.out is not None:
+            plan = settings.constant_speed
+            npz = args.log if args.log is not None else Path(tmp) / "constant_speed.npz"
+            with open_backend(robot, options, q0) as backend:
+                # the plan starts where the joint is (a transit takes it to the range)
+                timeline = constant_speed_timeline(plan, float(backend.read().q[k]))
+                print(f"constant-speed test of {args.joint}: {len(plan.speeds)} speeds {min(plan.speeds):.4g} .. {max(plan.speeds):.4g}, "
+                      f"range {plan.range[0]:.4g} .. {plan.range[1]:.4g}, {timeline.duration:.1f} s at {settings.rate_hz:g} Hz", flush=True)
+                controller = ExperimentController(robot, args.joint, timeline, settings.gains)
+                run = run_experiment(backend, robot, controller, rate_hz=settings.rate_hz, paced=paced, npz_path=npz, kind="constant-speed")
+            print(format_run(run.summary))
+            write_constant_speed_log(args.out, run.constant_speed)
+            print(f"wrote {args.out} ({len(run.constant_speed.t)} samples)")
+            status |= run.summary.stop_reason != "completed"
+        if args.presliding is not None and not status:
+            plan = settings.presliding
+            timeline = presliding_timeline(plan)
+            print(f"presliding test of {args.joint}: expected break-away {plan.breakaway:.4g}, cycle to {plan.amplitude:g}x, "
+                  f"steps of {plan.step:g}x, ramps at {', '.join(f'{r:g}' for r in plan.ramp_rates)}x/s, {timeline.duration:.1f} s", flush=True)
+            controller = ExperimentController(robot, args.joint, timeline, settings.gains, plan)
+            with open_backend(robot, options, q0) as backend:
+                run = run_experiment(backend, robot, controller, rate_hz=settings.rate_hz, paced=paced, npz_path=Path(tmp) / "presliding.npz", kind="presliding")
+            print(format_run(run.summary))
+            for note in run.notes:
+                warn(note)
+            write_presliding_log(args.presliding, run.presliding)
+            print(f"wrote {args.presliding} ({len(run.presliding.t)} samples)")
+            status |= run.summary.stop_reason != "completed"
+    return int(status)
+
+
+def fit_logs(args: argparse.Namespace) -> int:
+    if args.delta == "free":
+        delta = None
+    else:
+        try:
+            delta = float(args.delta)
+        except ValueError:
+            raise InputError(f"must be a number or 'free', got {args.delta!r}", field="--delta") from None
+        if not delta > 0:
+            raise InputError("must be > 0", field="--delta")
+    if args.law != "stribeck" and delta != 2.0:
+        raise InputError(f"applies to the stribeck law only (lugre's steady state has delta = 2), not {args.law}", field="--delta")
+    if args.out is not None:
+        check_output(args.out, (".toml",))
+        if args.out.exists() and not args.force:
+            raise InputError("exists; choose another file or pass --force", file=args.out)
+        if args.config is not None and args.out.resolve() == args.config.resolve():
+            raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=args.out)
+    if args.summary is not None:
+        check_output(args.summary, (".json",))
+    if args.plot is not None:
+        check_output(args.plot, FORMATS)
+    if args.sigma1 is not None and not args.sigma1 >= 0:
+        raise InputError("must be >= 0", field="--sigma1")
+    robot = load_robot(args.config) if args.config is not None else None
+    if robot is not None and args.joint not in robot.joint_names:
+        raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
+    log = read_constant_speed_log(args.log)
+    pre = read_presliding_log(args.presliding) if args.presliding is not None else None
+    result = identify(log, args.joint, args.law, delta=delta, settle_s=args.settle, asymmetric=args.asymmetric, presliding=pre, sigma1=args.sigma1)
+    print(format_report(result))
+    table = friction_table(args.joint, result.law, comment=f"identified by mbctl identify fit from {args.log.name} ({result.fit.law.name} fit, {len(result.processed.points)} speeds)")
+    if args.out is None:
+        pass  # printed last, below
+    elif args.config is not None:
+        for message in write_robot_copy(args.config, args.out, args.joint, result.law, force=args.force):
+            warn(message)
+        print(f"wrote {args.out} (copy of {args.config} with the identified friction of {args.joint})")
+    else:
+        write_friction_file(args.out, table, force=args.force)
+        print(f"wrote {args.out}")
+    if args.summary is not None:
+        with atomic_output(args.summary) as tmp:
+            tmp.write_text(json.dumps(result_json(result), indent=2) + "\n")
+        print(f"wrote {args.summary}")
+    if args.plot is not None:
+        plot_identification(result, args.plot, title=f"{args.joint}: {result.law.name} from {args.log.name}")
+        print(f"wrote {args.plot}")
+    if args.out is None:
+        print()
+        print(table, end="")
+    return 0

@@ -1,0 +1,128 @@
+"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant or Dynamixel drives."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.cli.console import warn
+from mbctl.cli.plots import FORMATS, plot_run
+from mbctl.ctrl.task_space import (
+    TaskSpaceSettings,
+    TaskTracking,
+    task_space_settings,
+    task_tracking,
+)
+from mbctl.ctrl.trajectory import limit_violations, read_trajectory
+from mbctl.dynamics.model.robot import RobotModel, load_robot
+from mbctl.errors import InputError
+from mbctl.fileio import atomic_output, check_output
+from mbctl.hardware.loop import RunSummary
+from mbctl.hardware.session import SessionOptions, run_session
+
+CONTROLLERS = {
+    "computed-torque": "computed-torque",
+    "pd-ff": "pd-feedforward",
+    "pd-gravity": "pd-gravity",
+    "feedforward": "feedforward",
+    "task-space": "task-space",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="closed-loop run against the simulated plant or real drives", description=__doc__)
+    p.add_argument("config", type=Path, help="robot TOML file ([control] gains; [plant] or [drives])")
+    p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
+    p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
+    p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
+    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an in-process emulator")
+    p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
+    p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
+    p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
+    p.add_argument("--lockstep", action="store_true", help="sim only: advance the plant one period per cycle, as fast as possible")
+    p.add_argument("--log", type=Path, required=True, help="run log to write (.npz)")
+    p.add_argument("--summary", type=Path, required=True, help="run summary to write (.json)")
+    p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output(args.log, (".npz",))
+    check_output(args.summary, (".json",))
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    if args.rate <= 0:
+        raise InputError("must be > 0", field="--rate")
+    robot = load_robot(args.config)
+    traj = read_trajectory(args.trajectory, robot.joint_names)
+    for message in limit_violations(robot, traj):
+        warn(f"{args.trajectory}: {message}")
+    options = SessionOptions(
+        plant=args.plant,
+        law=CONTROLLERS[args.controller],
+        rate_hz=args.rate,
+        duration_s=args.duration,
+        lockstep=args.lockstep,
+        port=args.port,
+        emulate=args.emulate,
+    )
+    task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
+    summary = run_session(robot, traj, options, args.log)
+    extra = {}
+    if task is not None and summary.cycles:
+        tracking = run_task_tracking(robot, task, args.log)
+        extra = {
+            "task_rms_m": tracking.rms,
+            "task_max_abs_error_m": tracking.max_abs_error,
+            "objective": task.objective,
+            "objective_start": tracking.objective_start,
+            "objective_end": tracking.objective_end,
+        }
+    write_summary(args.summary, summary, controller=args.controller, plant=args.plant, **extra)
+    if args.plot:
+        plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {args.plant}")
+    print(format_run(summary))
+    if extra:
+        rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
+        print(
+            f"task ({task.frame}) error rms: {rms} m; max |error| {extra['task_max_abs_error_m']:.3g} m; "
+            f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
+        )
+    print(f"wrote {args.log}, {args.summary}" + (f" and {args.plot}" if args.plot else ""))
+    return 0 if summary.stop_reason == "completed" else 1
+
+
+def run_task_tracking(robot: RobotModel, task: TaskSpaceSettings, log_path: Path) -> TaskTracking:
+    """Task error and objective of a logged run (every DOF is logged: the law needs them all)."""
+    log = np.load(log_path)
+    names = [str(c).split(".", 1)[1] for c in log["columns"] if str(c).startswith("q.")]
+    order = [names.index(n) for n in robot.joint_names]
+    q, q_ref = (np.atleast_2d(log[k].T).T[:, order] for k in ("q", "q_ref"))
+    good = np.isfinite(q).all(axis=1)
+    return task_tracking(robot, task, q[good], q_ref[good])
+
+
+def write_summary(path: Path, summary: RunSummary, **extra: object) -> None:
+    """The JSON summary: every :class:`RunSummary` field plus ``extra``."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps({**summary.to_json(), **extra}, indent=2) + "\n")
+
+
+def format_run(s: RunSummary) -> str:
+    """The lines ``mbctl run`` prints."""
+    lines = [
+        f"stop reason: {s.stop_reason}",
+        f"cycles {s.cycles} at {s.rate_hz:g} Hz ({s.duration_s:.3f} s), overruns {s.overruns}, failed reads {s.failed_reads}",
+        f"period p50 {s.period_p50_us:.1f} us, p99 {s.period_p99_us:.1f} us; compute p50 {s.compute_p50_us:.1f} us, p99 {s.compute_p99_us:.1f} us",
+    ]
+    if s.tracking_rms:
+        rms = ", ".join(f"{j} {v:.3g}" for j, v in s.tracking_rms.items())
+        lines.append(f"tracking rms: {rms}; max |error| {s.max_abs_error:.3g}")
+    if s.comm_errors:
+        lines.append("communication errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s.comm_errors.items())))
+    if s.saturated:
+        lines.append(f"saturated commands: {s.saturated}")
+    return "\n".join(lines)

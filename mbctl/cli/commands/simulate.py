@@ -1,0 +1,238 @@
+"""``mbctl simulate``: integrate a robot's constrained dynamics as its TOML describes.
+
+Reads ``[[constraints]]`` and ``[simulation]`` from the robot TOML, integrates, and
+writes the run as NPZ (``t, q, dq, ddq, phi, dphi, target, lam, tau_c, ...``), an
+optional JSON summary and an optional plot (joint paths, tool path against target,
+violation on a log scale, constraint forces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.cli.console import ProgressPrinter, warn
+from mbctl.cli.plots import FORMATS, plot_simulation
+from mbctl.ctrl.trajectory import Trajectory, limit_violations
+from mbctl.dynamics.constraints.kinds import FramePosition
+from mbctl.dynamics.constraints.reactions import (
+    joint_reactions,
+    pair_matrix,
+    reaction_solvability,
+)
+from mbctl.dynamics.constraints.solvers import SOLVERS
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import INTEGRATORS, SimulationResult
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+    simulate_setup,
+)
+from mbctl.errors import InputError
+from mbctl.fileio import atomic_output, check_output
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate constrained dynamics ([[constraints]], [simulation] of a robot TOML)",
+        description=__doc__,
+    )
+    p.add_argument("config", type=Path, help="robot TOML file with [[constraints]] and [simulation]")
+    p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
+    p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")
+    p.add_argument("--summary", type=Path, help="also write a JSON summary")
+    p.add_argument("--plot", type=Path, help="also plot the run (.png, .pdf or .svg)")
+    p.add_argument("--solver", choices=SOLVERS, help="override simulation.solver")
+    p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
+    p.add_argument("--step", type=float, help="override simulation.step (s)")
+    p.add_argument("--reactions", action="store_true", help="add tree-joint and cut-joint reaction wrenches to the NPZ")
+    p.set_defaults(run=run)
+
+
+def _positive_option(value: float | None, option: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InputError(f"must be > 0, got {value!r}", field=option)
+
+
+def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
+    """The NPZ content of a run (see the README for the format)."""
+    return {
+        "t": run.t,
+        "q": run.q,
+        "dq": run.dq,
+        "ddq": run.ddq,
+        "phi": run.phi,
+        "dphi": run.dphi,
+        "target": run.target,
+        "lam": run.lam,
+        "tau_c": run.tau_c,
+        "tau_programmed": run.tau_programmed,
+        "tau_applied": run.tau_applied,
+        "state": run.state,
+        "sigma_ratio": run.sigma_ratio,
+        "joint_names": np.array(run.joint_names, dtype=str),
+        "row_names": np.array(run.row_names, dtype=str),
+        "state_names": np.array(run.state_names, dtype=str),
+    }
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output(args.out, (".npz",))
+    if args.summary:
+        check_output(args.summary, (".json",))
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    _positive_option(args.duration, "--duration")
+    _positive_option(args.step, "--step")
+    robot = load_robot(args.config)
+    setup = parse_simulation(robot)
+    overrides = {k: v for k, v in (("solver", args.solver), ("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
+    setup = dataclasses.replace(setup, **overrides)
+    if args.reactions and setup.solver == "nullspace":
+        raise InputError("the nullspace solver gives no multipliers; use --solver lagrange or udwadia-kalaba", field="--reactions")
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+
+    start = time.perf_counter()
+    unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
+    result = simulate_setup(system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit))
+    elapsed = time.perf_counter() - start
+
+    arrays = npz_arrays(result)
+    if args.reactions:
+        r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
+        arrays.update(joint_wrench=r.joint_wrench, loop_wrench=r.loop_wrench, loop_names=np.array(r.loop_names, dtype=str))
+    uniqueness = None
+    if system.redundancy > 0:
+        C, groups = pair_matrix(system, 0.0, q0)
+        uniqueness = reaction_solvability(C, groups, rtol=setup.rank_tolerance).unique
+
+    tool = next((c for c in system.constraints if isinstance(c, FramePosition)), None)
+    tool_rows = list(range(system.constraints.slices[tool.name].start, system.constraints.slices[tool.name].stop)) if tool else []
+    summary = build_summary(args.config, robot.name, setup, system, result, q0, dq0, elapsed, uniqueness)
+
+    with atomic_output(args.out) as tmp:
+        np.savez_compressed(tmp, **arrays)
+    if args.summary:
+        with atomic_output(args.summary) as tmp:
+            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    if args.plot:
+        plot_simulation(
+            result,
+            args.plot,
+            title=f"{robot.name}: {setup.solver}, {setup.integrator}, "
+            + (f"Baumgarte {setup.baumgarte.form} alpha={setup.baumgarte.alpha:g} beta={setup.baumgarte.beta:g}" if setup.baumgarte else "no stabilization"),
+            tool_rows=tool_rows,
+            tool_label=f"frame {tool.frame}" if tool else "tool",
+            joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
+        )
+
+    traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
+    for message in limit_violations(robot, traj):
+        warn(f"{args.config}: {message}")
+    unactuated = summary["unactuated_programmed_force"]
+    if len(unactuated) > 3:  # elastic robots: one line, largest first
+        top = sorted(unactuated.items(), key=lambda item: -item[1])[:3]
+        warn(
+            f"programmed constraints need force on {len(unactuated)} unactuated joints (largest: "
+            + ", ".join(f"{name} {peak:.4g}" for name, peak in top)
+            + "): the drives cannot realise them exactly"
+        )
+    else:
+        for name, peak in unactuated.items():
+            warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
+    print(format_summary(summary))
+    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot) if p]
+    print(f"wrote {', '.join(written)}")
+    return 0
+
+
+def build_summary(config, robot_name, setup, system, result: SimulationResult, q0, dq0, elapsed, uniqueness) -> dict:
+    """The JSON summary of a run (see the README)."""
+    viol = result.violation()
+    vviol = result.velocity_violation()
+    by_row = {}
+    for i, row in enumerate(result.row_names):
+        col = result.phi[:, i] if not np.isnan(result.phi[:, i]).all() else result.dphi[:, i]
+        by_row[row] = {"max": float(np.abs(col).max()), "final": float(abs(col[-1]))}
+    unact = {}
+    for j in system.robot.joints:
+        peak = float(np.abs(result.tau_programmed[:, j.idx_v]).max())
+        if not j.actuated and peak > 1e-9:
+            unact[j.name] = peak
+    h = setup.duration / result.steps if setup.integrator in ("rk4", "ros2") else setup.step
+    return {
+        "config": str(config),
+        "robot": robot_name,
+        "status": "completed",
+        "solver": result.solver,
+        "integrator": result.integrator,
+        "step": h,
+        "duration": float(result.t[-1] - result.t[0]),
+        "steps": result.steps,
+        "evaluations": result.evaluations,
+        "samples": len(result.t),
+        "wall_time_s": elapsed,
+        "baumgarte": dataclasses.asdict(setup.baumgarte) if setup.baumgarte else None,
+        "rows": list(result.row_names),
+        "rank": result.rank,
+        "redundancy": len(result.row_names) - result.rank,
+        "eliminated_rows": list(result.eliminated_rows),
+        "initial_violation": float(viol[0]),
+        "max_violation": float(viol.max()),
+        "final_violation": float(viol[-1]),
+        "max_velocity_violation": float(vviol.max()),
+        "final_velocity_violation": float(vviol[-1]),
+        "violation_by_row": by_row,
+        "min_sigma_ratio": float(result.sigma_ratio.min()),
+        "singular_samples": result.singular_samples,
+        "initial": {
+            "q": {n: float(v) for n, v in zip(result.joint_names, q0)},
+            "dq": {n: float(v) for n, v in zip(result.joint_names, dq0)},
+        },
+        "peak_constraint_force": {n: float(np.abs(result.tau_c[:, i]).max()) for i, n in enumerate(result.joint_names)},
+        "unactuated_programmed_force": unact,
+        "reaction_unique": uniqueness,
+    }
+
+
+def format_summary(s: dict) -> str:
+    """The lines ``mbctl simulate`` prints."""
+    lines = [
+        f"{s['robot']}: {s['duration']:g} s simulated ({s['steps']} {s['integrator']} steps, {s['evaluations']} evaluations) "
+        f"in {s['wall_time_s']:.2f} s with {s['solver']}",
+        f"  constraints: {len(s['rows'])} rows, rank {s['rank']}, redundancy {s['redundancy']}"
+        + (f", eliminated {', '.join(s['eliminated_rows'])}" if s["eliminated_rows"] else "")
+        + (
+            f"; Baumgarte {s['baumgarte']['form']} alpha = {s['baumgarte']['alpha']:g}, beta = {s['baumgarte']['beta']:g}"
+            if s["baumgarte"]
+            else "; no stabilization"
+        ),
+        f"  violation |Phi|: initial {_fmt(s['initial_violation'])}, max {_fmt(s['max_violation'])}, "
+        f"final {_fmt(s['final_violation'])}; |dPhi| max {_fmt(s['max_velocity_violation'])}, final {_fmt(s['final_velocity_violation'])}",
+    ]
+    if s["rows"]:
+        lines.append(f"  {'row':<24}{'max |Phi|':>12}{'final':>12}")
+        for row, v in s["violation_by_row"].items():
+            lines.append(f"  {row:<24}{_fmt(v['max']):>12}{_fmt(v['final']):>12}")
+    lines.append("  peak constraint force: " + ", ".join(f"{n} {_fmt(v)}" for n, v in s["peak_constraint_force"].items()))
+    if s["reaction_unique"] is not None:
+        lines.append(
+            "  reactions unique in: " + (", ".join(k for k, v in s["reaction_unique"].items() if v) or "none")
+            + "; not unique in: " + (", ".join(k for k, v in s["reaction_unique"].items() if not v) or "none")
+        )
+    if s["singular_samples"]:
+        lines.append(f"  near-singular (damped) at {s['singular_samples']} recorded samples")
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration, or the
+motion a config's constraints prescribe)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.cli.console import warn
+from mbctl.cli.plots import FORMATS, plot_trajectory
+from mbctl.ctrl.constrained_path import trajectory_from_constraints
+from mbctl.ctrl.trajectory import (
+    Trajectory,
+    constant_acceleration,
+    limit_violations,
+    quintic_rest_to_rest,
+    write_trajectory,
+)
+from mbctl.dynamics.model.robot import RobotModel, load_robot
+from mbctl.dynamics.simulation.setup import (
+    build_dynamics,
+    initial_state,
+    parse_simulation,
+)
+from mbctl.errors import InputError
+from mbctl.fileio import check_output
+
+
+def parse_numbers(text: str, option: str) -> np.ndarray:
+    """``"1, 2.5"`` -> array; rows separated by ``;`` give a 2-D array."""
+    try:
+        rows = [[float(x) for x in row.split(",")] for row in text.split(";") if row.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {text!r}", field=option) from None
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise InputError(f"expected rows of equally many numbers, got {text!r}", field=option)
+    arr = np.array(rows)
+    if not np.isfinite(arr).all():
+        raise InputError("values must be finite", field=option)
+    return arr if len(rows) > 1 else arr[0]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trajectory", help="generate a trajectory CSV", description=__doc__)
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+
+    def common(k: argparse.ArgumentParser) -> None:
+        k.add_argument("config", type=Path, help="robot TOML file (gives joint names and limits)")
+        k.add_argument("--rate", type=float, default=1000.0, help="sampling rate in Hz (default 1000)")
+        k.add_argument("--out", type=Path, required=True, help="trajectory CSV to write")
+        k.add_argument("--plot", type=Path, help="also plot q, dq, ddq (.png, .pdf or .svg)")
+        k.set_defaults(run=run)
+
+    q = kinds.add_parser("quintic", help="rest-to-rest quintic moves through joint waypoints")
+    common(q)
+    q.add_argument("--waypoints", required=True, help='joint positions in rad or m, one row per waypoint: "0,0; 0.5,1.0"')
+    q.add_argument("--durations", required=True, help='segment durations in s: "1.5,2"')
+
+    a = kinds.add_parser("accel", help="constant acceleration from rest (seed 003 motion)")
+    common(a)
+    a.add_argument("--acceleration", required=True, help="rad/s² or m/s²: one value for all joints, or one per joint")
+    a.add_argument("--duration", type=float, required=True, help="s")
+    a.add_argument("--q0", help="start positions (rad or m), one per joint (default: zeros)")
+
+    c = kinds.add_parser(
+        "constraints",
+        help="the motion the config's [[constraints]] prescribe (closed loops plus programmed paths fixing every DOF)",
+    )
+    common(c)
+    c.add_argument("--duration", type=float, help="s (default: simulation.duration)")
+
+
+def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
+    """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
+    setup = parse_simulation(robot)
+    duration = setup.duration if args.duration is None else args.duration
+    if not duration > 0 or not args.rate > 0:
+        raise InputError("--duration and --rate must be > 0")
+    dynamics = build_dynamics(robot, setup)
+    q0, _ = initial_state(robot, setup, dynamics)
+    t = np.linspace(0.0, duration, int(np.ceil(duration * args.rate - 1e-9)) + 1)
+    return trajectory_from_constraints(dynamics, t, q0)
+
+
+def build(args: argparse.Namespace, names: tuple[str, ...]) -> Trajectory:
+    n = len(names)
+    if args.kind == "quintic":
+        waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
+        if waypoints.shape[1] != n:
+            raise InputError(f"each waypoint needs {n} values ({', '.join(names)})", field="--waypoints")
+        return quintic_rest_to_rest(waypoints, np.atleast_1d(parse_numbers(args.durations, "--durations")), args.rate, names)
+    acc = np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
+    acc = np.full(n, acc[0]) if acc.size == 1 else acc
+    q0 = np.zeros(n) if args.q0 is None else np.atleast_1d(parse_numbers(args.q0, "--q0"))
+    if acc.shape != (n,) or q0.shape != (n,):
+        raise InputError(f"--acceleration and --q0 need 1 or {n} values ({', '.join(names)})")
+    return constant_acceleration(q0, acc, args.duration, args.rate, names)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    robot = load_robot(args.config)
+    traj = from_constraints(args, robot) if args.kind == "constraints" else build(args, robot.joint_names)
+    for message in limit_violations(robot, traj):
+        warn(message)
+    write_trajectory(args.out, traj)
+    if args.plot:
+        plot_trajectory(traj, args.plot, title=f"{robot.name}: {args.kind} trajectory")
+    print(f"wrote {args.out}: {len(traj)} samples over {traj.duration:.3f} s")
+    return 0

@@ -1,0 +1,133 @@
+"""``mbctl variants``: simulate the variants of one robot description and compare them.
+
+Support rigid/flexible x links rigid/flexible x joints frictionless/with friction (seed
+paper 000's eight runs), as far as the TOML has a flexible base, flexible links and
+friction. Writes one PNG per quantity (tool paths, joint coordinates, joint force
+magnitudes, their RMS per joint, the violation on a log scale) and a JSON table of the
+RMS values into ``--out-dir``; ``--save-runs`` adds each run as NPZ (the format of
+``mbctl simulate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.cli.commands.simulate import npz_arrays
+from mbctl.cli.console import ProgressPrinter
+from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import INTEGRATORS
+from mbctl.dynamics.simulation.setup import parse_simulation
+from mbctl.dynamics.simulation.variants import (
+    Variant,
+    VariantRun,
+    available_variants,
+    rms_table,
+    run_variant,
+)
+from mbctl.errors import InputError
+from mbctl.fileio import atomic_output, check_output
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "variants",
+        help="simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
+        description=__doc__,
+    )
+    p.add_argument("config", type=Path, help="robot TOML with [[constraints]], [simulation] and [base], [flexible], friction")
+    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
+    p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
+    p.add_argument("--step", type=float, help="override simulation.step (s)")
+    p.add_argument("--duration", type=float, help="override simulation.duration (s)")
+    p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel processes (default 1)")
+    p.add_argument("--save-runs", action="store_true", help="also write <variant>.npz per run")
+    p.set_defaults(run=run)
+
+
+def _simulate(config: Path, variant: Variant, overrides: dict, quiet: bool) -> VariantRun:
+    progress = None if quiet else ProgressPrinter(variant.name, min_total=20_000, unit="steps")
+    return run_variant(config, variant, progress=progress, **overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.out_dir.is_dir():
+        raise InputError("output directory does not exist", file=args.out_dir)
+    for name in (*VARIANT_PLOTS, "rms.json"):
+        check_output(args.out_dir / name)
+    for value, option in ((args.step, "--step"), (args.duration, "--duration")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"must be > 0, got {value!r}", field=option)
+    if args.jobs < 1:
+        raise InputError(f"must be >= 1, got {args.jobs}", field="--jobs")
+    robot = load_robot(args.config)
+    parse_simulation(robot)  # a bad [simulation] table fails before any run
+    variants = available_variants(robot)
+    if args.variants:
+        wanted = [Variant.parse(v.strip(), field="--variants") for v in args.variants.split(",") if v.strip()]
+        unknown = [v.name for v in wanted if v not in variants]
+        if unknown:
+            raise InputError(
+                f"{', '.join(unknown)} not available from this file (available: {', '.join(v.name for v in variants)})",
+                field="--variants",
+            )
+        variants = wanted
+    overrides = {k: v for k, v in (("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
+
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(_simulate, args.config, v, overrides, True) for v in variants]
+            runs = []
+            for v, fut in zip(variants, futures):
+                runs.append(fut.result())
+                print(f"{v.name}: done in {runs[-1].wall_time_s:.1f} s", flush=True)
+    else:
+        runs = []
+        for v in variants:
+            runs.append(_simulate(args.config, v, overrides, False))
+            print(f"{v.name}: done in {runs[-1].wall_time_s:.1f} s", flush=True)
+
+    table = rms_table(runs)
+    setup = dataclasses.replace(parse_simulation(robot), **overrides)
+    report = {
+        "config": str(args.config),
+        "integrator": setup.integrator,
+        "step": setup.step,
+        "duration": setup.duration,
+        "baumgarte": dataclasses.asdict(setup.baumgarte) if setup.baumgarte else None,
+        "variants": table,
+    }
+    written = plot_variants(runs, args.out_dir, title=robot.name)
+    with atomic_output(args.out_dir / "rms.json") as tmp:
+        tmp.write_text(json.dumps(report, indent=2) + "\n")
+    written.append(args.out_dir / "rms.json")
+    if args.save_runs:
+        for r in runs:
+            path = args.out_dir / f"{r.variant.name}.npz"
+            with atomic_output(path) as tmp:
+                np.savez_compressed(tmp, **npz_arrays(r.result))
+            written.append(path)
+
+    joints = runs[0].joints
+    width = max(len(name) for name in table) + len(" (fluct.)") + 2
+    header = f"{'variant':<{width}}" + "".join(f"{j:>10}" for j in joints)
+    print(f"RMS of the joint force magnitudes |f| (N), and of their fluctuation about the mean (N):\n{header}{'max|Phi|>1s':>13}{'final':>10}")
+    for name, row in table.items():
+        late = row["violation_max_after_1s"]
+        print(
+            f"{name:<{width}}"
+            + "".join(f"{row['joint_force_rms_N'][j]:>10.4g}" for j in joints)
+            + f"{late if late is not None else float('nan'):>13.3g}{row['violation_final']:>10.3g}"
+        )
+    for name, row in table.items():
+        print(f"{name + ' (fluct.)':<{width}}" + "".join(f"{row['joint_force_fluctuation_rms_N'][j]:>10.4g}" for j in joints))
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0

@@ -1,0 +1,439 @@
+"""Figures for the command line: torques along a trajectory, trajectories, comparisons.
+
+Uses matplotlib's object API (no pyplot state, no display needed) and writes files
+atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from mbctl.ctrl.closed_chain import ClosedChainTorques
+from mbctl.ctrl.feedforward import FeedforwardResult
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.simulation.integrate import SimulationResult
+from mbctl.errors import InputError
+from mbctl.fileio import CsvTable, atomic_output, check_output
+from mbctl.hardware.loop import RunSummary
+from mbctl.identification.report import IdentificationResult
+
+__all__ = [
+    "FORMATS",
+    "VARIANT_PLOTS",
+    "plot_feedforward",
+    "plot_identification",
+    "plot_redundancy",
+    "plot_run",
+    "plot_simulation",
+    "plot_trajectory",
+    "plot_torque_tables",
+    "plot_variants",
+    "save_figure",
+]
+
+FORMATS = (".png", ".pdf", ".svg")
+
+
+def save_figure(fig: Figure, path: str | Path) -> None:
+    """Save a figure atomically; the format follows the file suffix.
+
+    Raises:
+        InputError: For a suffix other than .png, .pdf or .svg.
+    """
+    with atomic_output(check_output(path, FORMATS)) as tmp:
+        fig.savefig(tmp, dpi=120)
+
+
+def _grid(n: int, title: str) -> tuple[Figure, list]:
+    cols = 1 if n <= 3 else 2
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(6.5 * cols, 2.2 * rows + 0.8), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for i, ax in enumerate(axes[:n]):
+        if i + cols >= n:  # lowest visible panel of its column
+            ax.set_xlabel("t [s]")
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def plot_feedforward(ff: FeedforwardResult, path: str | Path, title: str | None = None) -> None:
+    """One panel per actuated joint: total drive torque and its friction part vs time."""
+    joints = [j for j in ff.robot.joints if j.actuated]
+    fig, axes = _grid(len(joints), title or f"{ff.robot.name}: feed-forward torques")
+    t = ff.trajectory.t
+    for ax, j in zip(axes, joints):
+        unit = "N·m" if j.kind == "revolute" else "N"
+        tau = ff.dynamics.tau[:, j.idx_v]
+        ax.plot(t, tau, label="total", color="C0")
+        ax.plot(t, ff.dynamics.tau_friction[:, j.idx_v], label="friction", color="C3", lw=1)
+        peak = np.abs(tau).max()
+        if math.isfinite(j.limits.effort) and peak > 0.5 * j.limits.effort:
+            for sign in (-1, 1):
+                ax.axhline(sign * j.limits.effort, color="k", ls="--", lw=0.8)
+        ax.set_ylabel(f"{j.name} [{unit}]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_trajectory(traj: Trajectory, path: str | Path, title: str = "trajectory") -> None:
+    """Positions, velocities and accelerations of every joint (three panels)."""
+    fig = Figure(figsize=(7, 7), layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    for ax, data, label in zip(axes, (traj.q, traj.dq, traj.ddq), ("q [rad, m]", "dq [rad/s, m/s]", "ddq [rad/s², m/s²]")):
+        for i, name in enumerate(traj.joint_names):
+            ax.plot(traj.t, data[:, i], label=name)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small", ncol=2)
+    axes[-1].set_xlabel("t [s]")
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_torque_tables(tables: Sequence[CsvTable], labels: Sequence[str], path: str | Path, title: str) -> None:
+    """Overlay the ``tau.<joint>`` columns of several torque CSVs, one panel per joint.
+
+    Raises:
+        InputError: If the files share no ``tau.`` column.
+    """
+    names = [c for c in tables[0].header if c.startswith("tau.")]
+    names = [c for c in names if all(tb.has(c) for tb in tables)]
+    if not names:
+        raise InputError("the torque files share no tau.<joint> column", file=tables[0].path)
+    fig, axes = _grid(len(names), title)
+    for ax, col in zip(axes, names):
+        for tb, label in zip(tables, labels):
+            ax.plot(tb.column("t"), tb.column(col), label=label)
+        ax.set_ylabel(f"{col.removeprefix('tau.')} [N·m or N]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Path, title: str) -> None:
+    """Tracking error, torque commands and loop timing of a closed-loop run (three panels)."""
+    t = log["t"]
+    names = [c.split(".", 1)[1] for c in log["columns"] if str(c).startswith("q.")]
+    q, q_ref, tau = (np.atleast_2d(log[k].T).T for k in ("q", "q_ref", "tau"))
+    fig = Figure(figsize=(8, 8), layout="constrained")
+    ax_e, ax_tau, ax_t = fig.subplots(3, 1, sharex=True)
+    for i, name in enumerate(names):
+        ax_e.plot(t, (q[:, i] - q_ref[:, i]) * 1e3, label=name, lw=1)
+        ax_tau.plot(t, tau[:, i], label=name, lw=1)
+    ax_e.set_ylabel("q - q_ref [mrad, mm]")
+    ax_tau.set_ylabel("torque command [N·m, N]")
+    ax_e.legend(loc="best", fontsize="small", ncol=min(len(names), 4))
+    ax_t.plot(t, log["period"] * 1e6, lw=0.6, label="period")
+    ax_t.plot(t, log["compute"] * 1e6, lw=0.6, label="compute")
+    ax_t.axhline(1e6 / summary.rate_hz, color="k", ls="--", lw=0.8)
+    ax_t.set_ylabel("loop timing [µs]")
+    ax_t.set_xlabel("t [s]")
+    ax_t.legend(loc="best", fontsize="small")
+    for ax in (ax_e, ax_tau, ax_t):
+        ax.grid(alpha=0.3)
+    fig.suptitle(
+        f"{title}\n{summary.stop_reason}; overruns {summary.overruns}/{summary.cycles}, "
+        f"period p99 {summary.period_p99_us:.0f} µs, compute p99 {summary.compute_p99_us:.0f} µs"
+    )
+    save_figure(fig, path)
+
+
+def plot_simulation(
+    run: SimulationResult,
+    path: str | Path,
+    title: str,
+    tool_rows: Sequence[int] = (),
+    tool_label: str = "tool",
+    joints: Sequence[str] | None = None,
+) -> None:
+    """Four panels: joint coordinates, tool path against its target, constraint
+    violation |Phi| (log scale) and constraint forces.
+
+    Args:
+        tool_rows: Constraint rows (one to three) of a frame-position constraint whose
+            actual value ``target + Phi`` is drawn against the target; a path in the
+            plane of the two rows whose targets move most, or against time for a single row.
+        joints: Joints drawn in the coordinate and force panels (default: all; elastic
+            robots pass their non-elastic joints).
+    """
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    (ax_q, ax_path), (ax_phi, ax_f) = fig.subplots(2, 2)
+    shown = [i for i, name in enumerate(run.joint_names) if joints is None or name in joints]
+    for i in shown:
+        name = run.joint_names[i]
+        ax_q.plot(run.t, run.q[:, i], label=name)
+    ax_q.set_xlabel("t [s]")
+    ax_q.set_ylabel("q [rad, m]")
+    ax_q.set_title("joint coordinates")
+    ax_q.legend(loc="best", fontsize="small")
+
+    rows = list(tool_rows)
+    if len(rows) > 2:
+        spread = np.ptp(run.target[:, rows], axis=0)
+        rows = [rows[i] for i in sorted(np.argsort(spread)[-2:])]
+    if rows:
+        actual = run.target[:, rows] + run.phi[:, rows]
+        names = [run.row_names[r].rsplit(".", 1)[-1] for r in rows]
+        if len(rows) >= 2:
+            ax_path.plot(run.target[:, rows[0]], run.target[:, rows[1]], "k--", lw=1, label="target")
+            ax_path.plot(actual[:, 0], actual[:, 1], color="C0", lw=1.2, label=tool_label)
+            ax_path.plot(actual[0, 0], actual[0, 1], "o", color="C0", ms=4, label="start")
+            ax_path.set_xlabel(f"{names[0]} [m]")
+            ax_path.set_ylabel(f"{names[1]} [m]")
+            ax_path.set_aspect("equal", adjustable="datalim")
+        else:
+            ax_path.plot(run.t, run.target[:, rows[0]], "k--", lw=1, label="target")
+            ax_path.plot(run.t, actual[:, 0], color="C0", label=tool_label)
+            ax_path.set_xlabel("t [s]")
+            ax_path.set_ylabel(f"{names[0]} [m]")
+        ax_path.legend(loc="best", fontsize="small")
+        ax_path.set_title(f"{tool_label} path against target")
+    else:  # no tool path: show how far the constraint Jacobian is from singular
+        ax_path.semilogy(run.t, run.sigma_ratio, color="C0")
+        ax_path.set_xlabel("t [s]")
+        ax_path.set_ylabel("s_r / s_1 of the constraint Jacobian")
+        ax_path.set_title("distance from a singular configuration")
+        ax_path.grid(alpha=0.3)
+
+    floor = 1e-16  # below double-precision resolution of positions of order 1
+    for i, name in enumerate(run.row_names):
+        values = np.abs(run.phi[:, i]) if not np.isnan(run.phi[:, i]).all() else np.abs(run.dphi[:, i])
+        ax_phi.semilogy(run.t, np.maximum(values, floor), label=name, lw=1)
+    ax_phi.set_xlabel("t [s]")
+    ax_phi.set_ylabel("|Phi| [m, rad]  (|dPsi| for velocity rows)")
+    ax_phi.set_title("constraint violation")
+    if run.row_names:
+        ax_phi.legend(loc="best", fontsize="small")
+
+    for i in shown:
+        ax_f.plot(run.t, run.tau_c[:, i], label=run.joint_names[i], lw=1)
+    ax_f.set_xlabel("t [s]")
+    ax_f.set_ylabel("Q_c [N·m, N]")
+    ax_f.set_title("generalized constraint forces")
+    ax_f.legend(loc="best", fontsize="small")
+    for ax in (ax_q, ax_phi, ax_f):
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_redundancy(result: ClosedChainTorques, path: str | Path, title: str) -> None:
+    """Left column: each drive's torque in every distribution mode; right column: the norm
+    of the passive-joint reaction forces and of the drive powers in every mode."""
+    joints = result.chosen.joints
+    rows = max(len(joints), 2)
+    fig = Figure(figsize=(12, 2.2 * rows + 0.8), layout="constrained")
+    grid = fig.subplots(rows, 2, sharex=True, squeeze=False)
+    left, right = grid[: len(joints), 0], grid[:2, 1]
+    for ax in [*grid[len(joints) :, 0], *grid[2:, 1]]:
+        ax.set_visible(False)
+    for mode, d in result.modes.items():
+        style = {"label": mode, "lw": 2.0 if mode == result.mode else 1.2}
+        for i, ax in enumerate(left):
+            ax.plot(d.t, d.tau[:, i], **style)
+        right[0].plot(d.t, d.internal_force, **style)
+        right[1].plot(d.t, d.power_norm, **style)
+    for ax, name in zip(left, joints):
+        ax.set_ylabel(f"tau.{name} [N·m]")
+    right[0].set_ylabel("passive-joint forces |F| [N]")
+    right[1].set_ylabel("drive powers |P| [W]")
+    for ax in (*left, *right):
+        ax.grid(alpha=0.3)
+    left[-1].set_xlabel("t [s]")
+    right[-1].set_xlabel("t [s]")
+    right[1].xaxis.set_tick_params(labelbottom=True)
+    left[0].legend(loc="best", fontsize="small")
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_identification(result: IdentificationResult, path: str | Path, title: str) -> None:
+    """Friction identification: friction against speed with the fit and its confidence
+    band, residuals, gravity profile; with a presliding log also the presliding curve,
+    the step responses and the break-away torque against the ramp rate."""
+    fit, pts = result.fit, result.processed.points
+    pre = result.presliding
+    n = 3 + (0 if pre is None else 3)
+    fig = Figure(figsize=(13, 3.6 * math.ceil(n / 3) + 0.6), layout="constrained")
+    axes = fig.subplots(math.ceil(n / 3), 3, squeeze=False).ravel()
+    ax_f, ax_r, ax_g = axes[:3]
+    v = np.geomspace(pts.speed.min() / 1.5, pts.speed.max() * 1.5, 400)
+    F, half = fit.predict(v), fit.band(v)
+    ax_f.fill_between(v, F - half, F + half, color="C0", alpha=0.25, lw=0, label=f"{100 * fit.confidence:.0f} % band")
+    ax_f.plot(v, F, color="C0", label=f"{fit.law.name} fit")
+    ax_f.errorbar(pts.speed, pts.friction, yerr=2 * pts.stderr, fmt="o", ms=3, color="k", label="(u_f - u_r)/2, ±2 se")
+    for fd, color in ((result.forward, "C2"), (result.reverse, "C3")):
+        if fd is not None:
+            ax_f.plot(fd.points.speed, fd.points.friction, "^" if fd.points.direction == "forward" else "v", ms=3, color=color, label=fd.points.direction)
+    ax_f.set_xscale("log")
+    ax_f.set_xlabel("speed [rad/s, m/s]")
+    ax_f.set_ylabel("friction [N·m, N]")
+    ax_f.set_title("friction against speed")
+    ax_f.legend(loc="best", fontsize="small")
+    ax_r.axhline(0.0, color="k", lw=0.8)
+    ax_r.errorbar(pts.speed, fit.residuals, yerr=2 * pts.stderr, fmt="o", ms=3, color="k")
+    down = fit.weights < 1
+    if down.any():
+        ax_r.plot(pts.speed[down], fit.residuals[down], "o", mfc="none", mec="C3", ms=8, label="down-weighted")
+        ax_r.legend(loc="best", fontsize="small")
+    ax_r.set_xscale("log")
+    ax_r.set_xlabel("speed [rad/s, m/s]")
+    ax_r.set_ylabel("residual [N·m, N]")
+    ax_r.set_title(f"residuals (chi2/dof {fit.chi2_red:.3g})")
+    g = result.processed.gravity
+    ax_g.plot(g.q, g.tau, ".-", color="C1", ms=3)
+    ax_g.set_xlabel("position [rad, m]")
+    ax_g.set_ylabel("(u_f + u_r)/2 [N·m, N]")
+    ax_g.set_title("gravity profile")
+    if pre is not None:
+        ax_p, ax_s, ax_b = axes[3:6]
+        if pre.cycle is not None:
+            c = pre.cycle
+            ax_p.plot(c.x * 1e6, c.F, ".", ms=2, color="k", label="measured")
+            ax_p.plot(c.x_model * 1e6, c.F, color="C0", lw=1, label=f"LuGre branches, sigma0 = {c.sigma0:.4g}")
+            ax_p.legend(loc="best", fontsize="small")
+        else:
+            ax_p.text(0.5, 0.5, "\n".join(pre.notes) or "no cycle", ha="center", va="center", wrap=True, fontsize="small", transform=ax_p.transAxes)
+        ax_p.set_xlabel("displacement [µrad, µm]")
+        ax_p.set_ylabel("friction u - c [N·m, N]")
+        ax_p.set_title("presliding cycle")
+        for i, s in enumerate(pre.steps):
+            ax_s.plot(s.t * 1e3, s.x * 1e6, ".", ms=2, color=f"C{i}")
+            if s.ok:
+                ax_s.plot(s.t * 1e3, s.x_model * 1e6, color=f"C{i}", lw=1, label=f"zeta {s.zeta:.2f}, {s.omega_n / 2 / math.pi:.1f} Hz")
+        if any(s.ok for s in pre.steps):
+            ax_s.legend(loc="best", fontsize="small")
+        ax_s.set_xlabel("time from step [ms]")
+        ax_s.set_ylabel("displacement [µrad, µm]")
+        ax_s.set_title("torque steps" + ("" if pre.sigma1_identified else " (sigma1 not identified)"))
+        b = pre.breakaway
+        if b is not None and len(b.rates):
+            ax_b.plot(b.rates, b.per_rate, "o", color="k", label="(u_b+ - u_b-)/2")
+            r = np.linspace(0, b.rates.max() * 1.1, 10)
+            if math.isfinite(b.value) and len(b.rates) > 1:
+                slope = np.polyfit(b.rates, b.per_rate, 1)[0]
+                ax_b.plot(r, b.value + slope * r, color="C0", lw=1, label=f"at rate 0: {b.value:.4g}")
+            ax_b.legend(loc="best", fontsize="small")
+        ax_b.set_xlabel("ramp rate [N·m/s, N/s]")
+        ax_b.set_ylabel("break-away torque [N·m, N]")
+        ax_b.set_title("break-away")
+    for ax in axes[:n]:
+        ax.grid(alpha=0.3)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+#: File name -> what it shows, one PNG per quantity.
+VARIANT_PLOTS = {
+    "paths.png": "tool paths against the programmed path",
+    "joints.png": "actuated joint coordinates",
+    "forces.png": "joint force magnitudes |f|",
+    "rms.png": "RMS of |f| per joint (bar chart)",
+    "violation.png": "constraint violation (log scale)",
+}
+
+
+def _variant_style(variant) -> dict:
+    """Colour by structure (base, link), solid without friction, dashed with it."""
+    colour = {("rigid", "rigid"): "C0", ("rigid", "flexible"): "C1", ("flexible", "rigid"): "C2", ("flexible", "flexible"): "C3"}
+    return {
+        "color": colour[(variant.support, variant.links)],
+        "ls": "-" if variant.friction == "none" else "--",
+        "lw": 1.0,
+        "label": variant.label,
+    }
+
+
+def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Path]:
+    """The five comparison figures of ``mbctl variants`` (:data:`VARIANT_PLOTS`) in ``directory``.
+
+    Args:
+        runs: :class:`mbctl.dynamics.simulation.variants.VariantRun` objects, one per variant.
+
+    Returns:
+        The files written.
+    """
+    directory = Path(directory)
+    written = []
+    joints = runs[0].joints
+
+    # tool paths, in the plane of the two coordinates the target moves most in
+    fig = Figure(figsize=(7.5, 6.5), layout="constrained")
+    ax = fig.subplots()
+    ref = runs[0]
+    if ref.tool is not None and ref.tool.shape[1] >= 2:
+        spread = np.ptp(ref.tool_target, axis=0)
+        a, b = sorted(np.argsort(spread)[-2:])
+        ax.plot(ref.tool_target[:, a], ref.tool_target[:, b], "k:", lw=1.5, label="programmed path")
+        for run in runs:
+            ax.plot(run.tool[:, a], run.tool[:, b], **_variant_style(run.variant))
+            ax.plot(run.tool[0, a], run.tool[0, b], "o", color=_variant_style(run.variant)["color"], ms=3)
+        ax.set_xlabel(f"{ref.tool_axes[a]} [m]")
+        ax.set_ylabel(f"{ref.tool_axes[b]} [m]")
+        ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("tool path (dots: start)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="x-small")
+    fig.suptitle(title)
+    written.append(directory / "paths.png")
+    save_figure(fig, written[-1])
+
+    for name, quantity, ylabel in (
+        ("joints.png", "q", "q [rad, m]"),
+        ("forces.png", "joint_force", "|f| [N]"),
+    ):
+        fig, axes = _grid(len(joints), f"{title}: {VARIANT_PLOTS[name]}")
+        for i, (ax, joint) in enumerate(zip(axes, joints)):
+            for run in runs:
+                ax.plot(run.result.t, getattr(run, quantity)[:, i], **_variant_style(run.variant))
+            ax.set_ylabel(f"{joint}: {ylabel}")
+            ax.grid(alpha=0.3)
+        axes[0].legend(loc="best", fontsize="x-small")
+        written.append(directory / name)
+        save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(max(7.0, 1.6 * len(joints)), 4.8), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(runs)
+    x = np.arange(len(joints))
+    for k, run in enumerate(runs):
+        style = _variant_style(run.variant)
+        ax.bar(
+            x + (k - (len(runs) - 1) / 2) * width,
+            run.joint_force_rms,
+            width,
+            color=style["color"],
+            hatch="//" if run.variant.friction != "none" else None,
+            edgecolor="white" if run.variant.friction != "none" else style["color"],
+            label=style["label"],
+        )
+    ax.set_xticks(x, joints)
+    ax.set_ylabel("RMS of |f| [N]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['rms.png']}")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "rms.png")
+    save_figure(fig, written[-1])
+
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    for run in runs:
+        ax.semilogy(run.result.t, np.maximum(run.violation, 1e-16), **_variant_style(run.variant))
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("max |Phi| [m]")
+    ax.set_title(f"{title}: {VARIANT_PLOTS['violation.png']}")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best", fontsize="x-small")
+    written.append(directory / "violation.png")
+    save_figure(fig, written[-1])
+    return written
