@@ -8,13 +8,14 @@ an expression graph for a controller with CasADi, from the same source line.
 
 from __future__ import annotations
 
+import functools
+import sys
 from types import SimpleNamespace
 from typing import Any
 
-import casadi as ca
 import numpy as np
 
-__all__ = ["namespace", "NUMPY", "CASADI"]
+__all__ = ["namespace", "NUMPY", "casadi_namespace"]
 
 NUMPY = SimpleNamespace(
     name="numpy",
@@ -27,20 +28,31 @@ NUMPY = SimpleNamespace(
     component=lambda x, i: np.asarray(x)[..., i],
 )
 
-CASADI = SimpleNamespace(
-    name="casadi",
-    exp=ca.exp,
-    abs=ca.fabs,
-    sign=ca.sign,
-    sqrt=ca.sqrt,
-    maximum=ca.fmax,
-    where=ca.if_else,
-    component=lambda x, i: x[i],
-)
 
-_CASADI_TYPES = (ca.SX, ca.MX, ca.DM)
+@functools.cache
+def casadi_namespace() -> SimpleNamespace:
+    """The CasADi set (imports casadi on first use)."""
+    import casadi as ca
+
+    return SimpleNamespace(
+        name="casadi",
+        exp=ca.exp,
+        abs=ca.fabs,
+        sign=ca.sign,
+        sqrt=ca.sqrt,
+        maximum=ca.fmax,
+        where=ca.if_else,
+        component=lambda x, i: x[i],
+    )
 
 
 def namespace(*values: Any) -> SimpleNamespace:
-    """Return :data:`CASADI` if any value is a CasADi SX/MX/DM, else :data:`NUMPY`."""
-    return CASADI if any(isinstance(v, _CASADI_TYPES) for v in values) else NUMPY
+    """Return the CasADi set if any value is a CasADi SX/MX/DM, else :data:`NUMPY`.
+
+    Without casadi imported no value can be a CasADi type, so numpy-only work (a friction
+    fit) never loads it.
+    """
+    ca = sys.modules.get("casadi")
+    if ca is not None and any(isinstance(v, (ca.SX, ca.MX, ca.DM)) for v in values):
+        return casadi_namespace()
+    return NUMPY

@@ -2,42 +2,60 @@
 
 Exit codes: 0 success, 2 bad input (file, field or argument; one line on stderr),
 1 any other mbctl error, 130 interrupted.
+
+Only the chosen sub-command's module is imported (``mbctl --help`` imports none of
+them), so the numerical stack loads only when a command needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from mbctl import __version__
-from mbctl.cli.commands import (
-    demo,
-    emulate,
-    feedforward,
-    identify,
-    plot,
-    run,
-    simulate,
-    trajectory,
-    variants,
-)
 from mbctl.errors import InputError, MbctlError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["COMMANDS", "main", "build_parser"]
+
+# name -> one-line help; the module mbctl.cli.commands.<name> has add_arguments(parser) and run(args)
+COMMANDS = {
+    "demo": "feed-forward torques and a closed-loop run on the bundled SCARA (main job)",
+    "feedforward": "feed-forward torques along a trajectory",
+    "trajectory": "generate a trajectory CSV",
+    "plot": "compare torque CSVs in one figure",
+    "simulate": "simulate constrained dynamics ([[constraints]], [simulation] of a robot TOML)",
+    "run": "closed-loop run against the simulated plant or real drives",
+    "emulate": "emulate the robot's Dynamixel bus on a pty",
+    "identify": "friction identification: run experiments, fit logs",
+    "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The sub-command named in ``argv`` (the first argument that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser for ``argv``: full arguments for the command it names, a stub for the others."""
     parser = argparse.ArgumentParser(prog="mbctl", description="Model-based control of robot arms.")
     parser.add_argument("--version", action="version", version=f"mbctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, feedforward, trajectory, plot, simulate, run, emulate, identify, variants):
-        command.add_parser(sub)
+    chosen = _chosen(argv)
+    for name, help_text in COMMANDS.items():
+        if name == chosen:
+            module = importlib.import_module(f"mbctl.cli.commands.{name}")
+            module.add_arguments(sub.add_parser(name, help=help_text, description=module.__doc__))
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.run(args)
     except InputError as exc:
@@ -49,7 +67,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mbctl: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

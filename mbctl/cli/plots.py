@@ -10,17 +10,22 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
-from mbctl.ctrl.closed_chain import ClosedChainTorques
-from mbctl.ctrl.feedforward import FeedforwardResult
-from mbctl.ctrl.trajectory import Trajectory
-from mbctl.dynamics.simulation.integrate import SimulationResult
+import numpy as np
+
 from mbctl.errors import InputError
 from mbctl.fileio import CsvTable, atomic_output, check_output
-from mbctl.hardware.loop import RunSummary
-from mbctl.identification.report import IdentificationResult
+
+if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is drawn
+    from matplotlib.figure import Figure
+
+    from mbctl.ctrl.closed_chain import ClosedChainTorques
+    from mbctl.ctrl.feedforward import FeedforwardResult
+    from mbctl.ctrl.trajectory import Trajectory
+    from mbctl.dynamics.simulation.integrate import SimulationResult
+    from mbctl.hardware.loop import RunSummary
+    from mbctl.identification.report import IdentificationResult
 
 __all__ = [
     "FORMATS",
@@ -39,6 +44,13 @@ __all__ = [
 FORMATS = (".png", ".pdf", ".svg")
 
 
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A new figure with constrained layout (object API: no pyplot state, no display)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize, layout="constrained")
+
+
 def save_figure(fig: Figure, path: str | Path) -> None:
     """Save a figure atomically; the format follows the file suffix.
 
@@ -52,7 +64,7 @@ def save_figure(fig: Figure, path: str | Path) -> None:
 def _grid(n: int, title: str) -> tuple[Figure, list]:
     cols = 1 if n <= 3 else 2
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(6.5 * cols, 2.2 * rows + 0.8), layout="constrained")
+    fig = _figure((6.5 * cols, 2.2 * rows + 0.8))
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -85,7 +97,7 @@ def plot_feedforward(ff: FeedforwardResult, path: str | Path, title: str | None 
 
 def plot_trajectory(traj: Trajectory, path: str | Path, title: str = "trajectory") -> None:
     """Positions, velocities and accelerations of every joint (three panels)."""
-    fig = Figure(figsize=(7, 7), layout="constrained")
+    fig = _figure((7, 7))
     axes = fig.subplots(3, 1, sharex=True)
     for ax, data, label in zip(axes, (traj.q, traj.dq, traj.ddq), ("q [rad, m]", "dq [rad/s, m/s]", "ddq [rad/s², m/s²]")):
         for i, name in enumerate(traj.joint_names):
@@ -123,7 +135,7 @@ def plot_run(log: Mapping[str, np.ndarray], summary: RunSummary, path: str | Pat
     t = log["t"]
     names = [c.split(".", 1)[1] for c in log["columns"] if str(c).startswith("q.")]
     q, q_ref, tau = (np.atleast_2d(log[k].T).T for k in ("q", "q_ref", "tau"))
-    fig = Figure(figsize=(8, 8), layout="constrained")
+    fig = _figure((8, 8))
     ax_e, ax_tau, ax_t = fig.subplots(3, 1, sharex=True)
     for i, name in enumerate(names):
         ax_e.plot(t, (q[:, i] - q_ref[:, i]) * 1e3, label=name, lw=1)
@@ -164,7 +176,7 @@ def plot_simulation(
         joints: Joints drawn in the coordinate and force panels (default: all; elastic
             robots pass their non-elastic joints).
     """
-    fig = Figure(figsize=(12, 8), layout="constrained")
+    fig = _figure((12, 8))
     (ax_q, ax_path), (ax_phi, ax_f) = fig.subplots(2, 2)
     shown = [i for i, name in enumerate(run.joint_names) if joints is None or name in joints]
     for i in shown:
@@ -230,7 +242,7 @@ def plot_redundancy(result: ClosedChainTorques, path: str | Path, title: str) ->
     of the passive-joint reaction forces and of the drive powers in every mode."""
     joints = result.chosen.joints
     rows = max(len(joints), 2)
-    fig = Figure(figsize=(12, 2.2 * rows + 0.8), layout="constrained")
+    fig = _figure((12, 2.2 * rows + 0.8))
     grid = fig.subplots(rows, 2, sharex=True, squeeze=False)
     left, right = grid[: len(joints), 0], grid[:2, 1]
     for ax in [*grid[len(joints) :, 0], *grid[2:, 1]]:
@@ -262,7 +274,7 @@ def plot_identification(result: IdentificationResult, path: str | Path, title: s
     fit, pts = result.fit, result.processed.points
     pre = result.presliding
     n = 3 + (0 if pre is None else 3)
-    fig = Figure(figsize=(13, 3.6 * math.ceil(n / 3) + 0.6), layout="constrained")
+    fig = _figure((13, 3.6 * math.ceil(n / 3) + 0.6))
     axes = fig.subplots(math.ceil(n / 3), 3, squeeze=False).ravel()
     ax_f, ax_r, ax_g = axes[:3]
     v = np.geomspace(pts.speed.min() / 1.5, pts.speed.max() * 1.5, 400)
@@ -368,7 +380,7 @@ def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Pat
     joints = runs[0].joints
 
     # tool paths, in the plane of the two coordinates the target moves most in
-    fig = Figure(figsize=(7.5, 6.5), layout="constrained")
+    fig = _figure((7.5, 6.5))
     ax = fig.subplots()
     ref = runs[0]
     if ref.tool is not None and ref.tool.shape[1] >= 2:
@@ -402,7 +414,7 @@ def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Pat
         written.append(directory / name)
         save_figure(fig, written[-1])
 
-    fig = Figure(figsize=(max(7.0, 1.6 * len(joints)), 4.8), layout="constrained")
+    fig = _figure((max(7.0, 1.6 * len(joints)), 4.8))
     ax = fig.subplots()
     width = 0.8 / len(runs)
     x = np.arange(len(joints))
@@ -425,7 +437,7 @@ def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Pat
     written.append(directory / "rms.png")
     save_figure(fig, written[-1])
 
-    fig = Figure(figsize=(8, 5), layout="constrained")
+    fig = _figure((8, 5))
     ax = fig.subplots()
     for run in runs:
         ax.semilogy(run.result.t, np.maximum(run.violation, 1e-16), **_variant_style(run.variant))

@@ -1,1 +1,1 @@
-"""Sub-commands of the ``mbctl`` command line; each module has ``add_parser`` and ``run``."""
+"""Sub-commands of the ``mbctl`` command line; each module has ``add_arguments(parser)`` and ``run(args)``."""

@@ -41,8 +41,7 @@ DEMO_DURATIONS = (1.5, 1.5, 1.5)
 DEMO_RATE_HZ = 1000.0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="feed-forward torques for the bundled SCARA (main job)", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", type=Path, default=Path("mbctl-demo"), help="where to write files (default ./mbctl-demo)")
     p.set_defaults(run=run)
 

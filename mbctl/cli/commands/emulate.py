@@ -21,8 +21,7 @@ from mbctl.hardware.emulator import DriveEmulator, Faults
 from mbctl.hardware.sim import TruthPlant, truth_model
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("emulate", help="emulate the robot's Dynamixel bus on a pty", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="robot TOML file with [drives] (and optionally [plant])")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
     p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply")

@@ -1,4 +1,4 @@
-"""``mbctl feedforward``: drive torques with friction along a trajectory CSV."""
+"""``mbctl feedforward``: inverse dynamics plus joint friction along a trajectory CSV; writes a torque CSV."""
 
 from __future__ import annotations
 
@@ -33,12 +33,7 @@ from mbctl.fileio import check_output
 FRICTION_CHOICES = ("config", "none", *LAWS)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "feedforward",
-        help="feed-forward torques along a trajectory",
-        description="Inverse dynamics plus joint friction along a trajectory CSV; writes a torque CSV.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="robot TOML file")
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>")
     p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")

@@ -7,35 +7,14 @@ import json
 import tempfile
 from pathlib import Path
 
-from mbctl.cli.commands.run import format_run
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_identification
-from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
-from mbctl.hardware.session import SessionOptions, open_backend
-from mbctl.identification.config import parse_identification
-from mbctl.identification.experiments import (
-    ExperimentController,
-    presliding_timeline,
-    run_experiment,
-)
 from mbctl.identification.fitting import STATIC_LAWS
-from mbctl.identification.logs import (
-    read_constant_speed_log,
-    read_presliding_log,
-    write_constant_speed_log,
-    write_presliding_log,
-)
-from mbctl.identification.pipeline import identify
-from mbctl.identification.plan import constant_speed_timeline
-from mbctl.identification.report import (
-    format_report,
-    friction_table,
-    result_json,
-    write_friction_file,
-    write_robot_copy,
-)
+
+# Each step imports its own stack when it runs: fitting a log needs neither pinocchio
+# nor the hardware layer.
 
 
 def _floats(text: str) -> list[float]:
@@ -45,8 +24,7 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("identify", help="friction identification: run experiments, fit logs", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     isub = p.add_subparsers(dest="identify_command", required=True, metavar="STEP")
 
     r = isub.add_parser(
@@ -101,6 +79,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
+    from mbctl.cli.commands.run import format_run
+    from mbctl.dynamics.model.robot import load_robot
+    from mbctl.hardware.session import SessionOptions, open_backend
+    from mbctl.identification.config import parse_identification
+    from mbctl.identification.experiments import ExperimentController, presliding_timeline, run_experiment
+    from mbctl.identification.logs import write_constant_speed_log, write_presliding_log
+    from mbctl.identification.plan import constant_speed_timeline
+
     if args.out is None and args.presliding is None:
         raise InputError("nothing to do: give --out LOG.csv and/or --presliding PRE.csv", field="--out")
     for path in (args.out, args.presliding):
@@ -165,6 +151,10 @@ def run_experiments(args: argparse.Namespace) -> int:
 
 
 def fit_logs(args: argparse.Namespace) -> int:
+    from mbctl.identification.logs import read_constant_speed_log, read_presliding_log
+    from mbctl.identification.pipeline import identify
+    from mbctl.identification.report import format_report, friction_table, result_json, write_friction_file, write_robot_copy
+
     if args.delta == "free":
         delta = None
     else:
@@ -188,7 +178,12 @@ def fit_logs(args: argparse.Namespace) -> int:
         check_output(args.plot, FORMATS)
     if args.sigma1 is not None and not args.sigma1 >= 0:
         raise InputError("must be >= 0", field="--sigma1")
-    robot = load_robot(args.config) if args.config is not None else None
+    if args.config is not None:
+        from mbctl.dynamics.model.robot import load_robot
+
+        robot = load_robot(args.config)
+    else:
+        robot = None
     if robot is not None and args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
     log = read_constant_speed_log(args.log)

@@ -10,8 +10,7 @@ from mbctl.errors import InputError
 from mbctl.fileio import check_output, read_csv
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="compare torque CSVs in one figure", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tables", type=Path, nargs="+", help="torque CSVs written by mbctl feedforward")
     p.add_argument("--labels", help="comma-separated legend labels (default: file names)")
     p.add_argument("--title", default="drive torques", help="figure title")

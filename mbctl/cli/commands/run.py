@@ -32,8 +32,7 @@ CONTROLLERS = {
 }
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="closed-loop run against the simulated plant or real drives", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="robot TOML file ([control] gains; [plant] or [drives])")
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")

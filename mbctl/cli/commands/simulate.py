@@ -39,12 +39,7 @@ from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "simulate",
-        help="simulate constrained dynamics ([[constraints]], [simulation] of a robot TOML)",
-        description=__doc__,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="robot TOML file with [[constraints]] and [simulation]")
     p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
     p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")

@@ -42,8 +42,7 @@ def parse_numbers(text: str, option: str) -> np.ndarray:
     return arr if len(rows) > 1 else arr[0]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trajectory", help="generate a trajectory CSV", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     def common(k: argparse.ArgumentParser) -> None:
@@ -58,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--waypoints", required=True, help='joint positions in rad or m, one row per waypoint: "0,0; 0.5,1.0"')
     q.add_argument("--durations", required=True, help='segment durations in s: "1.5,2"')
 
-    a = kinds.add_parser("accel", help="constant acceleration from rest (seed 003 motion)")
+    a = kinds.add_parser("accel", help="constant acceleration from rest (the five-axis tree motion)")
     common(a)
     a.add_argument("--acceleration", required=True, help="rad/s² or m/s²: one value for all joints, or one per joint")
     a.add_argument("--duration", type=float, required=True, help="s")

@@ -36,12 +36,7 @@ from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "variants",
-        help="simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
-        description=__doc__,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="robot TOML with [[constraints]], [simulation] and [base], [flexible], friction")
     p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
     p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
