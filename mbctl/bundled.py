@@ -27,7 +27,7 @@ def bundled_config(name: str) -> Path:
     """
     path = _config_dir() / f"{name}.toml"
     if not path.is_file():
-        raise ConfigError(f"no bundled robot named {name!r}; bundled: {', '.join(bundled_names())}", file=name)
+        raise ConfigError(f"no bundled robot named {name!r}; bundled robots: {', '.join(bundled_names())}", file=name)
     return path
 
 

@@ -86,3 +86,33 @@ def test_progress_is_printed_for_long_trajectories(cli, configs, tmp_path):
     assert cli("trajectory", "accel", configs / "ur5.toml", "--acceleration", "0.01", "--duration", "21", "--rate", "10000", "--out", traj).code == 0
     r = cli("feedforward", configs / "ur5.toml", "--trajectory", traj, "--out", tmp_path / "tau.csv")
     assert r.code == 0 and "feedforward: 210001/210001 samples (100%)" in r.err
+
+
+def _modules_loaded_by(argv: list[str]) -> set[str]:
+    code = (
+        "import sys, mbctl.cli\n"
+        f"try:\n    mbctl.cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(m for m in ('numpy', 'scipy', 'pinocchio', 'casadi', 'matplotlib') if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(done.stderr.split())
+
+
+def test_help_imports_no_numerical_library():
+    """``mbctl --help`` lists every command without importing any of them."""
+    assert _modules_loaded_by(["--help"]) == set()
+
+
+def test_fitting_a_log_loads_neither_pinocchio_nor_casadi_nor_plotting():
+    """``mbctl identify fit`` imports only the fitting stack (matplotlib only when a plot is written)."""
+    assert _modules_loaded_by(["identify", "fit", "--help"]).isdisjoint({"pinocchio", "casadi", "matplotlib"})
+
+
+def test_version_and_bundled_names():
+    """``--version`` prints the package version; a misspelt robot name lists the bundled ones."""
+    from mbctl import __version__
+
+    version = subprocess.run([sys.executable, "-m", "mbctl.cli", "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == f"mbctl {__version__}"
+    typo = subprocess.run([sys.executable, "-m", "mbctl.cli", "feedforward", "scarra", "--trajectory", "t.csv", "--out", "x.csv"], capture_output=True, text=True)
+    assert typo.returncode == 2 and "no bundled robot named 'scarra'" in typo.stderr and "scara" in typo.stderr

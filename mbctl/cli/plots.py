@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.commands.trajectory import parse_numbers
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
@@ -22,7 +22,7 @@ from mbctl.hardware.sim import TruthPlant, truth_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="robot TOML file with [drives] (and optionally [plant])")
+    p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [drives] (and optionally [plant])")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
     p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply")
     p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_feedforward, plot_redundancy
 from mbctl.ctrl.actuation import MODES, actuation_settings
@@ -34,7 +35,7 @@ FRICTION_CHOICES = ("config", "none", *LAWS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="robot TOML file")
+    p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name")
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>")
     p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")
     p.add_argument("--plot", type=Path, help="also plot the torques (.png, .pdf or .svg)")

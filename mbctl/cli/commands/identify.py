@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_identification
 from mbctl.errors import InputError
@@ -34,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "break-away test) with host-side loops in torque mode; the other joints are held. Writes LOG.csv "
         "(t, q, dq, tau, dq_ref, tau_g) and PRE.csv (t, q, dq, tau, test). Plan: [identification] in the TOML.",
     )
-    r.add_argument("config", type=Path, help="robot TOML file ([identification], [plant] or [drives])")
+    r.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name ([identification], [plant] or [drives])")
     r.add_argument("--joint", required=True, help="joint to test")
     r.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     r.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
@@ -70,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--settle", type=float, default=0.2, help="transient dropped at the start of each segment, s (default 0.2; use the run's settle_s)")
     f.add_argument("--asymmetric", action="store_true", help="also fit each direction (needs a tau_g column)")
     f.add_argument("--sigma1", type=float, help="lugre: sigma1 to write if the log cannot determine it")
-    f.add_argument("--config", type=Path, help="robot TOML: --out becomes a copy of it with the new friction")
+    f.add_argument("--config", type=robot_config, help="robot TOML file or bundled robot name: --out becomes a copy of it with the new friction")
     f.add_argument("--out", type=Path, help="TOML to write: the friction table, or with --config the robot copy (default: print)")
     f.add_argument("--force", action="store_true", help="overwrite an existing --out")
     f.add_argument("--summary", type=Path, help="JSON summary to write")

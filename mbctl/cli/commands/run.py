@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_run
 from mbctl.ctrl.task_space import (
@@ -33,7 +34,7 @@ CONTROLLERS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="robot TOML file ([control] gains; [plant] or [drives])")
+    p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name ([control] gains; [plant] or [drives])")
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")

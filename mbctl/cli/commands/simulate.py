@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
@@ -40,7 +41,7 @@ from mbctl.fileio import atomic_output, check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="robot TOML file with [[constraints]] and [simulation]")
+    p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]] and [simulation]")
     p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
     p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")
     p.add_argument("--summary", type=Path, help="also write a JSON summary")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_trajectory
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     def common(k: argparse.ArgumentParser) -> None:
-        k.add_argument("config", type=Path, help="robot TOML file (gives joint names and limits)")
+        k.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name (gives joint names and limits)")
         k.add_argument("--rate", type=float, default=1000.0, help="sampling rate in Hz (default 1000)")
         k.add_argument("--out", type=Path, required=True, help="trajectory CSV to write")
         k.add_argument("--plot", type=Path, help="also plot q, dq, ddq (.png, .pdf or .svg)")

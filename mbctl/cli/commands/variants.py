@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.arguments import robot_config
 from mbctl.cli.commands.simulate import npz_arrays
 from mbctl.cli.console import ProgressPrinter
 from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
@@ -37,7 +38,7 @@ from mbctl.fileio import atomic_output, check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="robot TOML with [[constraints]], [simulation] and [base], [flexible], friction")
+    p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]], [simulation] and [base], [flexible], friction")
     p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
     p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
