@@ -1,16 +1,27 @@
 """The fixed-rate control loop: read -> control -> safety -> write -> log.
 
-Timing: absolute deadlines ``t0 + k*period`` on ``time.perf_counter``; the loop
-sleeps until ``spin_s`` before a deadline and busy-waits the rest (a plain
-``sleep`` wakes ~80 µs late with multi-ms outliers on a loaded VM). A cycle that
-starts after the next deadline is an overrun; missed deadlines are skipped, not
-made up, so the rate does not drift (as ros2_control does).
+Timing: absolute deadlines ``t0 + k*period`` on a :class:`~mbctl.hardware.clock.LoopClock`
+(the wall clock by default: sleep, then spin the last ``spin_s``). A cycle that
+ends after the next deadline is an overrun; missed deadlines are skipped, not
+made up, so the rate does not drift (as ros2_control does). The
+:class:`~mbctl.hardware.overrun.OverrunPolicy` decides how many overruns stop the
+run; any overrun makes a completed run *degraded*, and its stop reason says so
+(``completed, degraded: 212 overruns (4.7 %)``).
+
+Warm-up: before the first deadline the loop reads the backend once, calls the
+controller and the reference at t = 0 and goes through the logging path once
+(nothing is written to the backend or the log), so cycle 1 is not the first call
+of anything. The controller therefore sees t = 0 twice.
+
+Each cycle's phases are timed — read, control (safety checks and the controller),
+write, log — and their p50/p99/max are in the summary; the log holds them per cycle.
 
 Safety, checked every cycle, stops the run with a stated reason:
 
 - position or velocity of a joint outside its limits (a limit breach);
 - ``watchdog_failures`` consecutive failed reads (communication errors);
-- a drive fault, an exception in the controller, SIGINT or SIGTERM.
+- a drive fault, an exception in the controller, SIGINT or SIGTERM;
+- too many overruns (the overrun policy).
 
 Torque commands beyond a joint's effort limit are saturated to it and counted
 (``saturated`` in the summary). Every exit path disables torque before anything
@@ -22,7 +33,6 @@ from __future__ import annotations
 import math
 import signal
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,6 +41,7 @@ from typing import Protocol
 import numpy as np
 
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.hardware.clock import LoopClock, WallClock
 from mbctl.hardware.interface import (
     CommunicationError,
     DriveFault,
@@ -38,9 +49,13 @@ from mbctl.hardware.interface import (
     JointInterface,
     JointState,
 )
+from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.runlog import RunLog
 
-__all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "run_loop", "log_columns"]
+__all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns"]
+
+PHASES = ("read", "control", "write", "log")
+"""The timed phases of a cycle, in order."""
 
 
 class Controller(Protocol):
@@ -83,7 +98,8 @@ class LoopConfig:
         duration_s: Run length (s).
         paced: Follow the wall clock (False: lock-step, as fast as possible).
         watchdog_failures: Consecutive failed reads that stop the run.
-        spin_s: Busy-wait window before each deadline (s).
+        spin_s: Busy-wait window before each deadline (s), for the wall clock.
+        overrun: How many overruns stop a paced run.
     """
 
     rate_hz: float = 1000.0
@@ -91,19 +107,30 @@ class LoopConfig:
     paced: bool = True
     watchdog_failures: int = 3
     spin_s: float = 3e-4
+    overrun: OverrunPolicy = OverrunPolicy()
 
 
 @dataclass
 class RunSummary:
-    """What a run did; ``to_json`` gives the summary file's content."""
+    """What a run did; ``to_json`` gives the summary file's content.
+
+    Times in µs. ``period_error_*``: ``|period - 1/rate|``; ``period_jitter_us``: the
+    standard deviation of the period. ``phases_us``: p50/p99/max of each phase of a
+    cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant``: the
+    backend's own timing report, if it has one (a simulated plant in its own
+    process: its steps, overruns and real-time factor).
+    """
 
     cycles: int = 0
     overruns: int = 0
     period_p50_us: float = math.nan
     period_p99_us: float = math.nan
     period_error_p99_us: float = math.nan
+    period_error_max_us: float = math.nan
+    period_jitter_us: float = math.nan
     compute_p50_us: float = math.nan
     compute_p99_us: float = math.nan
+    phases_us: dict[str, dict[str, float]] = field(default_factory=dict)
     tracking_rms: dict[str, float] = field(default_factory=dict)
     max_abs_error: float = math.nan
     stop_reason: str = ""
@@ -112,30 +139,44 @@ class RunSummary:
     saturated: int = 0
     rate_hz: float = math.nan
     duration_s: float = 0.0
+    plant: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> bool:
+        """The run went to its end (possibly degraded)."""
+        return self.stop_reason.startswith("completed")
+
+    @property
+    def clean(self) -> bool:
+        """The run went to its end without an overrun."""
+        return self.stop_reason == "completed"
+
+    @property
+    def overrun_fraction(self) -> float:
+        """Overrun cycles per cycle run (0 for no cycles)."""
+        return self.overruns / self.cycles if self.cycles else 0.0
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "completed": self.completed, "clean": self.clean}
 
 
 def log_columns(joint_names: Sequence[str]) -> list[str]:
-    """Columns of the run log: times, then one column per joint for each quantity."""
+    """Columns of the run log: times, one column per joint for each quantity, phase durations.
+
+    ``t`` (s since the start), ``period`` and ``compute`` (s), ``read_ok`` (1/0), then
+    ``q``, ``dq``, ``q_ref``, ``dq_ref``, ``tau``, ``effort`` per joint, then
+    ``phase.read``, ``phase.control``, ``phase.write`` (s, NaN when skipped) and
+    ``phase.log``: the time spent logging the *previous* cycle (NaN in the first row).
+    """
     cols = ["t", "period", "compute", "read_ok"]
     for group in ("q", "dq", "q_ref", "dq_ref", "tau", "effort"):
         cols += [f"{group}.{j}" for j in joint_names]
-    return cols
+    return cols + [f"phase.{p}" for p in PHASES]
 
 
 class _Stop(Exception):
     def __init__(self, reason: str):
         self.reason = reason
-
-
-def _sleep_until(deadline: float, spin_s: float) -> None:
-    remaining = deadline - time.perf_counter()
-    if remaining > spin_s:
-        time.sleep(remaining - spin_s)
-    while time.perf_counter() < deadline:
-        pass
 
 
 def run_loop(
@@ -148,29 +189,35 @@ def run_loop(
     *,
     comm_errors: Callable[[], dict[str, int]] | None = None,
     saturation_count: Callable[[], int] | None = None,
+    clock: LoopClock | None = None,
 ) -> RunSummary:
     """Run the loop on an opened backend with torque on; always ends with torque off.
 
     Args:
         backend: An opened, enabled joint interface.
-        controller: Torque law called every cycle.
+        controller: Torque law called every cycle (and once more, at t = 0, to warm up).
         limits: Safety limits of the actuated joints.
-        config: Rate, duration, pacing, watchdog.
+        config: Rate, duration, pacing, watchdog, overrun policy.
         log: Where every cycle goes; closed on return.
         reference: Desired joint trajectory, for tracking errors in the log and summary.
         comm_errors: Returns the backend's communication error counts.
         saturation_count: Returns how many commands the backend itself limited.
+        clock: Time source for deadlines and phase timings (default: the wall clock).
     """
+    clock = clock or WallClock(config.spin_s)
     n = len(backend.joint_names)
+    nan_n = np.full(n, np.nan)
     period = 1.0 / config.rate_hz
     cycles_total = int(round(config.duration_s * config.rate_hz))
     summary = RunSummary(rate_hz=config.rate_hz)
     row = np.zeros(len(log.columns))
     periods, computes = [], []
+    phases = np.full((cycles_total, len(PHASES)), np.nan)
     sq_error = np.zeros(n)
     max_error = 0.0
     consecutive_failures = 0
     saturated = 0
+    monitor = OverrunMonitor(config.overrun)
     state: JointState | None = None
     stop = threading.Event()
     stop_reason = ["completed"]
@@ -184,77 +231,116 @@ def run_loop(
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous_handlers[sig] = signal.signal(sig, on_signal)
 
-    t0 = time.perf_counter()
-    deadline = t0
-    last_start = None
+    def control(t: float, state: JointState) -> np.ndarray:
+        """Safety checks, then the controller's torques limited to the effort limits."""
+        nonlocal saturated
+        breach = _limit_breach(backend.joint_names, limits, state)
+        if breach:
+            raise _Stop(f"limit breach: {breach}")
+        try:
+            tau = np.asarray(controller(t, state), dtype=float)
+        except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
+            raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
+        if tau.shape != (n,) or not np.isfinite(tau).all():
+            raise _Stop(f"controller returned an invalid torque vector {tau!r}")
+        over = np.abs(tau) > limits.effort
+        if over.any():
+            saturated += int(over.sum())
+            tau = np.clip(tau, -limits.effort, limits.effort)
+        return tau
+
+    def fill_row(t: float, period_s: float, compute: float, state: JointState | None, tau: np.ndarray, timings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q_ref = dq_ref = nan_n
+        if reference is not None:
+            q_ref, dq_ref = reference(t)
+        row[0], row[1], row[2], row[3] = t, period_s, compute, float(state is not None)
+        values = (state.q, state.dq, q_ref, dq_ref, tau, state.effort) if state is not None else (nan_n, nan_n, q_ref, dq_ref, tau, nan_n)
+        row[4 : 4 + 6 * n] = np.concatenate(values)
+        row[4 + 6 * n :] = timings
+        return q_ref, dq_ref
+
     k = 0
+    t0 = None
     try:
+        # warm-up: every path of a cycle once, before the first deadline and without a write
+        try:
+            warm = backend.read()
+        except (DriveFault, CommunicationError) as exc:
+            raise _Stop(f"warm-up read failed: {exc}") from None
+        saturated_before = saturated
+        control(0.0, warm)
+        saturated = saturated_before
+        fill_row(0.0, math.nan, math.nan, warm, np.zeros(n), np.full(len(PHASES), np.nan))
+        log.rehearse(row)
+
+        t0 = clock.now()
+        deadline = t0
+        last_start = None
+        last_log = math.nan
         while k < cycles_total:
             if stop.is_set():
                 raise _Stop(stop_reason[0])
             if config.paced:
-                _sleep_until(deadline, config.spin_s)
-            start = time.perf_counter()
+                clock.sleep_until(deadline)
+            start = clock.now()
             if last_start is not None:
                 periods.append(start - last_start)
             last_start = start
             t = (start - t0) if config.paced else k * period
 
-            read_ok = True
             try:
                 state = backend.read()
                 consecutive_failures = 0
             except DriveFault as exc:
                 raise _Stop(f"drive fault: {exc}") from None
             except CommunicationError as exc:
-                read_ok = False
+                state = None
                 summary.failed_reads += 1
                 consecutive_failures += 1
                 if consecutive_failures >= config.watchdog_failures:
                     raise _Stop(f"watchdog: {consecutive_failures} consecutive failed reads (last: {exc})") from None
+            read_end = clock.now()
 
             tau = np.zeros(n)
-            if read_ok:
-                breach = _limit_breach(backend.joint_names, limits, state)
-                if breach:
-                    raise _Stop(f"limit breach: {breach}")
-                try:
-                    tau = np.asarray(controller(t, state), dtype=float)
-                except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
-                    raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
-                if tau.shape != (n,) or not np.isfinite(tau).all():
-                    raise _Stop(f"controller returned an invalid torque vector {tau!r}")
-                over = np.abs(tau) > limits.effort
-                if over.any():
-                    saturated += int(over.sum())
-                    tau = np.clip(tau, -limits.effort, limits.effort)
+            control_end = write_end = read_end
+            if state is not None:
+                tau = control(t, state)
+                control_end = clock.now()
                 try:
                     backend.write(JointCommand.torque(tau))
                 except CommunicationError as exc:
                     raise _Stop(f"write failed: {exc}") from None
-            compute = time.perf_counter() - start
+                write_end = clock.now()
+            compute = write_end - start
             computes.append(compute)
+            timing = phases[k]
+            timing[0] = read_end - start
+            if state is not None:
+                timing[1], timing[2] = control_end - read_end, write_end - control_end
+            timing[3] = last_log
 
-            q_ref = dq_ref = np.full(n, np.nan)
-            if reference is not None:
-                q_ref, dq_ref = reference(t)
-                if read_ok:
-                    err = state.q - q_ref
-                    sq_error += err**2
-                    max_error = max(max_error, float(np.abs(err).max()))
-            row[0], row[1], row[2], row[3] = t, periods[-1] if periods else np.nan, compute, float(read_ok)
-            values = (state.q, state.dq) if (read_ok and state is not None) else (np.full(n, np.nan),) * 2
-            row[4:] = np.concatenate([values[0], values[1], q_ref, dq_ref, tau, state.effort if read_ok else np.full(n, np.nan)])
+            q_ref, _ = fill_row(t, periods[-1] if periods else math.nan, compute, state, tau, timing)
+            if reference is not None and state is not None:
+                err = state.q - q_ref
+                sq_error += err**2
+                max_error = max(max_error, float(np.abs(err).max()))
             log.append(row)
             k += 1
+            last_log = clock.now() - write_end
 
             deadline += period
             if config.paced:
-                now = time.perf_counter()
-                if now > deadline:
+                now = clock.now()
+                overran = now > deadline
+                if overran:
                     summary.overruns += 1
                     deadline = t0 + math.ceil((now - t0) / period) * period
+                limit = monitor.record(overran)
+                if limit:
+                    raise _Stop(limit)
         stop_reason[0] = "completed"
+        if summary.overruns:
+            stop_reason[0] = f"completed, degraded: {summary.overruns} overruns ({100 * summary.overruns / k:.1f} %)"
     except _Stop as stopped:
         stop_reason[0] = stopped.reason
     finally:
@@ -268,13 +354,17 @@ def run_loop(
     summary.stop_reason = stop_reason[0]
     if periods:
         p = np.array(periods) * 1e6
+        error = np.abs(p - period * 1e6)
         summary.period_p50_us = float(np.percentile(p, 50))
         summary.period_p99_us = float(np.percentile(p, 99))
-        summary.period_error_p99_us = float(np.percentile(np.abs(p - period * 1e6), 99))
+        summary.period_error_p99_us = float(np.percentile(error, 99))
+        summary.period_error_max_us = float(error.max())
+        summary.period_jitter_us = float(p.std())
     if computes:
         c = np.array(computes) * 1e6
         summary.compute_p50_us = float(np.percentile(c, 50))
         summary.compute_p99_us = float(np.percentile(c, 99))
+    summary.phases_us = {name: _spread(phases[:k, i] * 1e6) for i, name in enumerate(PHASES)}
     good = k - summary.failed_reads
     if reference is not None and good > 0:
         summary.tracking_rms = {j: float(v) for j, v in zip(backend.joint_names, np.sqrt(sq_error / good))}
@@ -282,6 +372,14 @@ def run_loop(
     summary.comm_errors = dict(Counter(comm_errors())) if comm_errors else {}
     summary.saturated = saturated + (saturation_count() if saturation_count else 0)
     return summary
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    """p50, p99 and max of the finite values (NaN if none)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    return {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
 
 
 def _limit_breach(names: Sequence[str], limits: SafetyLimits, state: JointState) -> str:

@@ -49,6 +49,11 @@ class RunLog:
         if self.rows % self.flush_every == 0:
             self._file.flush()
 
+    def rehearse(self, row: np.ndarray) -> None:
+        """Go through :meth:`append`'s work for one row without adding it (the loop's warm-up)."""
+        np.asarray(row, dtype=np.float64).tobytes()
+        self._file.flush()
+
     def close(self) -> Path:
         """Flush, write the NPZ atomically, remove the raw file; returns the NPZ path."""
         if not self._file.closed:

@@ -11,7 +11,9 @@ import pytest
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.interface import CommunicationError, DriveFault, JointInterface
-from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
+from mbctl.hardware.clock import VirtualClock
+from mbctl.hardware.loop import PHASES, LoopConfig, SafetyLimits, log_columns, run_loop
+from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.runlog import RunLog, recover
 from mbctl.hardware.sim import PlantConfig, SensorModel, SimPlant
 
@@ -138,7 +140,8 @@ def test_faults_stop_with_torque_off_and_a_complete_log(scara, tmp_path, case, r
     assert not plant._enabled
     assert log["t"].shape[0] == summary.cycles  # every completed cycle is in the log
     if case == "comm":
-        assert summary.cycles == 302 and summary.failed_reads == 3  # the third failure stops the loop, unlogged
+        # the warm-up read is the backend's first: reads 301..303 fail, the third stops the loop unlogged
+        assert summary.cycles == 301 and summary.failed_reads == 3
 
 
 def test_a_crashed_run_leaves_a_recoverable_log(tmp_path):
@@ -163,8 +166,130 @@ def test_paced_run_follows_the_wall_clock(scara, tmp_path):
     log = RunLog(tmp_path / "paced.npz", log_columns(plant.joint_names))
     with plant:
         plant.enable()
-        s = run_loop(plant, controller, SafetyLimits.of(scara), LoopConfig(duration_s=2.0, paced=True), log, controller.reference)
+        config = LoopConfig(duration_s=2.0, paced=True, overrun=OverrunPolicy.unlimited())
+        s = run_loop(plant, controller, SafetyLimits.of(scara), config, log, controller.reference)
     print(json.dumps(s.to_json(), indent=1))
-    assert s.stop_reason == "completed" and s.cycles == 2000
+    assert s.completed and s.cycles == 2000  # possibly degraded: overruns are counted, not judged here
     assert np.load(tmp_path / "paced.npz")["t"][-1] >= 1.99  # wall-clock seconds since the start
     assert all(np.isfinite([s.period_p50_us, s.period_p99_us, s.compute_p99_us]))
+
+
+# ---- virtual time: warm-up, phase timings and overruns, exactly --------------------------------
+
+
+class Costly(JointInterface):
+    """A lock-step plant whose read and write take virtual time; counts calls.
+
+    ``read_cost(i)`` is the cost (s) of the i-th read, 0 being the warm-up read.
+    """
+
+    def __init__(self, inner, clock, read_cost, write_cost=1e-4):
+        self.inner, self.clock, self.read_cost, self.write_cost = inner, clock, read_cost, write_cost
+        self.joint_names = inner.joint_names
+        self.reads = self.writes = 0
+        self.enabled = False
+
+    def open(self):
+        self.inner.open()
+
+    def close(self):
+        self.inner.close()
+
+    def enable(self):
+        self.enabled = True
+        self.inner.enable()
+
+    def disable(self):
+        self.enabled = False
+        self.inner.disable()
+
+    def read(self):
+        self.clock.advance(self.read_cost(self.reads))
+        self.reads += 1
+        return self.inner.read()
+
+    def write(self, command):
+        self.clock.advance(self.write_cost)
+        self.writes += 1
+        self.inner.write(command)
+
+
+def virtual_run(robot, tmp_path, read_cost, duration=1.0, policy=OverrunPolicy(), control_cost=3e-4):
+    """Paced run on virtual time: read, control and write costs as given, everything else free."""
+    frictionless = robot.with_friction({n: None for n in robot.joint_names})
+    traj = quintic_rest_to_rest(WAYPOINTS, [0.8, 0.8], 1000.0, robot.joint_names)
+    clock = VirtualClock(100.0)
+    backend = Costly(SimPlant(frictionless, 1e-3, PlantConfig(sensors=EXACT)), clock, read_cost)
+    law = PDGravity(frictionless, traj)
+    calls = []
+
+    def controller(t, state):
+        calls.append((t, backend.reads, backend.writes, backend.enabled))
+        clock.advance(control_cost)
+        return law(t, state)
+
+    log = RunLog(tmp_path / "virtual.npz", log_columns(backend.joint_names))
+    with backend:
+        backend.enable()
+        config = LoopConfig(duration_s=duration, paced=True, overrun=policy)
+        summary = run_loop(backend, controller, SafetyLimits.of(robot), config, log, law.reference, clock=clock)
+    return summary, np.load(tmp_path / "virtual.npz"), backend, calls
+
+
+def test_warm_up_calls_everything_once_before_the_first_cycle(scara, tmp_path):
+    """The controller's first call follows one read and precedes every write; it is not logged."""
+    summary, log, backend, calls = virtual_run(scara, tmp_path, lambda i: 2e-4, duration=0.05)
+    assert summary.stop_reason == "completed" and summary.cycles == 50
+    assert calls[0] == (0.0, 1, 0, True) and calls[1] == (0.0, 2, 0, True)  # warm-up, then cycle 1 at t = 0
+    assert len(calls) == 51 and backend.reads == 51 and backend.writes == 50
+    assert log["t"].shape == (50,) and log["t"][0] == 0.0
+
+
+def test_phase_timings_are_the_costs_of_each_phase(scara, tmp_path):
+    """On virtual time the phases take exactly their costs and the period is exact."""
+    summary, log, _, _ = virtual_run(scara, tmp_path, lambda i: 2e-4, duration=0.2)
+    assert summary.clean and summary.overruns == 0 and summary.cycles == 200
+    expected = {"read": 200.0, "control": 300.0, "write": 100.0, "log": 0.0}
+    for phase in PHASES:
+        for stat in ("p50", "p99", "max"):
+            assert summary.phases_us[phase][stat] == pytest.approx(expected[phase], abs=1e-6), (phase, stat)
+    assert summary.compute_p99_us == pytest.approx(600.0, abs=1e-6)
+    assert summary.period_error_max_us < 1e-6 and summary.period_jitter_us < 1e-6
+    assert log["phase"].shape == (200, 4) and np.isnan(log["phase"][0, 3])  # no previous cycle to have logged
+
+
+def test_a_few_overruns_complete_degraded(scara, tmp_path):
+    """Three slow cycles, spread out: the run completes, says it is degraded, and is not clean."""
+    summary, log, _, _ = virtual_run(scara, tmp_path, lambda i: 1.5e-3 if i in (100, 400, 700) else 2e-4)
+    assert summary.stop_reason == "completed, degraded: 3 overruns (0.3 %)"
+    assert summary.completed and not summary.clean and summary.cycles == 1000
+    assert summary.to_json()["clean"] is False
+    late = np.flatnonzero(np.diff(log["t"]) > 1.5e-3) + 1  # a skipped deadline after each slow cycle
+    assert late.tolist() == [100, 400, 700]
+
+
+@pytest.mark.parametrize(
+    "slow, cycles, reason",
+    [
+        (lambda i: i >= 200, 204, "overrun limit: 5 consecutive overruns (limit 5)"),
+        (lambda i: i > 0 and i % 15 == 0, 90, "overrun limit: 6 of the last 90 cycles overran (limit 5 %)"),
+    ],
+)
+def test_too_many_overruns_stop_with_torque_off(scara, tmp_path, slow, cycles, reason):
+    """Consecutive overruns, or too large a fraction of a window, stop the run at the exact cycle."""
+    summary, log, backend, _ = virtual_run(scara, tmp_path, lambda i: 1.5e-3 if slow(i) else 2e-4)
+    assert summary.stop_reason == reason
+    assert summary.cycles == cycles and log["t"].shape == (cycles,)
+    assert not backend.enabled and not summary.completed
+
+
+def test_overrun_policy_limits():
+    """The window counts only its last cycles; an unlimited policy never stops; bad values are refused."""
+    monitor = OverrunMonitor(OverrunPolicy(window=10, max_fraction=0.2, max_consecutive=0))
+    pattern = [True, False, False, False, False, False, False, False, False, False, True, True]
+    assert [monitor.record(x) for x in pattern] == [""] * 12  # the first overrun left the window
+    assert monitor.record(True) == "overrun limit: 3 of the last 10 cycles overran (limit 20 %)"
+    free = OverrunMonitor(OverrunPolicy.unlimited())
+    assert all(free.record(True) == "" for _ in range(1000))
+    with pytest.raises(ValueError, match=r"max overrun fraction must be within \[0, 1\], got 1.5"):
+        OverrunPolicy(max_fraction=1.5)
