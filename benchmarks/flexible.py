@@ -5,7 +5,7 @@ LuGre friction on all five joints, three programmed rows tracing the rectangle,
 Baumgarte squared alpha = 1e3, beta = 1e2), from its off-rectangle start, 5 s. Both
 integrators run in this process on the same model:
 
-- ``rk4`` at 1e-5 s (seed 000's integration; 4 evaluations per step);
+- ``rk4`` at 1e-5 s (the flexible-manipulator study's integration; 4 evaluations per step);
 - ``ros2`` at 1 ms (fixed-step Rosenbrock-W, 2 evaluations per step plus a
   finite-difference Jacobian every 50 ms), and optionally at other steps;
 - ``radau`` (scipy, rtol 1e-4) with ``--radau``.

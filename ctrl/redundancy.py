@@ -28,14 +28,14 @@ whole per-sample pipeline — kinematics, reactions, QP — is one compiled func
 
 - ``min-norm``: ``H = diag(w)``: minimum of ``sum w_i tau_i^2`` (``[actuation] weights``;
   with ``w = 1`` and no active limit, ``tau = (W^T)^+ f``, the pseudo-inverse solution).
-- ``min-internal-force`` (seed 002, mode 2): minimum Euclidean norm of the reaction forces
+- ``min-internal-force`` (the 3-RRR study, mode 2): minimum Euclidean norm of the reaction forces
   ``r`` of the passive joints. Given ``tau``, (1) fixes ``lambda = S (B tau - tau_tree)``,
   ``S = (A A^T)^-1 A``, and every reaction is affine in ``lambda``: ``r = R tau + r0``,
   so ``H = R^T R``, ``g = R^T r0``. ``r`` stacks, for every passive tree joint, the force
   it transmits (parent on child, joint axes, N: the motion's RNEA wrench plus the loop
   forces acting on its subtree) and, for every cut joint, the loop force on frame B's
   body (B's axes, N) — the same quantities as :func:`mbctl.dynamics.constraints.reactions.joint_reactions`.
-- ``min-power`` (seed 002, mode 3): minimum norm of the drive powers ``P_i = tau_i
+- ``min-power`` (the 3-RRR study, mode 3): minimum norm of the drive powers ``P_i = tau_i
   omega_i`` (``omega = B^T dq``): ``H = diag(omega_i^2 + omega_eps^2)``. **Zero speed** makes
   ``sum (tau_i omega_i)^2`` blind to the torque of a drive at rest (at a start from rest,
   to every torque); the floor ``omega_eps`` (``[actuation] power_regularization``, rad/s,

@@ -140,7 +140,7 @@ def constant_acceleration(
 ) -> Trajectory:
     """Start from rest at ``q0`` and accelerate every joint at a constant rate.
 
-    ``q = q0 + a t^2/2``, ``dq = a t``, ``ddq = a`` (seed paper 003's test motion).
+    ``q = q0 + a t^2/2``, ``dq = a t``, ``ddq = a`` (the load-dependent friction study's test motion).
     """
     q0 = np.asarray(q0, dtype=float)
     a = np.asarray(acceleration, dtype=float)

@@ -90,7 +90,7 @@ def test_write_back_changes_only_the_joints_friction(configs, tmp_path, joint):
     assert new == old
     assert load_robot(out).joint(joint).friction.law == law
     # comments and other text survive
-    assert "# Programmed constraints of seed paper 004" in out.read_text()
+    assert "# Programmed constraints of the SCARA constraint study" in out.read_text()
 
 
 def test_write_back_adds_a_table_for_a_joint_without_friction(tmp_path, configs):

@@ -10,8 +10,8 @@ import pytest
 
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.hardware.interface import CommunicationError, DriveFault, JointInterface
 from mbctl.hardware.clock import VirtualClock
+from mbctl.hardware.interface import CommunicationError, DriveFault, JointInterface
 from mbctl.hardware.loop import PHASES, LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.runlog import RunLog, recover
@@ -214,7 +214,7 @@ class Costly(JointInterface):
         self.inner.write(command)
 
 
-def virtual_run(robot, tmp_path, read_cost, duration=1.0, policy=OverrunPolicy(), control_cost=3e-4):
+def virtual_run(robot, tmp_path, read_cost, duration=1.0, policy=None, control_cost=3e-4):
     """Paced run on virtual time: read, control and write costs as given, everything else free."""
     frictionless = robot.with_friction({n: None for n in robot.joint_names})
     traj = quintic_rest_to_rest(WAYPOINTS, [0.8, 0.8], 1000.0, robot.joint_names)
@@ -231,7 +231,7 @@ def virtual_run(robot, tmp_path, read_cost, duration=1.0, policy=OverrunPolicy()
     log = RunLog(tmp_path / "virtual.npz", log_columns(backend.joint_names))
     with backend:
         backend.enable()
-        config = LoopConfig(duration_s=duration, paced=True, overrun=policy)
+        config = LoopConfig(duration_s=duration, paced=True, overrun=policy or OverrunPolicy())
         summary = run_loop(backend, controller, SafetyLimits.of(robot), config, log, law.reference, clock=clock)
     return summary, np.load(tmp_path / "virtual.npz"), backend, calls
 

@@ -14,7 +14,7 @@ from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.model.urdf import example_robot_urdfs, resolve_urdf
 from mbctl.errors import ConfigError
 
-# seed 004 SCARA parameters (systems.md)
+# parameters of the SCARA of the constraint study (shared reference notes, systems.md)
 M1, M2, M3, M4 = 20.0, 15.0, 15.0, 0.5
 L1, L2, R1, R2 = 0.2, 0.25, 0.1, 0.125
 IZ1, IZ2, IZ3, IZ4 = 0.27, 0.31, 0.02, 0.0001

@@ -10,7 +10,7 @@ generalized force on the joint coordinates and shows up in the joint torques
 (the axis components), not as body wrenches. The cut joint's reaction is the loop
 wrench on frame B's body, at B's origin, in B's axes.
 
-**Solvability** (seed 001). Stack the velocity-level constraints as ``C dq + b = 0``
+**Solvability** (the reaction-solvability study). Stack the velocity-level constraints as ``C dq + b = 0``
 (C is rows x n). With redundant rows, ``rank(C) = r < rows`` and the degree of
 redundancy is ``p = rows - r``: the accelerations stay unique but some reactions do
 not. Group the rows by kinematic pair X. With QR with column pivoting

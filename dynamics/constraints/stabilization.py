@@ -17,9 +17,9 @@ __all__ = ["Baumgarte", "SingularityPolicy"]
 class Baumgarte:
     """Baumgarte stabilization of the acceleration-level constraint rows.
 
-    - ``form="squared"`` (seed 000): ``Phi'' + 2*alpha*Phi' + beta**2*Phi = 0``,
+    - ``form="squared"`` (the flexible-manipulator study): ``Phi'' + 2*alpha*Phi' + beta**2*Phi = 0``,
       ``gamma_stab = gamma - 2*alpha*dPhi - beta**2*Phi``;
-    - ``form="linear"`` (seed 004): ``Phi'' + alpha*Phi' + beta*Phi = 0``,
+    - ``form="linear"`` (the SCARA constraint study): ``Phi'' + alpha*Phi' + beta*Phi = 0``,
       ``gamma_stab = gamma - alpha*dPhi - beta*Phi``.
 
     Velocity-level (Pfaffian) rows get the damping term only: ``dPsi' + c1*dPsi = 0``

@@ -12,7 +12,7 @@ CasADi expression, differentiated symbolically twice and compiled into one CasAD
 ``Function`` per target (built once, called at every evaluation).
 
 **Paths.** :class:`QuinticPolyline` moves through points, stopping at each, with the
-rest-to-rest quintic ``p(s) = 10 s^3 - 15 s^4 + 6 s^5`` on every segment (seed 000's
+rest-to-rest quintic ``p(s) = 10 s^3 - 15 s^4 + 6 s^5`` on every segment (the flexible-manipulator study's
 rectangle traced corner to corner is :func:`rectangle`).
 """
 
@@ -195,7 +195,7 @@ class ExpressionTarget:
 
 
 class QuinticPolyline:
-    """Rest-to-rest quintic moves through points, stopping at each (seed 000's paths).
+    """Rest-to-rest quintic moves through points, stopping at each (the flexible-manipulator study's paths).
 
     On segment ``i`` (duration ``T_i``, from ``P_i`` to ``P_{i+1}``) with
     ``s = (t - t_i)/T_i`` and ``p(s) = 10 s^3 - 15 s^4 + 6 s^5``:

@@ -1,4 +1,4 @@
-"""Flexible base support (seed paper 000): six base DOF held by spring–damper elements.
+"""Flexible base support (the flexible-manipulator study): six base DOF held by spring–damper elements.
 
 ```toml
 [base]

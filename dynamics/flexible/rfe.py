@@ -1,4 +1,4 @@
-"""Flexible links as rigid finite elements (RFE, modified formulation of seed paper 000).
+"""Flexible links as rigid finite elements (RFE, modified formulation of the flexible-manipulator study).
 
 A TOML table ``[flexible.<link>]`` turns a URDF link into a chain of rigid elements
 inside the pinocchio model:
@@ -34,7 +34,7 @@ springs and dampers act on these coordinates ``d = (psi, theta, phi)``::
     Q = -S d - D_d d_dot,   S = diag(G*J/D, E*Iy/D, E*Iz/D)   (N*m/rad)
 
 (:class:`mbctl.dynamics.flexible.elastic.ElasticForces`). Translational sde DOF are neglected, as in
-seed 000.
+the flexible-manipulator study.
 
 **Masses.** A rigid element of length ``l`` has mass ``mu*l`` (``mu = rho*A`` or the
 given mass per length), its centre at mid-length and the centroidal inertia of a

@@ -57,12 +57,12 @@ def wrench_components(wrench: Any, axis: np.ndarray) -> tuple[Any, Any, Any, Any
 
 @dataclass(frozen=True)
 class Bearing3D(Parameters):
-    """Three-dimensional bearing model (after seed paper 003).
+    """Three-dimensional bearing model (after the load-dependent friction study).
 
     Revolute joint, equivalent normal torque (N·m):
     ``tau_n = (m_b/rb + f_r)*rp + f_a*rn``
     — the bending moment is carried as a radial force pair ``m_b/rb``, and every
-    radial force acts on the pin radius ``rp``. (Seed 003 writes ``m_b/rb`` without
+    radial force acts on the pin radius ``rp``. (The load-dependent friction study writes ``m_b/rb`` without
     the factor ``rp``, which adds a force to torques; the factor makes the sum a
     torque and the friction coefficients dimensionless.)
 
@@ -97,7 +97,7 @@ class Bearing3D(Parameters):
 
 @dataclass(frozen=True)
 class Journal2D(Parameters):
-    """Planar journal model (after seed paper 000).
+    """Planar journal model (after the flexible-manipulator study).
 
     Revolute joint: ``tau_n = f_r*diameter/2`` (N·m); prismatic joint: ``f_n = f_r`` (N),
     with ``f_r`` the reaction force normal to the joint axis.

@@ -1,4 +1,4 @@
-"""Variants of one robot description, simulated and compared (seed paper 000's eight runs).
+"""Variants of one robot description, simulated and compared (the flexible-manipulator study's eight variants).
 
 A robot TOML with a flexible base (``[base] support = "flexible"``), flexible links
 (``[flexible.<link>]``) and joint friction describes up to eight variants: support

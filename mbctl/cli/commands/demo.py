@@ -8,7 +8,10 @@
    plant of ``[plant]`` (whose truth differs from the model: LuGre friction on j1,
    an unmodelled payload, quantised encoders).
 
-Prints both summaries and writes the trajectory, torques, run log and plots.
+Prints both summaries and writes the trajectory, torques, run log and plots. When
+the machine could not hold 1 kHz (overruns: a degraded run, or one stopped by the
+overrun limit) it says so in a warning instead of presenting a clean result; the
+exit code is 0 for a completed run (clean or degraded) and 1 for a stopped one.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import numpy as np
 from mbctl.bundled import bundled_config
 from mbctl.cli.commands.feedforward import format_summary
 from mbctl.cli.commands.run import format_run, write_summary
+from mbctl.cli.console import warn
 from mbctl.cli.plots import plot_feedforward, plot_run
 from mbctl.ctrl.feedforward import feedforward, write_torques
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.loop import RunSummary
 from mbctl.hardware.session import SessionOptions, run_session
 
 # SCARA joint waypoints (j1, j2, j3 in rad, j4 in m) and segment durations (s)
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     }
     write_trajectory(files["trajectory"], traj)
     write_torques(files["torques"], ff)
-    plot_feedforward(ff, files["torque plot"], title="SCARA (seed 004): feed-forward torques with joint friction")
+    plot_feedforward(ff, files["torque plot"], title="SCARA (the SCARA constraint study): feed-forward torques with joint friction")
     print(f"robot: {config}")
     print(f"trajectory: quintic rest-to-rest through {len(DEMO_WAYPOINTS)} waypoints at {DEMO_RATE_HZ:g} Hz")
     print("\n1. feed-forward torques")
@@ -79,4 +84,19 @@ def run(args: argparse.Namespace) -> int:
     print()
     for kind, path in files.items():
         print(f"wrote {kind}: {path}")
-    return 0
+    if not summary.clean:
+        warn(rate_warning(summary))
+    return 0 if summary.completed else 1
+
+
+def rate_warning(summary: RunSummary) -> str:
+    """What to tell the user about a closed loop that was not clean."""
+    rate = f"{summary.rate_hz:g} Hz"
+    if summary.completed:
+        return (
+            f"this machine did not hold {rate}: {summary.overruns} of {summary.cycles} cycles overran "
+            f"({100 * summary.overrun_fraction:.1f} %); the closed-loop figures are those of a degraded run"
+        )
+    if summary.stop_reason.startswith("overrun limit"):
+        return f"this machine could not hold {rate}; the closed loop stopped with torque off ({summary.stop_reason})"
+    return f"the closed loop stopped before its end: {summary.stop_reason}"

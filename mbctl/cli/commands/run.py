@@ -1,4 +1,14 @@
-"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant or Dynamixel drives."""
+"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant or Dynamixel drives.
+
+Exit codes: 0 for a clean run (completed, no overrun); 1 for a run that stopped
+before its end (safety stop, overrun limit, fault, signal); 3 for a run that
+completed degraded (some deadlines were missed, fewer than the overrun limit);
+2 for bad input (nothing run).
+
+Overrun limit (paced runs): the run stops with torque off when more than
+``--max-overrun-fraction`` of the last ``--overrun-window`` cycles overran, or
+after ``--max-consecutive-overruns`` overruns in a row (defaults 0.05, 100, 5).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +31,8 @@ from mbctl.ctrl.trajectory import limit_violations, read_trajectory
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
-from mbctl.hardware.loop import RunSummary
+from mbctl.hardware.loop import PHASES, RunSummary
+from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
 
 CONTROLLERS = {
@@ -43,10 +54,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
     p.add_argument("--lockstep", action="store_true", help="sim only: advance the plant one period per cycle, as fast as possible")
+    defaults = OverrunPolicy()
+    p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
+    p.add_argument("--overrun-window", type=int, default=defaults.window, help=f"cycles over which overruns are counted (default {defaults.window})")
+    p.add_argument("--max-consecutive-overruns", type=int, default=defaults.max_consecutive, help=f"stop after this many overruns in a row; 0: no such limit (default {defaults.max_consecutive})")
     p.add_argument("--log", type=Path, required=True, help="run log to write (.npz)")
     p.add_argument("--summary", type=Path, required=True, help="run summary to write (.json)")
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
     p.set_defaults(run=run)
+
+
+EXIT_STOPPED = 1
+EXIT_DEGRADED = 3
+
+
+def exit_code(summary: RunSummary) -> int:
+    """0 for a clean run, :data:`EXIT_STOPPED` for a stopped one, :data:`EXIT_DEGRADED` for a degraded one."""
+    if summary.clean:
+        return 0
+    return EXIT_DEGRADED if summary.completed else EXIT_STOPPED
+
+
+def overrun_policy(args: argparse.Namespace) -> OverrunPolicy:
+    """The overrun policy of the command-line options (bad values: an :class:`InputError` naming the option)."""
+    if not 0.0 <= args.max_overrun_fraction <= 1.0:
+        raise InputError("must be within [0, 1]", field="--max-overrun-fraction")
+    if args.overrun_window < 1:
+        raise InputError("must be >= 1", field="--overrun-window")
+    if args.max_consecutive_overruns < 0:
+        raise InputError("must be >= 0", field="--max-consecutive-overruns")
+    return OverrunPolicy(window=args.overrun_window, max_fraction=args.max_overrun_fraction, max_consecutive=args.max_consecutive_overruns)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.plot, FORMATS)
     if args.rate <= 0:
         raise InputError("must be > 0", field="--rate")
+    policy = overrun_policy(args)
     robot = load_robot(args.config)
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
@@ -68,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         lockstep=args.lockstep,
         port=args.port,
         emulate=args.emulate,
+        overrun=policy,
     )
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     summary = run_session(robot, traj, options, args.log)
@@ -92,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
         )
     print(f"wrote {args.log}, {args.summary}" + (f" and {args.plot}" if args.plot else ""))
-    return 0 if summary.stop_reason == "completed" else 1
+    return exit_code(summary)
 
 
 def run_task_tracking(robot: RobotModel, task: TaskSpaceSettings, log_path: Path) -> TaskTracking:
@@ -116,8 +155,14 @@ def format_run(s: RunSummary) -> str:
     lines = [
         f"stop reason: {s.stop_reason}",
         f"cycles {s.cycles} at {s.rate_hz:g} Hz ({s.duration_s:.3f} s), overruns {s.overruns}, failed reads {s.failed_reads}",
-        f"period p50 {s.period_p50_us:.1f} us, p99 {s.period_p99_us:.1f} us; compute p50 {s.compute_p50_us:.1f} us, p99 {s.compute_p99_us:.1f} us",
+        f"period p50 {s.period_p50_us:.1f} us, p99 {s.period_p99_us:.1f} us; |error| p99 {s.period_error_p99_us:.1f} us, "
+        f"max {s.period_error_max_us:.1f} us; jitter (std) {s.period_jitter_us:.1f} us",
+        f"compute p50 {s.compute_p50_us:.1f} us, p99 {s.compute_p99_us:.1f} us; "
+        + "; ".join(f"{p} {s.phases_us[p]['p50']:.1f}/{s.phases_us[p]['p99']:.1f}/{s.phases_us[p]['max']:.1f}" for p in PHASES if p in s.phases_us)
+        + " us (p50/p99/max)",
     ]
+    if s.plant:
+        lines.append(format_plant(s.plant))
     if s.tracking_rms:
         rms = ", ".join(f"{j} {v:.3g}" for j, v in s.tracking_rms.items())
         lines.append(f"tracking rms: {rms}; max |error| {s.max_abs_error:.3g}")
@@ -126,3 +171,11 @@ def format_run(s: RunSummary) -> str:
     if s.saturated:
         lines.append(f"saturated commands: {s.saturated}")
     return "\n".join(lines)
+
+
+def format_plant(plant: dict[str, float]) -> str:
+    """The line on a plant that steps on its own clock: its real-time factor and overruns."""
+    return (
+        f"plant (own process): real-time factor {plant['real_time_factor']:.2f}, {plant['steps']:.0f} steps, "
+        f"step p50 {plant['step_p50_us']:.1f} us, p99 {plant['step_p99_us']:.1f} us, overruns {plant['overruns']:.0f}"
+    )

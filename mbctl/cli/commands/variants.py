@@ -1,7 +1,7 @@
 """``mbctl variants``: simulate the variants of one robot description and compare them.
 
 Support rigid/flexible x links rigid/flexible x joints frictionless/with friction (seed
-paper 000's eight runs), as far as the TOML has a flexible base, flexible links and
+the flexible-manipulator study's eight variants), as far as the TOML has a flexible base, flexible links and
 friction. Writes one PNG per quantity (tool paths, joint coordinates, joint force
 magnitudes, their RMS per joint, the violation on a log scale) and a JSON table of the
 RMS values into ``--out-dir``; ``--save-runs`` adds each run as NPZ (the format of
