@@ -32,6 +32,7 @@ from mbctl.hardware.loop import (
     log_columns,
     run_loop,
 )
+from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, truth_model
 
@@ -54,6 +55,7 @@ class SessionOptions:
         emulate: Serve the Dynamixel bus from an emulator of the truth model, run as a
             separate process (``mbctl emulate``) so it does not share the loop's CPU time
             and interpreter lock.
+        overrun: How many overruns stop a paced run.
     """
 
     plant: str = "sim"
@@ -63,6 +65,7 @@ class SessionOptions:
     lockstep: bool = False
     port: str | None = None
     emulate: bool = False
+    overrun: OverrunPolicy = OverrunPolicy()
 
 
 @contextlib.contextmanager
@@ -123,7 +126,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         raise InputError("lock-step needs the simulated plant", field="--lockstep")
     tracking = TrackingController(build_controller(robot, options.law), traj)
     duration = options.duration_s if options.duration_s is not None else traj.duration
-    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep)
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun)
     with open_backend(robot, options, tracking.trajectory.q[0]) as backend:
         start = backend.read()
         offset = np.abs(start.q - tracking.reference(0.0)[0])

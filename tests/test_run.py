@@ -20,7 +20,7 @@ from mbctl.errors import InputError
 from mbctl.hardware.sim import SimPlant
 
 GAINS = "[control.computed-torque]\nkp = 400.0\nkd = 40.0\n"
-SUMMARY_KEYS = {"cycles", "overruns", "period_p50_us", "period_p99_us", "compute_p99_us", "tracking_rms", "max_abs_error", "stop_reason", "comm_errors"}
+SUMMARY_KEYS = {"cycles", "overruns", "clean", "completed", "phases_us", "period_jitter_us", "period_p50_us", "period_p99_us", "compute_p99_us", "tracking_rms", "max_abs_error", "stop_reason", "comm_errors"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_lockstep_run_on_the_simulated_plant(cli, configs, scara_traj, tmp_path)
     r = cli("run", configs / "scara.toml", "--trajectory", scara_traj, "--lockstep", "--log", log, "--summary", summary, "--plot", tmp_path / "run.png")
     assert r.code == 0, r.err
     s = json.loads(summary.read_text())
-    assert SUMMARY_KEYS <= set(s) and s["stop_reason"] == "completed" and s["cycles"] == 1200
+    assert SUMMARY_KEYS <= set(s) and s["stop_reason"] == "completed" and s["clean"] and s["cycles"] == 1200
     assert max(s["tracking_rms"][j] for j in ("j1", "j2", "j3")) < 2e-3  # rad
     assert s["tracking_rms"]["j4"] < 6e-3  # m: the unmodelled 0.1 kg payload sags the quill
     data = np.load(log)
@@ -115,3 +115,24 @@ def test_emulate_command_serves_the_official_sdk(configs):
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0 and "served" in out
+
+
+def test_exit_codes_tell_clean_degraded_and_stopped_runs_apart():
+    """0 clean, 3 completed with overruns, 1 stopped (safety or overrun limit)."""
+    from mbctl.cli.commands.run import exit_code
+    from mbctl.hardware.loop import RunSummary
+
+    assert exit_code(RunSummary(stop_reason="completed")) == 0
+    assert exit_code(RunSummary(stop_reason="completed, degraded: 212 overruns (4.7 %)")) == 3
+    assert exit_code(RunSummary(stop_reason="overrun limit: 5 consecutive overruns (limit 5)")) == 1
+    assert exit_code(RunSummary(stop_reason="limit breach: q.j1 = 3 outside [-2.9, 2.9]")) == 1
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [("--max-overrun-fraction", "1.5", "must be within [0, 1]"), ("--overrun-window", "0", "must be >= 1"), ("--max-consecutive-overruns", "-1", "must be >= 0")],
+)
+def test_bad_overrun_options_are_refused(cli, configs, scara_traj, tmp_path, option, value, message):
+    r = cli("run", configs / "scara.toml", "--trajectory", scara_traj, option, value, "--log", tmp_path / "run.npz", "--summary", tmp_path / "run.json")
+    assert r.code == 2 and option in r.err and message in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / "run.npz").exists()
