@@ -4,7 +4,7 @@ the symbolic CasADi mirror and forward simulation.
 Subpackages: :mod:`~mbctl.dynamics.model`, :mod:`~mbctl.dynamics.friction`,
 :mod:`~mbctl.dynamics.constraints`, :mod:`~mbctl.dynamics.flexible`,
 :mod:`~mbctl.dynamics.simulation`. This layer imports only the ground floor
-(:mod:`mbctl.errors`, :mod:`mbctl.tomlfields`, ...). The names below load on first use.
+(:mod:`mbctl.errors`, the specs of :mod:`mbctl.config`, ...). The names below load on first use.
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ range errors, optional bus timing (bytes at the baud rate plus Return Delay
 Time), and fault injection (dropped replies, corrupt CRC, delays, garbage bytes,
 hardware errors, a disconnected port).
 
+Timing: by default the plant follows the clock (the serving thread keeps it
+within one ``step_s`` chunk of it). With ``lockstep_s`` set, time is virtual: the
+plant advances by exactly ``lockstep_s`` when a sync read arrives, before the
+reply, and at no other moment; Bus Watchdog and contact times are on that virtual
+clock. A host that sends one sync write and one sync read per cycle then sees the
+same deterministic run however loaded the machine is (the pty keeps the order of
+the packets, so every write is applied before the next read).
+
 Servo-internal control loops are simplified stand-ins, not ROBOTIS firmware:
 current mode applies the goal current; velocity mode ``i = kv*(w_goal - w)``;
 position mode ``i = kp*(x_goal - x) - kd*w`` (motor-side rad, A), all limited to
@@ -22,6 +30,7 @@ the Current Limit.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import select
@@ -188,6 +197,9 @@ class DriveEmulator:
         gains: Emulated servo-loop gains.
         step_s: Plant chunk (s): the emulated servos sample and update their outputs
             this often.
+        clock: Time source (s) when not in lock-step.
+        lockstep_s: Lock-step: advance the plant by this much (s) on every sync read,
+            and only then (None: follow the clock).
     """
 
     def __init__(
@@ -200,7 +212,10 @@ class DriveEmulator:
         gains: ServoLoopGains | None = None,
         step_s: float = 5e-4,
         clock: Callable[[], float] = time.monotonic,
+        lockstep_s: float | None = None,
     ):
+        if lockstep_s is not None and not lockstep_s > 0:
+            raise ValueError(f"lock-step period must be > 0 s, got {lockstep_s}")
         self.bus = bus
         self.units = bus.units
         self.plant = plant
@@ -209,6 +224,7 @@ class DriveEmulator:
         self.gains = gains or ServoLoopGains()
         self.step_s = step_s
         self.clock = clock
+        self.lockstep_s = lockstep_s
         self.servos = [_Servo(int(i), int(lim)) for i, lim in zip(self.units.ids, self.units.current_limit_units)]
         self._by_id = {s.id: k for k, s in enumerate(self.servos)}
         self._rng = random.Random(self.faults.seed)
@@ -219,7 +235,7 @@ class DriveEmulator:
         self._stop = threading.Event()
         self._master = self._slave = -1
         self.port_name = ""
-        self._t_plant = self.clock()
+        self._t_plant = self._start_time()
         self._last_current = np.zeros(len(self.servos))
         self._update_present()
 
@@ -229,7 +245,7 @@ class DriveEmulator:
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         self.port_name = os.ttyname(self._slave)
-        self._t_plant = self.clock()
+        self._t_plant = self._start_time()
         for s in self.servos:
             s.last_contact = self._t_plant
         self._stop.clear()
@@ -270,6 +286,27 @@ class DriveEmulator:
         return self.servos[joint_index]
 
     # -- simulation ------------------------------------------------------------------------
+    def _start_time(self) -> float:
+        return 0.0 if self.lockstep_s is not None else self.clock()
+
+    def _now(self) -> float:
+        """The emulator's time (s): the plant's own in lock-step, else the clock."""
+        return self._t_plant if self.lockstep_s is not None else self.clock()
+
+    def _advance_lockstep(self) -> None:
+        """One lock-step period in equal chunks of at most ``step_s`` (the same ones every time)."""
+        assert self.lockstep_s is not None
+        chunks = max(1, math.ceil(self.lockstep_s / self.step_s - 1e-9))
+        h = self.lockstep_s / chunks
+        for _ in range(chunks):
+            self._check_watchdogs(self._t_plant)
+            current = self._currents_A()
+            self.plant.step(self.units.direction * current * self.units.torque_constant * self.units.gear_ratio, h)
+            self._t_plant += h
+            self._last_current = current
+        self._check_watchdogs(self._t_plant)
+        self._update_present()
+
     def _motor_state(self) -> tuple[np.ndarray, np.ndarray]:
         q, dq = self.plant.state()
         u = self.units
@@ -294,13 +331,13 @@ class DriveEmulator:
         return out
 
     def advance(self, now: float | None = None, max_chunks: int | None = None) -> None:
-        """Run the plant towards ``now`` (default: the clock) in chunks of at most ``step_s``.
+        """Run the plant towards ``now`` (default: the emulator's time) in chunks of at most ``step_s``.
 
         Each chunk holds the servos' output currents, then refreshes the present
         values: like a servo's internal loop, sampling runs on its own clock, and
         replies carry the latest sample. ``max_chunks`` bounds the work of one call.
         """
-        now = self.clock() if now is None else now
+        now = self._now() if now is None else now
         with self._lock:
             self._check_watchdogs(now)
             chunks = 0
@@ -340,6 +377,9 @@ class DriveEmulator:
     # -- protocol ------------------------------------------------------------------------
     def _serve(self) -> None:
         """Answer packets at once; between them, keep the plant within one chunk of the clock."""
+        if self.lockstep_s is not None:
+            self._serve_lockstep()
+            return
         while not self._stop.is_set():
             behind = self.clock() - self._t_plant
             try:
@@ -352,8 +392,19 @@ class DriveEmulator:
             if self.clock() - self._t_plant >= self.step_s or not data:
                 self.advance(max_chunks=1)
 
+    def _serve_lockstep(self) -> None:
+        """Answer packets; the plant moves only on sync reads."""
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self._master], [], [], 0.05)
+                data = os.read(self._master, 4096) if ready else b""
+            except OSError:
+                return
+            for packet in self.decoder.feed(data):
+                self._handle(packet)
+
     def _contact(self, servo: _Servo) -> None:
-        servo.last_contact = self.clock()
+        servo.last_contact = self._now()
 
     def _handle(self, p: Packet) -> None:
         with self._lock:
@@ -413,6 +464,8 @@ class DriveEmulator:
     def _sync_read(self, params: bytes) -> None:
         if len(params) < 5:
             return
+        if self.lockstep_s is not None:
+            self._advance_lockstep()
         address, length = params[0] | params[1] << 8, params[2] | params[3] << 8
         for servo_id in params[4:]:
             index = self._by_id.get(servo_id)

@@ -116,7 +116,7 @@ class RunSummary:
 
     Times in µs. ``period_error_*``: ``|period - 1/rate|``; ``period_jitter_us``: the
     standard deviation of the period. ``phases_us``: p50/p99/max of each phase of a
-    cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant``: the
+    cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant_timing``: the
     backend's own timing report, if it has one (a simulated plant in its own
     process: its steps, overruns and real-time factor).
     """
@@ -139,7 +139,7 @@ class RunSummary:
     saturated: int = 0
     rate_hz: float = math.nan
     duration_s: float = 0.0
-    plant: dict[str, float] = field(default_factory=dict)
+    plant_timing: dict[str, float] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:

@@ -50,7 +50,8 @@ class SessionOptions:
         law: Control law (:data:`mbctl.ctrl.controllers.LAWS`).
         rate_hz: Control rate (Hz).
         duration_s: Run length (s); None: the trajectory's.
-        lockstep: Simulated plant only: one plant period per cycle, as fast as possible.
+        lockstep: Simulated plant or emulated bus only: one plant period per cycle, as
+            fast as possible (deterministic).
         port: Serial device of the Dynamixel bus (default: ``drives.port``).
         emulate: Serve the Dynamixel bus from an emulator of the truth model, run as a
             separate process (``mbctl emulate``) so it does not share the loop's CPU time
@@ -88,17 +89,23 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
             yield drives
         return
     actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
-    with emulator_process(robot, actuated_q0) as port:
+    with emulator_process(robot, actuated_q0, 1.0 / options.rate_hz if options.lockstep else None) as port:
         with DynamixelBus(robot.actuated_names, bus, port=port) as drives:
             yield drives
 
 
 @contextlib.contextmanager
-def emulator_process(robot: RobotModel, q0: list[float]) -> Iterator[str]:
-    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path."""
+def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | None = None) -> Iterator[str]:
+    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path.
+
+    Args:
+        lockstep_s: Lock-step period (s): the emulated plant advances this much per sync read.
+    """
     if robot.source is None:
         raise InputError("the emulator needs the robot's TOML file")
     cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--q0", ",".join(f"{x:.17g}" for x in q0)]
+    if lockstep_s is not None:
+        cmd += ["--lockstep-period", f"{lockstep_s:.17g}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline() if proc.stdout else ""
@@ -122,8 +129,8 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     Raises:
         InputError: If the robot is not at the trajectory's start (nothing is logged then).
     """
-    if options.lockstep and options.plant != "sim":
-        raise InputError("lock-step needs the simulated plant", field="--lockstep")
+    if options.lockstep and not (options.plant == "sim" or options.emulate):
+        raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
     tracking = TrackingController(build_controller(robot, options.law), traj)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun)

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from mbctl.dynamics.model.overlay import parse_friction
+from mbctl.config.joints import parse_friction
+from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation.stepper import FrictionStepper
 from mbctl.hardware.interface import (
@@ -126,7 +127,8 @@ def parse_plant(robot: RobotModel, t: Table) -> tuple[RobotModel, PlantConfig]:
         overrides = {}
         for name, sub in jt.tables():
             sub.only(("friction",))
-            overrides[name] = parse_friction(sub.table("friction"))
+            spec = parse_friction(sub.table("friction"))
+            overrides[name] = None if spec is None else joint_friction(spec)
         truth = truth.with_friction(overrides)
     if "payload" in t:
         truth = _with_payload(truth, t.table("payload"))

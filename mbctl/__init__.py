@@ -28,7 +28,10 @@ _API = {
     "MbctlError": "mbctl.errors",
     "ConfigError": "mbctl.errors",
     "DataError": "mbctl.errors",
+    "RobotSpec": "mbctl.config.robot",
+    "read_robot_spec": "mbctl.config.robot",
     "load_robot": "mbctl.dynamics.model.robot",
+    "build_robot": "mbctl.dynamics.model.robot",
     "RobotModel": "mbctl.dynamics.model.robot",
     "inverse_dynamics": "mbctl.dynamics.inverse",
     "simulate": "mbctl.dynamics.simulation.integrate",
@@ -54,7 +57,8 @@ if TYPE_CHECKING:
     from mbctl.ctrl.feedforward import FeedforwardResult, feedforward
     from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
     from mbctl.dynamics.inverse import inverse_dynamics
-    from mbctl.dynamics.model.robot import RobotModel, load_robot
+    from mbctl.config.robot import RobotSpec, read_robot_spec
+    from mbctl.dynamics.model.robot import RobotModel, build_robot, load_robot
     from mbctl.dynamics.simulation.integrate import SimulationResult, simulate
     from mbctl.dynamics.simulation.setup import simulate_setup
     from mbctl.errors import ConfigError, DataError, MbctlError

@@ -1,13 +1,20 @@
-"""The bundled robot descriptions (package data ``mbctl.configs``), addressed by name or path."""
+"""Robot files by name: the bundled descriptions (package data ``mbctl.configs``) and the URDFs of
+example-robot-data (``urdf = "example-robot-data:ur5"``), which that package installs as data under
+``cmeel.prefix/share/`` with no Python module; they are found offline through its installed-file list."""
 
 from __future__ import annotations
 
+import difflib
+import importlib.metadata
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
 from mbctl.errors import ConfigError
 
-__all__ = ["bundled_names", "bundled_config", "resolve_config"]
+__all__ = ["EXAMPLE_ROBOT_DATA", "bundled_config", "bundled_names", "example_robot_urdfs", "resolve_config", "resolve_urdf"]
+
+EXAMPLE_ROBOT_DATA = "example-robot-data"
 
 
 def _config_dir() -> Path:
@@ -42,3 +49,53 @@ def resolve_config(config: str | Path) -> Path:
     if path.exists() or path.suffix or len(path.parts) != 1:
         return path
     return bundled_config(str(config))
+
+
+@cache
+def example_robot_urdfs() -> dict[str, Path]:
+    """Map robot name -> URDF path for every URDF installed by example-robot-data.
+
+    A file ``ur5_robot.urdf`` is reachable as ``ur5_robot`` and, when unambiguous,
+    as ``ur5``.
+    """
+    try:
+        dist = importlib.metadata.distribution(EXAMPLE_ROBOT_DATA)
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    paths = [Path(dist.locate_file(f)) for f in dist.files or () if str(f).endswith(".urdf")]
+    table: dict[str, Path] = {p.stem: p for p in paths}
+    for p in paths:
+        if p.stem.endswith("_robot"):
+            table.setdefault(p.stem.removesuffix("_robot"), p)
+    return table
+
+
+def resolve_urdf(spec: str, relative_to: Path, *, file: Path | None = None) -> Path:
+    """Turn the ``urdf`` field of a robot TOML into an existing file path.
+
+    Args:
+        spec: A path (absolute, or relative to ``relative_to``) or
+            ``"example-robot-data:<name>"``.
+        relative_to: Directory of the TOML file.
+        file: The TOML file, for error messages.
+
+    Raises:
+        ConfigError: If the file or the named robot cannot be found.
+    """
+    prefix = f"{EXAMPLE_ROBOT_DATA}:"
+    if spec.startswith(prefix):
+        name = spec[len(prefix) :]
+        robots = example_robot_urdfs()
+        if not robots:
+            raise ConfigError(f"package {EXAMPLE_ROBOT_DATA} is not installed (pip install {EXAMPLE_ROBOT_DATA})", file=file, field="urdf")
+        if name not in robots:
+            close = difflib.get_close_matches(name, robots, n=3)
+            hint = f"; close names: {', '.join(close)}" if close else ""
+            raise ConfigError(f"no robot {name!r} in {EXAMPLE_ROBOT_DATA}{hint}", file=file, field="urdf")
+        return robots[name]
+    path = Path(spec)
+    if not path.is_absolute():
+        path = relative_to / path
+    if not path.is_file():
+        raise ConfigError(f"URDF file not found: {path}", file=file, field="urdf")
+    return path

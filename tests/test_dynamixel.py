@@ -1,4 +1,10 @@
-"""The emulated Dynamixel bus: the official SDK talks to it; the driver classifies every fault."""
+"""The emulated Dynamixel bus: the official SDK talks to it; the driver classifies every fault.
+
+The emulator runs in lock-step (its plant moves one period per sync read, on virtual
+time), so what the driver reads is exact and the same on a loaded machine. One test
+uses the wall clock on purpose (the Bus Watchdog of a silent host), with a margin of
+several times its period.
+"""
 
 from __future__ import annotations
 
@@ -59,9 +65,16 @@ def wait_until(condition, timeout_s: float = 1.0) -> bool:
     return True
 
 
+PERIOD_S = 1e-3  # one lock-step period of the emulated plant
+
+
+def lockstep_emulator() -> DriveEmulator:
+    return DriveEmulator(make_bus(), Inertia(), lockstep_s=PERIOD_S)
+
+
 @pytest.fixture
 def emulator():
-    with DriveEmulator(make_bus(), Inertia()) as emu:
+    with lockstep_emulator() as emu:
         yield emu
 
 
@@ -88,21 +101,50 @@ def test_official_sdk_client_pings_reads_and_writes(emulator):
 
 
 def test_driver_round_trip_in_si_units(emulator):
-    """Torque commands reach the plant through current units; state comes back in rad, rad/s, N m."""
+    """Torque commands reach the plant through current units; state comes back in rad, rad/s, N m, exactly."""
     bus = DynamixelBus(("a", "b"), make_bus(), port=emulator.port_name)
     tau = np.array([0.3, -0.2])
     with bus:
-        bus.enable()
+        bus.enable()  # its sync read: one period, torque off
         for _ in range(50):
-            state = bus.read()
+            bus.read()  # the first with a zero goal current, then 49 with tau
             bus.write(JointCommand.torque(tau))
-        state = bus.read()
-    assert np.allclose(state.effort, tau, atol=0.01)  # one current unit is 4.8 mN m
-    q_true, _ = emulator.plant.state()
-    assert np.allclose(state.q, q_true, atol=2 * np.pi / 4096 / np.array([1, 3]))  # encoder resolution
-    assert np.sign(state.q).tolist() == [1.0, -1.0]
-    assert wait_until(lambda: not emulator.servo(0).torque_on)  # the context manager turned torque off
+        state = bus.read()  # the 50th period with tau
+    # independently: the servos' goal current, and the same plant stepped 50 periods on its own
+    u = make_bus().units
+    goal = np.rint(u.units_from_effort(tau))
+    current_A = goal * u.current_unit_A
+    applied = u.direction * current_A * u.torque_constant * u.gear_ratio
+    plant = Inertia()
+    for _ in range(50 * 2):  # two emulator chunks (step_s = 0.5 ms) per period
+        plant.step(applied, PERIOD_S / 2)
+    assert np.array_equal(state.q, u.q_from_counts(u.counts_from_q(plant.q)))
+    assert np.array_equal(state.dq, u.dq_from_units(u.units_from_dq(plant.dq)))
+    assert np.array_equal(state.effort, u.effort_from_units(goal))
+    assert np.abs(state.effort - tau).max() < 5e-3  # one current unit is 4.8 mN m
+    assert np.sign(state.q).tolist() == [1.0, -1.0] and np.abs(state.q).min() > 0.02  # it moved, each way
+    assert np.array_equal(emulator.plant.q, plant.q)  # no plant motion after the last read
+    assert wait_until(lambda: not emulator.servo(0).torque_on, timeout_s=5.0)  # the context manager turned torque off
     assert bus.comm_errors == {}
+
+
+def test_lockstep_runs_repeat_exactly():
+    """Two lock-step runs of a PD loop over the emulated bus read identical states."""
+
+    def run():
+        with lockstep_emulator() as emu:
+            bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
+            states = []
+            with bus:
+                bus.enable()
+                for _ in range(100):
+                    s = bus.read()
+                    states.append(np.concatenate([s.q, s.dq, s.effort]))
+                    bus.write(JointCommand.torque(2.0 * (0.2 - s.q) - 0.1 * s.dq))
+        return np.array(states)
+
+    a, b = run(), run()
+    assert np.array_equal(a, b) and np.abs(a[-1, :2]).min() > 0.01  # the joints moved
 
 
 @pytest.mark.parametrize(
@@ -113,7 +155,7 @@ def test_driver_round_trip_in_si_units(emulator):
     ],
 )
 def test_faulty_replies_are_classified(faults, kind, error):
-    with DriveEmulator(make_bus(), Inertia()) as emu:
+    with lockstep_emulator() as emu:
         bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
         bus.open()
         emu.faults = faults
@@ -124,7 +166,7 @@ def test_faulty_replies_are_classified(faults, kind, error):
 
 
 def test_partial_reply_is_a_timeout():
-    with DriveEmulator(make_bus(), Inertia()) as emu:
+    with lockstep_emulator() as emu:
         bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
         bus.open()
         emu.faults = Faults(delay_s=0.03)  # the reply arrives after the ~10 ms timeout
@@ -146,25 +188,30 @@ def test_hardware_error_raises_drive_fault_and_torque_is_off(emulator):
     assert bus.comm_errors["alert"] == 1 and wait_until(lambda: not emulator.servo(1).torque_on)
 
 
-def test_bus_watchdog_stops_a_silent_host(emulator):
-    """No packets for longer than the Bus Watchdog: the servo stops and refuses goals until cleared."""
+def test_bus_watchdog_stops_a_silent_host():
+    """No packets for longer than the Bus Watchdog: the servo stops and refuses goals until cleared.
+
+    Wall clock on purpose (a silent host is a matter of real time): 0.15 s of silence
+    against a 0.04 s watchdog.
+    """
     import time
 
-    bus = DynamixelBus(("a", "b"), make_bus(watchdog_s=0.04), port=emulator.port_name)
-    bus.open()
-    bus.enable()
-    bus.write(JointCommand.torque(np.array([0.2, 0.2])))
-    time.sleep(0.15)
-    emulator.advance()
-    servo = emulator.servo(0)
-    assert servo.get("bus_watchdog") == -1 and not servo.torque_on and emulator.stats.watchdog_fired == 2
-    with pytest.raises(CommunicationError):
-        bus._write_each("goal_current", [10, 10])  # refused: data range error until the watchdog is cleared
-    bus.close()
+    with DriveEmulator(make_bus(), Inertia()) as emulator:
+        bus = DynamixelBus(("a", "b"), make_bus(watchdog_s=0.04), port=emulator.port_name)
+        bus.open()
+        bus.enable()
+        bus.write(JointCommand.torque(np.array([0.2, 0.2])))
+        time.sleep(0.15)
+        emulator.advance()
+        servo = emulator.servo(0)
+        assert servo.get("bus_watchdog") == -1 and not servo.torque_on and emulator.stats.watchdog_fired == 2
+        with pytest.raises(CommunicationError):
+            bus._write_each("goal_current", [10, 10])  # refused: data range error until the watchdog is cleared
+        bus.close()
 
 
 def test_disconnected_port_is_a_port_error():
-    emu = DriveEmulator(make_bus(), Inertia()).start()
+    emu = lockstep_emulator().start()
     bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
     bus.open()
     emu.disconnect()
@@ -196,7 +243,7 @@ def _run_with_fault(tmp_path, inject):
     from mbctl.hardware.runlog import RunLog
 
     limits = SafetyLimits(lower=np.full(2, -10.0), upper=np.full(2, 10.0), velocity=np.full(2, 50.0), effort=np.full(2, 5.0))
-    with DriveEmulator(make_bus(), Inertia()) as emu:
+    with lockstep_emulator() as emu:
         bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
         cycles = []
 

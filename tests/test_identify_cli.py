@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from mbctl.dynamics.friction.laws import LuGre, Stribeck
-from mbctl.dynamics.model.overlay import parse_friction
+from mbctl.config.joints import parse_friction
+from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.identification.logs import ConstantSpeedLog, write_constant_speed_log
 from mbctl.identification.plan import ConstantSpeedPlan, speed_grid
@@ -49,7 +50,7 @@ def test_fit_prints_the_table_and_writes_summary_and_plot(cli, log_csv, tmp_path
     r = cli("identify", "fit", log_csv, "--law", "stribeck", "--joint", "j1", "--summary", tmp_path / "fit.json", "--plot", tmp_path / "fit.png")
     assert r.code == 0, r.err
     table = r.out[r.out.index("[joints.j1.friction]") :]
-    law = parse_friction(Table(tomllib.loads(table)["joints"]["j1"]["friction"], Path("x"), "f")).law
+    law = joint_friction(parse_friction(Table(tomllib.loads(table)["joints"]["j1"]["friction"], Path("x"), "f"))).law
     assert isinstance(law, Stribeck)
     for k in ("fc", "fs", "vs"):
         assert getattr(law, k) == pytest.approx(getattr(TRUTH, k), rel=0.01)

@@ -11,7 +11,7 @@ import pytest
 from mbctl.dynamics.friction.laws import LuGre, Stribeck
 from mbctl.dynamics.friction.loads import Bearing3D
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.dynamics.model.urdf import example_robot_urdfs, resolve_urdf
+from mbctl.bundled import example_robot_urdfs, resolve_urdf
 from mbctl.errors import ConfigError
 
 # parameters of the SCARA of the constraint study (shared reference notes, systems.md)

@@ -15,7 +15,8 @@ from mbctl.dynamics.friction.laws import (
 )
 from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
 from mbctl.dynamics.model.robot import RobotModel, load_robot, robot_from_pinocchio
-from mbctl.dynamics.model.urdf import example_robot_urdfs, parse_urdf
+from mbctl.bundled import example_robot_urdfs
+from mbctl.dynamics.model.urdf import parse_urdf
 from mbctl.dynamics.symbolic import SymbolicDynamics
 
 SAMPLES = 200

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from mbctl.config.flexible import AXES, RFESpec
 from mbctl.dynamics.model.edit import (
     JointSpec,
     add_inertias,
@@ -73,77 +74,34 @@ from mbctl.dynamics.model.edit import (
     subtract_inertia,
 )
 from mbctl.errors import ConfigError
-from mbctl.tomlfields import Table
 
-__all__ = ["AXES", "RFELink", "RFESpec", "add_rfe_link", "parse_flexible", "rfe_joint_names"]
+__all__ = ["RFELink", "add_rfe_link", "first_frequencies", "rfe_joint_names", "sde_damping", "sde_stiffness"]
 
-AXES = ("x", "y", "z")
-FLEXIBLE_KEYS = ("method", "elements", "axis", "length", "E", "G", "section", "density", "mass_per_length", "damping")
-SECTION_KEYS = ("A", "Iy", "Iz", "J")
-DAMPING_KEYS = ("twist", "bend_y", "bend_z")
 _JOINT_MODELS = {"x": pin.JointModelRX, "y": pin.JointModelRY, "z": pin.JointModelRZ}
 
 
-@dataclass(frozen=True)
-class RFESpec:
-    """One ``[flexible.<link>]`` table, parsed (SI units).
+def sde_stiffness(spec: RFESpec) -> np.ndarray:
+    """``(G*J/D, E*Iy/D, E*Iz/D)`` (N·m/rad) with ``D = L/m``, the same for every sde."""
+    D = spec.segment
+    return np.array([spec.G * spec.J / D, spec.E * spec.Iy / D, spec.E * spec.Iz / D])
 
-    Attributes:
-        link: URDF link name.
-        elements: Number m of spring-damping elements (>= 1).
-        axis: Link axis in the link frame: "x", "y" or "z".
-        length: L (m).
-        E, G: Young's and shear moduli (Pa).
-        A, Iy, Iz, J: Section area (m²), second moments about y', z' and torsion constant (m⁴).
-        mass_per_length: mu (kg/m).
-        damping_ratio: zeta, or None when explicit values are given.
-        damping: Explicit (twist, bend_y, bend_z) damping per sde (N·m·s/rad), or None.
+
+def first_frequencies(spec: RFESpec) -> np.ndarray:
+    """First clamped-free frequencies (rad/s) of the bare link: torsion, bending about y', about z'.
+
+    Torsion ``(pi/2)/L sqrt(G J / (rho (Iy + Iz)))``; bending ``1.8751² sqrt(E I / (mu L⁴))``.
     """
+    L, mu = spec.length, spec.mass_per_length
+    torsion = (math.pi / 2) / L * math.sqrt(spec.G * spec.J / (spec.density * (spec.Iy + spec.Iz)))
+    bending = [1.8751**2 * math.sqrt(spec.E * I / (mu * L**4)) for I in (spec.Iy, spec.Iz)]
+    return np.array([torsion, *bending])
 
-    link: str
-    elements: int
-    axis: str
-    length: float
-    E: float
-    G: float
-    A: float
-    Iy: float
-    Iz: float
-    J: float
-    mass_per_length: float
-    damping_ratio: float | None = None
-    damping: tuple[float, float, float] | None = None
 
-    @property
-    def segment(self) -> float:
-        """Primary segment length D = L/m (m)."""
-        return self.length / self.elements
-
-    @property
-    def density(self) -> float:
-        """rho = mu/A (kg/m³)."""
-        return self.mass_per_length / self.A
-
-    @property
-    def sde_stiffness(self) -> np.ndarray:
-        """``(G*J/D, E*Iy/D, E*Iz/D)`` (N·m/rad), the same for every sde."""
-        D = self.segment
-        return np.array([self.G * self.J / D, self.E * self.Iy / D, self.E * self.Iz / D])
-
-    @property
-    def first_frequencies(self) -> np.ndarray:
-        """First clamped-free frequencies (rad/s) of the bare link: torsion, bending about y', about z'."""
-        L, mu = self.length, self.mass_per_length
-        torsion = (math.pi / 2) / L * math.sqrt(self.G * self.J / (self.density * (self.Iy + self.Iz)))
-        bending = [1.8751**2 * math.sqrt(self.E * I / (mu * L**4)) for I in (self.Iy, self.Iz)]
-        return np.array([torsion, *bending])
-
-    @property
-    def sde_damping(self) -> np.ndarray:
-        """Damping ``(twist, bend_y, bend_z)`` per sde (N·m·s/rad)."""
-        if self.damping is not None:
-            return np.array(self.damping)
-        return 2.0 * float(self.damping_ratio or 0.0) / self.first_frequencies * self.sde_stiffness
+def sde_damping(spec: RFESpec) -> np.ndarray:
+    """Damping ``(twist, bend_y, bend_z)`` per sde (N·m·s/rad): explicit, or ``2 zeta k / omega_1`` per direction."""
+    if spec.damping is not None:
+        return np.array(spec.damping)
+    return 2.0 * float(spec.damping_ratio or 0.0) / first_frequencies(spec) * sde_stiffness(spec)
 
 
 @dataclass(frozen=True)
@@ -171,63 +129,6 @@ class RFELink:
 def rfe_joint_names(link: str, elements: int) -> tuple[tuple[str, str, str], ...]:
     """``((<link>_sde1_twist, <link>_sde1_bend_y, <link>_sde1_bend_z), ...)``."""
     return tuple((f"{link}_sde{k}_twist", f"{link}_sde{k}_bend_y", f"{link}_sde{k}_bend_z") for k in range(1, elements + 1))
-
-
-def _positive(t: Table, key: str) -> float:
-    value = t.number(key)
-    if not value > 0:
-        raise t.error(key, f"must be > 0, got {value:g}")
-    return value
-
-
-def parse_flexible(t: Table, link: str) -> RFESpec:
-    """Parse one ``[flexible.<link>]`` table.
-
-    Raises:
-        ConfigError: Naming file and field, for unknown or missing fields and
-            non-physical values.
-    """
-    t.only(FLEXIBLE_KEYS)
-    t.string("method", choices=["rfe"])
-    elements = t.number("elements")
-    if elements != int(elements) or not 1 <= elements <= 200:
-        raise t.error("elements", f"must be a whole number from 1 to 200, got {elements:g}")
-    axis = t.string("axis", choices=list(AXES))
-    st = t.table("section")
-    st.only(SECTION_KEYS)
-    section = {key: _positive(st, key) for key in SECTION_KEYS}
-    if ("density" in t) == ("mass_per_length" in t):
-        raise t.error(None, "give either density (kg/m^3) or mass_per_length (kg/m)")
-    mu = _positive(t, "density") * section["A"] if "density" in t else _positive(t, "mass_per_length")
-    dt = t.table("damping")
-    ratio = None
-    explicit = None
-    if "ratio" in dt:
-        dt.only(["ratio"])
-        ratio = dt.number("ratio")
-        if ratio < 0:
-            raise dt.error("ratio", f"must be >= 0, got {ratio:g}")
-    else:
-        dt.only(["ratio", *DAMPING_KEYS])
-        values = []
-        for key in DAMPING_KEYS:
-            value = dt.number(key)
-            if value < 0:
-                raise dt.error(key, f"must be >= 0, got {value:g}")
-            values.append(value)
-        explicit = (values[0], values[1], values[2])
-    return RFESpec(
-        link=link,
-        elements=int(elements),
-        axis=axis,
-        length=_positive(t, "length"),
-        E=_positive(t, "E"),
-        G=_positive(t, "G"),
-        mass_per_length=mu,
-        damping_ratio=ratio,
-        damping=explicit,
-        **section,
-    )
 
 
 def _beam_rotation(axis: str) -> np.ndarray:
@@ -336,6 +237,6 @@ def add_rfe_link(model: pin.Model, spec: RFESpec, *, file=None, field: str | Non
         )
     except ValueError as exc:
         raise ConfigError(str(exc), file=file, field=field) from None
-    S = np.tile(spec.sde_stiffness, m)
-    Dd = np.tile(spec.sde_damping, m)
+    S = np.tile(sde_stiffness(spec), m)
+    Dd = np.tile(sde_damping(spec), m)
     return edited.model, RFELink(spec=spec, joint_names=names, stiffness=S, damping=Dd)

@@ -24,21 +24,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pinocchio as pin
 
-from mbctl.bundled import resolve_config
-from mbctl.dynamics.flexible.base import FlexibleBase, add_flexible_base, parse_base
-from mbctl.dynamics.flexible.rfe import RFELink, add_rfe_link, parse_flexible
+from mbctl.config.joints import JointSpec
+from mbctl.config.robot import RobotSpec, read_robot_spec
+from mbctl.dynamics.flexible.base import FlexibleBase, add_flexible_base
+from mbctl.dynamics.flexible.rfe import RFELink, add_rfe_link
 from mbctl.dynamics.friction.laws import JointFriction, LuGre
-from mbctl.dynamics.model.overlay import ROBOT_KEYS, JointOverrides, parse_joint
-from mbctl.dynamics.model.urdf import parse_urdf, resolve_urdf
+from mbctl.dynamics.model.overlay import joint_friction
+from mbctl.dynamics.model.urdf import parse_urdf
 from mbctl.errors import ConfigError
-from mbctl.tomlfields import Table, read_toml
 
-__all__ = ["Joint", "JointLimits", "RobotModel", "load_robot", "robot_from_pinocchio"]
+if TYPE_CHECKING:
+    from mbctl.tomlfields import Table
+
+__all__ = ["Joint", "JointLimits", "RobotModel", "build_robot", "load_robot", "robot_from_pinocchio"]
 
 JointKind = Literal["revolute", "prismatic"]
 
@@ -92,7 +95,7 @@ class RobotModel:
         joints: Every DOF, in pinocchio velocity order.
         urdf: The URDF file the rigid structure came from.
         source: The robot TOML file, if loaded from one.
-        config: The parsed TOML, for layers that read their own tables.
+        spec: The description the model was built from, or None.
         rfe_links: Links modelled by rigid finite elements (their joints are elastic DOF).
         flexible_base: The flexible base support, or None for a rigid base.
     """
@@ -102,9 +105,14 @@ class RobotModel:
     joints: tuple[Joint, ...]
     urdf: Path
     source: Path | None = None
-    config: Table | None = None
+    spec: RobotSpec | None = None
     rfe_links: tuple[RFELink, ...] = ()
     flexible_base: FlexibleBase | None = None
+
+    @property
+    def config(self) -> Table | None:
+        """The parsed TOML, from which the layers read the sections not yet converted to specs."""
+        return None if self.spec is None else self.spec.document
 
     @property
     def nv(self) -> int:
@@ -198,9 +206,9 @@ def robot_from_pinocchio(
     *,
     name: str,
     urdf: Path,
-    overrides: Mapping[str, JointOverrides] | None = None,
+    overrides: Mapping[str, JointSpec] | None = None,
     source: Path | None = None,
-    config: Table | None = None,
+    spec: RobotSpec | None = None,
     rfe_links: tuple[RFELink, ...] = (),
     flexible_base: FlexibleBase | None = None,
 ) -> RobotModel:
@@ -221,7 +229,7 @@ def robot_from_pinocchio(
             field=f"joints.{elastic_name}",
         )
     for elastic_name in elastic:
-        overrides[elastic_name] = JointOverrides(actuated=False)
+        overrides[elastic_name] = JointSpec(actuated=False)
     if any(ov.armature is not None for ov in overrides.values()):
         model = pin.Model(model)  # the caller's model stays as it was
     data = model.createData()
@@ -237,7 +245,7 @@ def robot_from_pinocchio(
             )
         kind, axis = _joint_kind(model, data, jid)
         continuous = jm.nq == 2
-        ov = overrides.pop(jname, JointOverrides())
+        ov = overrides.pop(jname, JointSpec())
         if ov.armature is not None:
             model.armature[jm.idx_v] = ov.armature
         if continuous:
@@ -264,7 +272,7 @@ def robot_from_pinocchio(
                 axis=axis,
                 actuated=ov.actuated,
                 limits=limits,
-                friction=ov.friction,
+                friction=None if ov.friction is None else joint_friction(ov.friction),
             )
         )
     if overrides:
@@ -280,7 +288,7 @@ def robot_from_pinocchio(
         joints=tuple(joints),
         urdf=urdf,
         source=source,
-        config=config,
+        spec=spec,
         rfe_links=tuple(rfe_links),
         flexible_base=flexible_base,
     )
@@ -310,48 +318,50 @@ def _check_lugre_dissipative(robot: RobotModel) -> None:
             )
 
 
+def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool = False) -> RobotModel:
+    """Build the model a :class:`~mbctl.config.RobotSpec` describes.
+
+    ``spec.flexible`` turns links into rigid finite elements and a flexible ``spec.base``
+    puts the robot on springs; ``rigid_links`` / ``rigid_base`` leave the structure rigid
+    anyway (to compare variants of one description).
+
+    Raises:
+        ConfigError: With the file and field at fault, for a malformed URDF, an unknown
+            joint, or a non-physical parameter.
+    """
+    model = parse_urdf(spec.urdf)
+    if spec.gravity is not None:
+        model.gravity = pin.Motion(np.concatenate([np.asarray(spec.gravity, dtype=float), np.zeros(3)]))
+    rfe_links = []
+    if not rigid_links:
+        for link in spec.flexible:
+            model, rfe = add_rfe_link(model, link, file=spec.source, field=f"flexible.{link.link}")
+            rfe_links.append(rfe)
+    flexible_base = None
+    if spec.base is not None and spec.base.flexible and not rigid_base:
+        model, flexible_base = add_flexible_base(model, spec.base, file=spec.source)
+    robot = robot_from_pinocchio(
+        model,
+        name=spec.name,
+        urdf=spec.urdf,
+        overrides=spec.joints,
+        source=spec.source,
+        spec=spec,
+        rfe_links=tuple(rfe_links),
+        flexible_base=flexible_base,
+    )
+    _check_lugre_dissipative(robot)
+    return robot
+
+
 def load_robot(path: str | Path, *, rigid_base: bool = False, rigid_links: bool = False) -> RobotModel:
     """Load a robot from its TOML description, a path or a bundled name such as ``"scara"``.
 
-    ``[flexible.<link>]`` tables turn links into rigid finite elements and ``[base]``
-    with ``support = "flexible"`` puts the robot on springs; both tables are always
-    checked, and ``rigid_links`` / ``rigid_base`` leave the structure rigid anyway (to
-    compare variants of one description).
+    Equivalent to ``build_robot(read_robot_spec(path), ...)``; see :func:`build_robot`.
 
     Raises:
         ConfigError: With the file and field at fault, for any missing file,
             malformed TOML or URDF, unknown joint, field or law, or non-physical
             parameter.
     """
-    path = resolve_config(path)
-    root = read_toml(path)
-    root.only(ROBOT_KEYS)
-    urdf = resolve_urdf(root.string("urdf"), path.parent, file=path)
-    model = parse_urdf(urdf)
-    if "gravity" in root:
-        model.gravity = pin.Motion(np.concatenate([root.vector("gravity", 3), np.zeros(3)]))
-    overrides = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
-    rfe_links = []
-    if "flexible" in root:
-        for link, t in root.table("flexible").tables():
-            spec = parse_flexible(t, link)
-            if not rigid_links:
-                model, rfe = add_rfe_link(model, spec, file=path, field=t.path())
-                rfe_links.append(rfe)
-    flexible_base = None
-    if "base" in root:
-        support = parse_base(root.table("base"))
-        if support.flexible and not rigid_base:
-            model, flexible_base = add_flexible_base(model, support, file=path)
-    robot = robot_from_pinocchio(
-        model,
-        name=path.stem,
-        urdf=urdf,
-        overrides=overrides,
-        source=path,
-        config=root,
-        rfe_links=tuple(rfe_links),
-        flexible_base=flexible_base,
-    )
-    _check_lugre_dissipative(robot)
-    return robot
+    return build_robot(read_robot_spec(path), rigid_base=rigid_base, rigid_links=rigid_links)

@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--garbage", type=float, default=0.0, help="probability of garbage bytes before a reply")
     p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read, and only then (default: follow the clock)")
     p.add_argument("--q0", help="initial joint positions of the plant, rad or m, one per actuated joint (default zeros)")
     p.set_defaults(run=run)
 
@@ -43,11 +44,13 @@ def run(args: argparse.Namespace) -> int:
         if values.shape != (len(robot.actuated_names),):
             raise InputError(f"needs {len(robot.actuated_names)} values ({', '.join(robot.actuated_names)})", field="--q0")
         q0[[robot.joint(n).idx_v for n in robot.actuated_names]] = values
+    if args.lockstep_period is not None and not args.lockstep_period > 0:
+        raise InputError("must be > 0", field="--lockstep-period")
     faults = Faults(drop_reply=args.drop, corrupt_crc=args.corrupt, garbage=args.garbage, delay_s=args.delay_ms * 1e-3, seed=args.seed)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    with DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing) as emulator:
+    with DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing, lockstep_s=args.lockstep_period) as emulator:
         ids = ", ".join(f"{name}: ID {i}" for name, i in zip(robot.actuated_names, bus.units.ids))
         print(f"emulating {len(bus.units.ids)} servos ({ids}) on {emulator.port_name}", flush=True)
         print("stop with Ctrl-C", flush=True)

@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
-    p.add_argument("--lockstep", action="store_true", help="sim only: advance the plant one period per cycle, as fast as possible")
+    p.add_argument("--lockstep", action="store_true", help="simulated plant or emulated bus: advance the plant one period per cycle, as fast as possible (deterministic)")
     defaults = OverrunPolicy()
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
     p.add_argument("--overrun-window", type=int, default=defaults.window, help=f"cycles over which overruns are counted (default {defaults.window})")
@@ -161,8 +161,8 @@ def format_run(s: RunSummary) -> str:
         + "; ".join(f"{p} {s.phases_us[p]['p50']:.1f}/{s.phases_us[p]['p99']:.1f}/{s.phases_us[p]['max']:.1f}" for p in PHASES if p in s.phases_us)
         + " us (p50/p99/max)",
     ]
-    if s.plant:
-        lines.append(format_plant(s.plant))
+    if s.plant_timing:
+        lines.append(format_plant(s.plant_timing))
     if s.tracking_rms:
         rms = ", ".join(f"{j} {v:.3g}" for j, v in s.tracking_rms.items())
         lines.append(f"tracking rms: {rms}; max |error| {s.max_abs_error:.3g}")

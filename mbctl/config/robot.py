@@ -1,0 +1,85 @@
+"""The whole robot description: :class:`RobotSpec`, read once from a TOML file by :func:`read_robot_spec`.
+
+```toml
+urdf = "scara.urdf"                 # relative to this file, or "example-robot-data:ur5"
+gravity = [0.0, 0.0, -9.81]         # m/s², optional (default: the URDF/pinocchio default)
+[joints.j1]                         # see mbctl.config.joints
+[flexible.upper_arm]                # see mbctl.config.flexible
+[base]                              # see mbctl.config.base
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mbctl.bundled import resolve_config, resolve_urdf
+from mbctl.config.base import BaseSupport, parse_base
+from mbctl.config.flexible import RFESpec, parse_flexible
+from mbctl.config.joints import JointSpec, parse_joint
+from mbctl.tomlfields import Table, read_toml
+
+__all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec"]
+
+ROBOT_KEYS = (
+    "urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
+    "flexible", "base",
+)
+
+
+@dataclass(frozen=True)
+class RobotSpec:
+    """A robot description, parsed (SI units).
+
+    Attributes:
+        urdf: The URDF file (an existing path).
+        name: Robot name (the TOML file's stem).
+        source: The TOML file, or None for a spec built in Python.
+        gravity: Gravity in the world frame (m/s²), or None for the URDF/pinocchio default.
+        joints: Overrides by URDF joint name.
+        flexible: Links modelled by rigid finite elements.
+        base: The base support, or None for a rigid base.
+        document: The parsed TOML, from which the layers still read the sections not yet
+            converted to specs (constraints, simulation, control, actuation, plant, drives,
+            identification); None for a spec built in Python.
+    """
+
+    urdf: Path
+    name: str = "robot"
+    source: Path | None = None
+    gravity: tuple[float, float, float] | None = None
+    joints: Mapping[str, JointSpec] = dataclasses.field(default_factory=dict)
+    flexible: tuple[RFESpec, ...] = ()
+    base: BaseSupport | None = None
+    document: Table | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+def read_robot_spec(config: str | Path) -> RobotSpec:
+    """Read a robot description (a TOML path, or a bundled robot's name) into a :class:`RobotSpec`.
+
+    Raises:
+        ConfigError: Naming the file and the dotted field, for a missing or malformed
+            file, an unknown field, law or model, or a value out of range.
+    """
+    path = resolve_config(config)
+    root = read_toml(path)
+    root.only(ROBOT_KEYS)
+    gravity = None
+    if "gravity" in root:
+        gx, gy, gz = root.vector("gravity", 3)
+        gravity = (float(gx), float(gy), float(gz))
+    joints = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
+    flexible = tuple(parse_flexible(t, link) for link, t in root.table("flexible").tables()) if "flexible" in root else ()
+    return RobotSpec(
+        urdf=resolve_urdf(root.string("urdf"), path.parent, file=path),
+        name=path.stem,
+        source=path,
+        gravity=gravity,
+        joints=joints,
+        flexible=flexible,
+        base=parse_base(root.table("base")) if "base" in root else None,
+        document=root,
+    )
