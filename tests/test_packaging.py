@@ -73,6 +73,6 @@ def test_a_plain_install_runs_from_an_unrelated_directory(wheel, tmp_path):
     ff = python("-m", "mbctl.cli", "feedforward", "scara", "--trajectory", "traj.csv", "--out", "tau.csv")
     assert ff.returncode == 0, ff.stderr
     assert (work / "tau.csv").read_text().startswith("t,tau.")
-    demo = python("-m", "mbctl.cli", "demo", "--out-dir", "demo")
+    demo = python("-m", "mbctl.cli", "demo", "--lockstep", "--out-dir", "demo")
     assert demo.returncode == 0, demo.stderr
     assert (work / "demo" / "scara_run.npz").is_file() and (work / "demo" / "scara_torques.csv").is_file()
