@@ -30,6 +30,7 @@ else and then closes the log, which holds every completed cycle.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import threading
@@ -50,6 +51,7 @@ from mbctl.hardware.interface import (
     JointState,
 )
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
+from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
 
 __all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns"]
@@ -100,6 +102,8 @@ class LoopConfig:
         watchdog_failures: Consecutive failed reads that stop the run.
         spin_s: Busy-wait window before each deadline (s), for the wall clock.
         overrun: How many overruns stop a paced run.
+        realtime_priority: ``SCHED_FIFO`` priority of a paced run (None: normal
+            scheduling); granted or not, the summary's ``scheduling`` says what ran.
     """
 
     rate_hz: float = 1000.0
@@ -108,6 +112,7 @@ class LoopConfig:
     watchdog_failures: int = 3
     spin_s: float = 3e-4
     overrun: OverrunPolicy = OverrunPolicy()
+    realtime_priority: int | None = DEFAULT_PRIORITY
 
 
 @dataclass
@@ -118,7 +123,8 @@ class RunSummary:
     standard deviation of the period. ``phases_us``: p50/p99/max of each phase of a
     cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant_timing``: the
     backend's own timing report, if it has one (a simulated plant in its own
-    process: its steps, overruns and real-time factor).
+    process: its steps, overruns and real-time factor). ``scheduling``: the policy
+    the loop ran under (``SCHED_FIFO 80``, or ``normal (...)`` with the reason).
     """
 
     cycles: int = 0
@@ -140,6 +146,7 @@ class RunSummary:
     rate_hz: float = math.nan
     duration_s: float = 0.0
     plant_timing: dict[str, float] = field(default_factory=dict)
+    scheduling: str = ""
 
     @property
     def completed(self) -> bool:
@@ -261,7 +268,9 @@ def run_loop(
 
     k = 0
     t0 = None
+    scheduling = contextlib.ExitStack()
     try:
+        summary.scheduling = scheduling.enter_context(realtime_priority(config.realtime_priority if config.paced else None))
         # warm-up: every path of a cycle once, before the first deadline and without a write
         try:
             warm = backend.read()
@@ -345,6 +354,7 @@ def run_loop(
         stop_reason[0] = stopped.reason
     finally:
         backend.disable()
+        scheduling.close()
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
         log.close()

@@ -33,6 +33,8 @@ from mbctl.hardware.loop import (
     run_loop,
 )
 from mbctl.hardware.overrun import OverrunPolicy
+from mbctl.hardware.plant_process import PlantProcess
+from mbctl.hardware.realtime import DEFAULT_PRIORITY
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, truth_model
 
@@ -57,6 +59,8 @@ class SessionOptions:
             separate process (``mbctl emulate``) so it does not share the loop's CPU time
             and interpreter lock.
         overrun: How many overruns stop a paced run.
+        realtime_priority: ``SCHED_FIFO`` priority of a paced loop (the simulated plant's
+            process gets one less), if the OS grants it; None: normal scheduling.
     """
 
     plant: str = "sim"
@@ -67,6 +71,7 @@ class SessionOptions:
     port: str | None = None
     emulate: bool = False
     overrun: OverrunPolicy = OverrunPolicy()
+    realtime_priority: int | None = DEFAULT_PRIORITY
 
 
 @contextlib.contextmanager
@@ -80,7 +85,11 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
     plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
     truth, plant_config = truth_model(robot, plant_table)
     if options.plant == "sim":
-        with SimPlant(truth, 1.0 / options.rate_hz, plant_config, q0=q0, paced=not options.lockstep) as plant:
+        # paced: the plant steps on its own clock in its own process, as a robot would
+        period_s = 1.0 / options.rate_hz
+        priority = None if options.realtime_priority is None else options.realtime_priority - 1
+        plant = SimPlant(truth, period_s, plant_config, q0=q0) if options.lockstep else PlantProcess(truth, period_s, plant_config, q0=q0, realtime_priority=priority)
+        with plant:
             yield plant
         return
     bus = parse_drives(robot.config, robot.actuated_names)
@@ -133,7 +142,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
     tracking = TrackingController(build_controller(robot, options.law), traj)
     duration = options.duration_s if options.duration_s is not None else traj.duration
-    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun)
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority)
     with open_backend(robot, options, tracking.trajectory.q[0]) as backend:
         start = backend.read()
         offset = np.abs(start.q - tracking.reference(0.0)[0])
@@ -141,6 +150,8 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
             worst = robot.actuated_names[int(offset.argmax())]
             raise InputError(f"the robot is {offset.max():.3g} away from the trajectory's start at joint {worst}; move it there first")
         summary = enable_and_run(backend, tracking, robot, config, RunLog(log_path, log_columns(backend.joint_names)), tracking.reference)
+    if isinstance(backend, PlantProcess):
+        summary.plant_timing = backend.timing()  # complete once the plant has stopped
     summary.saturated += tracking.saturated_cycles
     return summary
 

@@ -5,12 +5,10 @@ another friction law, a payload — with :class:`mbctl.dynamics.simulation.stepp
 substeps, and measures it like real drives would: quantised encoders, estimated
 velocity, noisy effort, a latency of whole control periods, drive torque limits.
 
-Timing:
-
-- ``paced=False`` (lock-step): every :meth:`SimPlant.write` advances the plant by one
-  control period; deterministic for a given seed, as fast as the machine allows.
-- ``paced=True``: the plant follows the wall clock; each :meth:`read` first advances
-  it to the present time, holding the last command.
+Timing: lock-step. Every :meth:`SimPlant.write` advances the plant by one control
+period; deterministic for a given seed, as fast as the machine allows. A plant that
+follows the wall clock runs this one in its own process
+(:class:`mbctl.hardware.plant_process.PlantProcess`).
 
 The ``[plant]`` table of the robot TOML sets all this (every field optional)::
 
@@ -31,9 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,7 +163,10 @@ class TruthPlant:
         self.stepper = FrictionStepper(truth)
         self._B = truth.actuation_matrix
         self._actuated = np.array([truth.joint(n).idx_v for n in truth.actuated_names], dtype=int)
-        self.full = self.stepper.initial(np.zeros(truth.nv) if q0 is None else q0)
+        q0 = np.zeros(truth.nv) if q0 is None else np.asarray(q0, dtype=float)
+        if q0.shape != (truth.nv,):
+            raise ValueError(f"initial positions need {truth.nv} values (one per DOF of {truth.name}), got shape {q0.shape}")
+        self.full = self.stepper.initial(q0)
         self.steps = 0
 
     def step(self, tau: np.ndarray, dt: float) -> None:
@@ -192,8 +191,6 @@ class SimPlant(JointInterface):
         period_s: Control period (s): one lock-step advance, and the sensor sampling.
         config: Sensor model, substeps, seed.
         q0: Initial DOF positions (rad, m); default zeros.
-        paced: Follow the wall clock instead of lock-step.
-        clock: Wall clock for paced mode (s).
     """
 
     def __init__(
@@ -203,15 +200,11 @@ class SimPlant(JointInterface):
         config: PlantConfig | None = None,
         *,
         q0: np.ndarray | None = None,
-        paced: bool = False,
-        clock: Callable[[], float] = time.monotonic,
     ):
         self.truth = truth
         self.joint_names = truth.actuated_names
         self.period_s = period_s
         self.config = config or PlantConfig()
-        self.paced = paced
-        self.clock = clock
         self._q0 = q0
         self._limits = np.array([truth.joint(n).limits.effort for n in self.joint_names])
         self._resolution = np.array(
@@ -229,7 +222,6 @@ class SimPlant(JointInterface):
         self._history: deque[JointState] = deque(maxlen=self.config.sensors.latency_cycles + 1)
         self._v_filtered = np.zeros(len(self.joint_names))
         self._q_last: np.ndarray | None = None
-        self._t0_wall = self.clock()
         self._measure()
 
     def _advance_one_period(self) -> None:
@@ -269,11 +261,7 @@ class SimPlant(JointInterface):
         self._tau = np.zeros(len(self.joint_names))
 
     def read(self) -> JointState:
-        """The measurement ``latency_cycles`` periods old (paced: after catching up with the clock)."""
-        if self.paced:
-            now = self.clock() - self._t0_wall
-            while self.t + self.period_s <= now + 1e-12:
-                self._advance_one_period()
+        """The measurement ``latency_cycles`` periods old."""
         return self._history[0]
 
     def write(self, command: JointCommand) -> None:
@@ -283,5 +271,4 @@ class SimPlant(JointInterface):
         tau = np.asarray(command.value, dtype=float)
         self.saturated += int((np.abs(tau) > self._limits).sum())
         self._tau = np.clip(tau, -self._limits, self._limits)
-        if not self.paced:
-            self._advance_one_period()
+        self._advance_one_period()

@@ -53,11 +53,11 @@ _API = {
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:
+    from mbctl.config.robot import RobotSpec, read_robot_spec
     from mbctl.ctrl.controllers import build_controller
     from mbctl.ctrl.feedforward import FeedforwardResult, feedforward
     from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
     from mbctl.dynamics.inverse import inverse_dynamics
-    from mbctl.config.robot import RobotSpec, read_robot_spec
     from mbctl.dynamics.model.robot import RobotModel, build_robot, load_robot
     from mbctl.dynamics.simulation.integrate import SimulationResult, simulate
     from mbctl.dynamics.simulation.setup import simulate_setup

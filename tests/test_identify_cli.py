@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbctl.dynamics.friction.laws import LuGre, Stribeck
 from mbctl.config.joints import parse_friction
+from mbctl.dynamics.friction.laws import LuGre, Stribeck
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.identification.logs import ConstantSpeedLog, write_constant_speed_log

@@ -8,10 +8,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from mbctl.bundled import example_robot_urdfs, resolve_urdf
 from mbctl.dynamics.friction.laws import LuGre, Stribeck
 from mbctl.dynamics.friction.loads import Bearing3D
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.bundled import example_robot_urdfs, resolve_urdf
 from mbctl.errors import ConfigError
 
 # parameters of the SCARA of the constraint study (shared reference notes, systems.md)

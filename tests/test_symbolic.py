@@ -6,6 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from mbctl.bundled import example_robot_urdfs
 from mbctl.dynamics.friction.laws import (
     CoulombViscous,
     JointFriction,
@@ -15,7 +16,6 @@ from mbctl.dynamics.friction.laws import (
 )
 from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
 from mbctl.dynamics.model.robot import RobotModel, load_robot, robot_from_pinocchio
-from mbctl.bundled import example_robot_urdfs
 from mbctl.dynamics.model.urdf import parse_urdf
 from mbctl.dynamics.symbolic import SymbolicDynamics
 

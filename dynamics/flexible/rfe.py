@@ -93,7 +93,7 @@ def first_frequencies(spec: RFESpec) -> np.ndarray:
     """
     L, mu = spec.length, spec.mass_per_length
     torsion = (math.pi / 2) / L * math.sqrt(spec.G * spec.J / (spec.density * (spec.Iy + spec.Iz)))
-    bending = [1.8751**2 * math.sqrt(spec.E * I / (mu * L**4)) for I in (spec.Iy, spec.Iz)]
+    bending = [1.8751**2 * math.sqrt(spec.E * area_moment / (mu * L**4)) for area_moment in (spec.Iy, spec.Iz)]
     return np.array([torsion, *bending])
 
 

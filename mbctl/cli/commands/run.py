@@ -8,6 +8,10 @@ completed degraded (some deadlines were missed, fewer than the overrun limit);
 Overrun limit (paced runs): the run stops with torque off when more than
 ``--max-overrun-fraction`` of the last ``--overrun-window`` cycles overran, or
 after ``--max-consecutive-overruns`` overruns in a row (defaults 0.05, 100, 5).
+
+Scheduling (paced runs): the loop asks for ``SCHED_FIFO`` priority 80 (the simulated
+plant's process 79) and runs at normal priority where the OS refuses; the summary's
+``scheduling`` says which. ``--no-realtime`` does not ask.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
     p.add_argument("--lockstep", action="store_true", help="simulated plant or emulated bus: advance the plant one period per cycle, as fast as possible (deterministic)")
+    p.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority (by default asked for, and reported)")
     defaults = OverrunPolicy()
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
     p.add_argument("--overrun-window", type=int, default=defaults.window, help=f"cycles over which overruns are counted (default {defaults.window})")
@@ -107,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         emulate=args.emulate,
         overrun=policy,
+        realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     summary = run_session(robot, traj, options, args.log)
@@ -154,7 +160,8 @@ def format_run(s: RunSummary) -> str:
     """The lines ``mbctl run`` prints."""
     lines = [
         f"stop reason: {s.stop_reason}",
-        f"cycles {s.cycles} at {s.rate_hz:g} Hz ({s.duration_s:.3f} s), overruns {s.overruns}, failed reads {s.failed_reads}",
+        f"cycles {s.cycles} at {s.rate_hz:g} Hz ({s.duration_s:.3f} s), overruns {s.overruns}, failed reads {s.failed_reads}"
+        + (f"; scheduling {s.scheduling}" if s.scheduling else ""),
         f"period p50 {s.period_p50_us:.1f} us, p99 {s.period_p99_us:.1f} us; |error| p99 {s.period_error_p99_us:.1f} us, "
         f"max {s.period_error_max_us:.1f} us; jitter (std) {s.period_jitter_us:.1f} us",
         f"compute p50 {s.compute_p50_us:.1f} us, p99 {s.compute_p99_us:.1f} us; "
@@ -176,6 +183,6 @@ def format_run(s: RunSummary) -> str:
 def format_plant(plant: dict[str, float]) -> str:
     """The line on a plant that steps on its own clock: its real-time factor and overruns."""
     return (
-        f"plant (own process): real-time factor {plant['real_time_factor']:.2f}, {plant['steps']:.0f} steps, "
+        f"plant (own process{', SCHED_FIFO' if plant.get('realtime') else ''}): real-time factor {plant['real_time_factor']:.2f}, {plant['steps']:.0f} steps, "
         f"step p50 {plant['step_p50_us']:.1f} us, p99 {plant['step_p99_us']:.1f} us, overruns {plant['overruns']:.0f}"
     )

@@ -1,0 +1,81 @@
+"""The paced simulated plant in its own process: same physics as the lock-step plant, failures reported.
+
+No timing assertions: what the plant computes does not depend on when it runs, so the
+checks compare it with the in-process lock-step plant step for step.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.interface import CommunicationError, HardwareError, JointCommand
+from mbctl.hardware.plant_process import PlantProcess
+from mbctl.hardware.sim import PlantConfig, SimPlant
+
+PERIOD_S = 1e-3
+Q0 = np.array([0.3])
+
+
+@pytest.fixture(scope="module")
+def rig():
+    return load_robot("friction_rig")
+
+
+def wait_for(plant: PlantProcess, t_s: float, timeout_s: float = 60.0):
+    """The first measurement at or after plant time ``t_s``."""
+    end = time.monotonic() + timeout_s
+    while (state := plant.read()).t < t_s:
+        assert time.monotonic() < end, "the plant did not advance"
+        time.sleep(0.002)
+    return state
+
+
+def test_free_motion_equals_the_lockstep_plant(rig):
+    """Torque off, the pendulum swings; each measurement equals the lock-step plant's after as many periods."""
+    with PlantProcess(rig, PERIOD_S, PlantConfig(), q0=Q0) as plant:
+        states = [wait_for(plant, t) for t in (0.0, 0.02, 0.05)]
+    reference = SimPlant(rig, PERIOD_S, PlantConfig(), q0=Q0)
+    with reference:
+        steps = 0
+        for state in states:
+            while steps < round(state.t / PERIOD_S):
+                reference.write(JointCommand.torque(np.zeros(1)))
+                steps += 1
+            expected = reference.read()
+            assert expected.t == pytest.approx(state.t)
+            assert np.array_equal(expected.q, state.q) and np.array_equal(expected.dq, state.dq)
+    assert abs(state.q[0] - Q0[0]) > 1e-3  # it moved
+
+
+def test_torque_reaches_the_plant_and_the_report_follows(rig):
+    """A torque well above gravity (7.5 N m here) lifts the arm; close() collects the plant's timing."""
+    with PlantProcess(rig, PERIOD_S, PlantConfig(), q0=Q0) as plant:
+        plant.enable()
+        plant.write(JointCommand.torque(np.array([15.0])))
+        start = plant.read().t
+        lifted = wait_for(plant, start + 0.1)
+        name = plant._shm.name
+    assert lifted.q[0] > Q0[0] + 0.01 and lifted.effort[0] == 15.0
+    timing = plant.timing()
+    assert timing["steps"] >= 100 and timing["real_time_factor"] > 0 and np.isfinite(timing["step_p99_us"])
+    assert not os.path.exists(f"/dev/shm/{name}")  # the shared memory is gone
+
+
+def test_a_plant_that_cannot_start_says_why(rig):
+    with pytest.raises(HardwareError, match="did not start: .*"):
+        PlantProcess(rig, PERIOD_S, PlantConfig(), q0=np.zeros(5)).open()
+
+
+def test_a_dead_plant_is_a_communication_error(rig):
+    """The loop's failed-read path (and its watchdog) handles a plant process that died."""
+    with PlantProcess(rig, PERIOD_S, PlantConfig(), q0=Q0) as plant:
+        plant._proc.kill()
+        plant._proc.wait()
+        with pytest.raises(CommunicationError, match="the simulated plant stopped"):
+            for _ in range(10):
+                plant.read()
