@@ -36,6 +36,7 @@ from mbctl.dynamics.flexible.rfe import RFELink, add_rfe_link
 from mbctl.dynamics.friction.laws import JointFriction, LuGre
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.urdf import parse_urdf
+from mbctl.dynamics.model.validate import check_model, check_urdf
 from mbctl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -329,6 +330,7 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
         ConfigError: With the file and field at fault, for a malformed URDF, an unknown
             joint, or a non-physical parameter.
     """
+    check_urdf(spec.urdf)  # before pinocchio, whose messages do not name the joint
     model = parse_urdf(spec.urdf)
     if spec.gravity is not None:
         model.gravity = pin.Motion(np.concatenate([np.asarray(spec.gravity, dtype=float), np.zeros(3)]))
@@ -351,6 +353,7 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
         flexible_base=flexible_base,
     )
     _check_lugre_dissipative(robot)
+    check_model(robot.model, [j.name for j in sorted(robot.joints, key=lambda j: j.idx_v)], file=spec.source or spec.urdf)
     return robot
 
 
