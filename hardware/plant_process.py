@@ -27,6 +27,7 @@ and after copying)::
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -115,7 +116,8 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
         status[_READY] = 1.0
         t0 = clock.now()
         k = 0
-        while status[_STOP] == 0.0:
+        parent = os.getppid()
+        while status[_STOP] == 0.0 and os.getppid() == parent:  # an orphaned plant stops too
             clock.sleep_until(t0 + (k + 1) * period_s)
             values = _snapshot(command)
             if values[0] and not enabled:

@@ -79,3 +79,26 @@ def test_a_dead_plant_is_a_communication_error(rig):
         with pytest.raises(CommunicationError, match="the simulated plant stopped"):
             for _ in range(10):
                 plant.read()
+
+
+def test_the_plant_stops_when_its_parent_dies(tmp_path):
+    """A control process that dies without closing the plant leaves no plant process behind."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, numpy as np\n"
+        "from mbctl.dynamics.model.robot import load_robot\n"
+        "from mbctl.hardware.plant_process import PlantProcess\n"
+        "p = PlantProcess(load_robot('friction_rig'), 1e-3, q0=np.array([0.3]))\n"
+        "p.open()\n"
+        "print(p._proc.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    child = int(done.stdout.split()[0])
+    end = time.monotonic() + 30
+    while os.path.exists(f"/proc/{child}") and "zombie" not in open(f"/proc/{child}/status").read():
+        assert time.monotonic() < end, "the orphaned plant process kept running"
+        time.sleep(0.05)
