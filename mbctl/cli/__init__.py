@@ -1,7 +1,9 @@
 """The ``mbctl`` command line: parses arguments, runs one sub-command, maps errors to exit codes.
 
 Exit codes: 0 success, 2 bad input (file, field or argument; one line on stderr),
-1 any other mbctl error, 130 interrupted.
+1 any other mbctl error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). A signal
+unwinds the command like an error: outputs are written whole or not at all, and a
+closed loop, which handles both signals itself, stops with torque off and its log.
 
 Only the chosen sub-command's module is imported (``mbctl --help`` imports none of
 them), so the numerical stack loads only when a command needs it.
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from mbctl import __version__
@@ -53,9 +57,18 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds like Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         return args.run(args)
     except InputError as exc:
@@ -64,6 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MbctlError as exc:
         print(f"mbctl: error: {exc}", file=sys.stderr)
         return 1
+    except _Terminated:
+        print("mbctl: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("mbctl: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
