@@ -31,11 +31,12 @@ else and then closes the log, which holds every completed cycle.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -271,6 +272,8 @@ def run_loop(
     scheduling = contextlib.ExitStack()
     try:
         summary.scheduling = scheduling.enter_context(realtime_priority(config.realtime_priority if config.paced else None))
+        if config.paced:
+            scheduling.enter_context(_no_gc_pauses())
         # warm-up: every path of a cycle once, before the first deadline and without a write
         try:
             warm = backend.read()
@@ -382,6 +385,25 @@ def run_loop(
     summary.comm_errors = dict(Counter(comm_errors())) if comm_errors else {}
     summary.saturated = saturated + (saturation_count() if saturation_count else 0)
     return summary
+
+
+@contextlib.contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """No cyclic garbage collection inside the loop: a full collection can take milliseconds.
+
+    The loop allocates only short-lived arrays freed by reference counting, so memory
+    stays flat; objects alive before the loop are frozen out of later collections.
+    """
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _spread(values: np.ndarray) -> dict[str, float]:

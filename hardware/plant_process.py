@@ -26,6 +26,7 @@ and after copying)::
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import pickle
@@ -84,6 +85,9 @@ def _serve() -> None:
     # the parent owns the segment: without this, Python < 3.13 unlinks it when the child exits
     resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
     try:
+        gc.collect()
+        gc.freeze()
+        gc.disable()  # as in the control loop: a collection could cost the plant a period
         with realtime_priority(args["priority"]) as scheduling:
             report = _step_until_stopped(shm, args["truth"], args["period_s"], args["config"], args["q0"], args["max_lag_s"], args["spin_s"])
         report["realtime"] = scheduling.startswith("SCHED_FIFO")
