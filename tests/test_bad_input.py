@@ -1,117 +1,156 @@
-"""Every class of bad input, through the command line: exit 2, one line naming file and field, nothing written.
-
-The table in docs/bad-input.md is generated from these cases (what the user sees is
-what the test observed); the last test fails when the page is out of date, and
-``MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input.py`` rewrites it.
-"""
+"""Bad input: one line on stderr naming file and field, exit code 2, no output left behind."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from mbctl.bundled import bundled_config
-from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
+GOOD_TRAJ = "t,q.j1,dq.j1,ddq.j1,q.j2,dq.j2,ddq.j2\n0,0,0,0,0,0,0\n0.01,0.001,0.1,0,0,0,0\n"
+URDF = """<?xml version="1.0"?><robot name="r"><link name="b"/>
+<joint name="j1" type="revolute"><parent link="b"/><child link="l1"/><axis xyz="0 0 1"/>
+  <limit lower="-3" upper="3" velocity="2" effort="10"/></joint>
+<link name="l1"><inertial><origin xyz="0.2 0 0"/><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+<joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.4 0 0"/><axis xyz="0 1 0"/>
+  <limit lower="-3" upper="3" velocity="2" effort="10"/></joint>
+<link name="l2"><inertial><origin xyz="0.2 0 0"/><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+</robot>"""
+GOOD_TOML = 'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "coulomb-viscous", fc = 0.1, fv = 0.01 }\n'
+LUGRE = 'law = "lugre", fc = 0.5, fs = 0.7, vs = 0.02, fv = 0.05, sigma0 = 1e4'
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "bad-input.md"
-SCARA_TOML = bundled_config("scara").read_text()
-SCARA_URDF = bundled_config("scara").with_name("scara.urdf").read_text()
-JOINTS = ("j1", "j2", "j3", "j4")
-
-
-def _scara(tmp: Path, toml: tuple[str, str] | None = None, urdf: tuple[str, str] | None = None) -> list[str]:
-    """The bundled SCARA with one replacement in its TOML or URDF; returns the feed-forward command line."""
-    text, model = SCARA_TOML, SCARA_URDF
-    if toml:
-        assert toml[0] in text
-        text = text.replace(toml[0], toml[1], 1)
-    if urdf:
-        assert urdf[0] in model
-        model = model.replace(urdf[0], urdf[1], 1)
-    (tmp / "scara.toml").write_text(text)
-    (tmp / "scara.urdf").write_text(model)
-    write_trajectory(tmp / "traj.csv", quintic_rest_to_rest(np.array([[0, 0, 0, 0], [0.1, 0.1, 0.1, 0.01]]), [0.5], 100.0, JOINTS))
-    return ["feedforward", str(tmp / "scara.toml"), "--trajectory", str(tmp / "traj.csv"), "--out", str(tmp / "out" / "tau.csv")]
-
-
-def _trajectory(tmp: Path, edit: Callable[[list[str]], list[str]]) -> list[str]:
-    """The SCARA with an edited trajectory CSV (a list of lines in, a list out)."""
-    args = _scara(tmp)
-    lines = (tmp / "traj.csv").read_text().splitlines()
-    (tmp / "traj.csv").write_text("\n".join(edit(lines)) + "\n")
-    return args
-
-
-def _replace_cell(lines: list[str], row: int, col: int, value: str) -> list[str]:
-    cells = lines[row].split(",")
-    cells[col] = value
-    return [*lines[:row], ",".join(cells), *lines[row + 1 :]]
-
-
-# (what the input is, how to make it) -> the test observes exit code and message
-CASES: dict[str, Callable[[Path], list[str]]] = {
-    "robot file missing": lambda tmp: _scara(tmp)[:1] + [str(tmp / "nothing.toml")] + _scara(tmp)[2:],
-    "TOML syntax error": lambda tmp: _scara(tmp, toml=("[joints.j1]", "[joints.j1")),
-    "unknown field": lambda tmp: _scara(tmp, toml=("[joints.j1]", "[joints.j1]\nstiffnes = 3.0")),
-    "unknown joint": lambda tmp: _scara(tmp, toml=("[joints.j1]", "[joints.j9]")),
-    "unknown friction law": lambda tmp: _scara(tmp, toml=('law = "stribeck"', 'law = "strbeck"')),
-    "static below Coulomb friction": lambda tmp: _scara(tmp, toml=("fs = 1.1", "fs = 0.5")),
-    "negative friction parameter": lambda tmp: _scara(tmp, toml=("vs = 0.05", "vs = -0.05")),
-    "URDF not XML": lambda tmp: _scara(tmp, urdf=("<robot", "<robot <")),
-    "negative principal inertia": lambda tmp: _scara(tmp, urdf=('ixx="0.26"', 'ixx="-5"')),
-    "inertia breaks the triangle inequality": lambda tmp: _scara(tmp, urdf=('izz="0.27"', 'izz="2.7"')),
-    "NaN mass": lambda tmp: _scara(tmp, urdf=('<mass value="20"/>', '<mass value="nan"/>')),
-    "negative mass": lambda tmp: _scara(tmp, urdf=('<mass value="20"/>', '<mass value="-20"/>')),
-    "joint limits out of order": lambda tmp: _scara(tmp, urdf=('lower="-2.9" upper="2.9"', 'lower="2.9" upper="-2.9"')),
-    "zero joint axis": lambda tmp: _scara(tmp, urdf=('<axis xyz="0 0 1"/>', '<axis xyz="0 0 0"/>')),
-    "negative effort limit": lambda tmp: _scara(tmp, urdf=('effort="120"', 'effort="-120"')),
-    "a joint that moves no mass": lambda tmp: _scara(tmp, urdf=(SCARA_URDF[SCARA_URDF.index('<link name="link4">') : SCARA_URDF.index("</robot>")], '<link name="link4"/>\n')),
-    "trajectory missing": lambda tmp: _scara(tmp)[:3] + [str(tmp / "none.csv")] + _scara(tmp)[4:],
-    "trajectory: NaN": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 2, "nan")),
-    "trajectory: text in a number": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 2, "x")),
-    "trajectory: ragged line": lambda tmp: _trajectory(tmp, lambda lines: [*lines[:3], lines[3] + ",1.0", *lines[4:]]),
-    "trajectory: column missing": lambda tmp: _trajectory(tmp, lambda lines: [lines[0].replace("q.j2", "q.jx"), *lines[1:]]),
-    "trajectory: time not increasing": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 0, "0")),
-    "trajectory: empty file": lambda tmp: _trajectory(tmp, lambda lines: []),
-    "output folder missing": lambda tmp: _scara(tmp)[:-1] + [str(tmp / "no" / "such" / "folder" / "tau.csv")],
+CASES = {
+    # name: (toml text or None for missing, trajectory text or None for missing, expected message parts)
+    "missing config": (None, GOOD_TRAJ, ["r.toml", "file not found"]),
+    "malformed toml": ('urdf = "r.urdf"\n[joints.j1\n', GOOD_TRAJ, ["r.toml", "malformed TOML"]),
+    "missing urdf field": ("gravity = [0, 0, -9.81]\n", GOOD_TRAJ, ["r.toml", "urdf", "missing required field"]),
+    "urdf not found": ('urdf = "nope.urdf"\n', GOOD_TRAJ, ["r.toml", "urdf", "not found"]),
+    "unknown top-level field": ("gravty = [0, 0, 1]\n" + GOOD_TOML, GOOD_TRAJ, ["gravty", "did you mean 'gravity'"]),
+    "bad gravity": ('urdf = "r.urdf"\ngravity = [0, 0]\n', GOOD_TRAJ, ["gravity", "3 finite numbers"]),
+    "unknown joint": ('urdf = "r.urdf"\n[joints.j7]\nactuated = true\n', GOOD_TRAJ, ["joints.j7", "no joint 'j7'"]),
+    "unknown law": (
+        'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "stribek", fc = 1.0 }\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.law", "did you mean 'stribeck'"],
+    ),
+    "misspelt parameter": (
+        'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "coulomb-viscous", fc = 1.0, fvv = 0.1 }\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.fvv", "unknown field"],
+    ),
+    "missing parameter": (
+        'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "stribeck", fc = 1.0, fs = 1.2 }\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.vs", "missing required parameter"],
+    ),
+    "fs below fc": (
+        'urdf = "r.urdf"\n[joints.j2]\nfriction = { law = "stribeck", fc = 1.0, fs = 0.5, vs = 0.1 }\n',
+        GOOD_TRAJ,
+        ["joints.j2.friction.fs", "must be >= fc"],
+    ),
+    "negative load arm": (
+        'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "coulomb-viscous", fc = 0.01, load = { model = "bearing3d", rb = -1, rp = 0.01, rn = 0.01 } }\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.load.rb", "must be > 0"],
+    ),
+    "non-dissipative lugre": (
+        f'urdf = "r.urdf"\n[joints.j1]\nfriction = {{ {LUGRE}, sigma1 = 5e4 }}\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.sigma1", "not dissipative above"],
+    ),
+    "string for number": (
+        'urdf = "r.urdf"\n[joints.j1]\nfriction = { law = "coulomb-viscous", fc = "0.1" }\n',
+        GOOD_TRAJ,
+        ["joints.j1.friction.fc", "finite number"],
+    ),
+    "inverted position limits": (
+        'urdf = "r.urdf"\n[joints.j1]\nlimits = { position = [1.0, -1.0] }\n',
+        GOOD_TRAJ,
+        ["joints.j1.limits.position", "must be below"],
+    ),
+    "missing trajectory": (GOOD_TOML, None, ["traj.csv", "file not found"]),
+    "missing column": (GOOD_TOML, "t,q.j1,dq.j1,ddq.j1\n0,0,0,0\n", ["traj.csv", "q.j2", "missing column"]),
+    "nan in csv": (GOOD_TOML, GOOD_TRAJ.replace("0.1,0,0", "nan,0,0"), ["traj.csv", "dq.j1", "non-finite value on line 3"]),
+    "inf in csv": (GOOD_TOML, GOOD_TRAJ.replace("0.001", "inf"), ["traj.csv", "q.j1", "non-finite"]),
+    "ragged csv": (GOOD_TOML, GOOD_TRAJ + "0.02,1\n", ["traj.csv", "line 4 has 2 values"]),
+    "empty csv": (GOOD_TOML, "", ["traj.csv", "empty file"]),
 }
 
 
-def observe(cli, tmp_path: Path, case: str) -> tuple[int, str]:
-    args = CASES[case](tmp_path)
-    (tmp_path / "out").mkdir(exist_ok=True)
-    before = sorted(p.name for p in tmp_path.rglob("*"))
-    r = cli(*args)
-    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "something was written"
-    return r.code, r.err.strip().replace(str(tmp_path) + "/", "")
+def _write(tmp_path: Path, toml: str | None, traj: str | None) -> None:
+    (tmp_path / "r.urdf").write_text(URDF)
+    if toml is not None:
+        (tmp_path / "r.toml").write_text(toml)
+    if traj is not None:
+        (tmp_path / "traj.csv").write_text(traj)
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, case):
-    code, message = observe(cli, tmp_path, case)
-    assert code == 2 and "\n" not in message and message.startswith("mbctl: error: "), message
-    assert "Traceback" not in message
+def _assert_clean_failure(result, tmp_path: Path, parts: list[str]) -> None:
+    assert result.code == 2, result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mbctl: error: "), result.err
+    assert "Traceback" not in result.err
+    for part in parts:
+        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".") or p.name.startswith("tau")]
+    assert leftovers == [], leftovers
 
 
-def test_the_docs_table_is_what_the_tests_see(cli, tmp_path_factory):
-    rows = []
-    for case in CASES:
-        code, message = observe(cli, tmp_path_factory.mktemp("case"), case)
-        escaped = message.replace("|", "\\|")
-        rows.append(f"| {case} | {code} | `{escaped}` |")
-    page = (
-        "# Bad input and what you see\n\n"
-        "Generated by tests/test_bad_input.py from the cases it runs (`mbctl feedforward` on the\n"
-        "bundled SCARA with one thing broken): every one exits with status 2, prints one\n"
-        "line naming the file and the field, and writes nothing. Hardware faults and signals\n"
-        "are described in [closed-loop runs](closed-loop.md).\n\n"
-        "| input | exit | what the user sees |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_fails_cleanly(cli, tmp_path, case):
+    toml, traj, parts = CASES[case]
+    _write(tmp_path, toml, traj)
+    result = cli(
+        "feedforward", tmp_path / "r.toml", "--trajectory", tmp_path / "traj.csv", "--out", tmp_path / "tau.csv", "--plot", tmp_path / "tau.png"
     )
-    if os.environ.get("MBCTL_UPDATE_DOCS"):
-        PAGE.write_text(page)
-    assert PAGE.read_text() == page, "docs/bad-input.md is out of date: MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input.py"
+    _assert_clean_failure(result, tmp_path, parts)
+
+
+def test_good_input_of_the_same_fixture_succeeds(cli, tmp_path):
+    """The fixture is valid, so the failures above come from the one thing each case breaks."""
+    _write(tmp_path, GOOD_TOML, GOOD_TRAJ)
+    result = cli("feedforward", tmp_path / "r.toml", "--trajectory", tmp_path / "traj.csv", "--out", tmp_path / "tau.csv")
+    assert result.code == 0, result.err
+    assert (tmp_path / "tau.csv").is_file()
+
+
+def test_invalid_urdf_is_reported(cli, tmp_path):
+    _write(tmp_path, GOOD_TOML, GOOD_TRAJ)
+    (tmp_path / "r.urdf").write_text("<robot name='r'><link name='b'/><joint name='j1' type='revolute'>")
+    result = cli("feedforward", tmp_path / "r.toml", "--trajectory", tmp_path / "traj.csv", "--out", tmp_path / "tau.csv")
+    _assert_clean_failure(result, tmp_path, ["r.urdf", "invalid URDF"])
+
+
+@pytest.mark.parametrize(
+    "out, plot, parts",
+    [("nodir/tau.csv", None, ["nodir/tau.csv", "output directory does not exist"]), ("tau.csv", "tau.jpg", ["tau.jpg", "file type"])],
+)
+def test_bad_output_paths_fail_before_any_work(cli, tmp_path, out, plot, parts):
+    _write(tmp_path, GOOD_TOML, GOOD_TRAJ)
+    args = ["feedforward", tmp_path / "r.toml", "--trajectory", tmp_path / "traj.csv", "--out", tmp_path / out]
+    result = cli(*args, *(["--plot", tmp_path / plot] if plot else []))
+    _assert_clean_failure(result, tmp_path, parts)
+
+
+@pytest.mark.parametrize(
+    "args, parts",
+    [
+        (["quintic", "--waypoints", "0,0;1", "--durations", "1"], ["--waypoints", "equally many"]),
+        (["quintic", "--waypoints", "0,0;1,x", "--durations", "1"], ["--waypoints", "comma-separated numbers"]),
+        (["quintic", "--waypoints", "0,0;1,1", "--durations", "0"], ["durations", "each > 0"]),
+        (["accel", "--acceleration", "1,2,3", "--duration", "1"], ["need 1 or 2 values"]),
+    ],
+)
+def test_bad_trajectory_options_fail_cleanly(cli, tmp_path, args, parts):
+    _write(tmp_path, GOOD_TOML, None)
+    result = cli("trajectory", args[0], tmp_path / "r.toml", *args[1:], "--out", tmp_path / "tau_traj.csv")
+    _assert_clean_failure(result, tmp_path, parts)
+
+
+def test_exit_code_of_the_real_process_is_2(tmp_path):
+    """The console script itself exits with status 2 and prints no traceback."""
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).with_name("mbctl")
+    done = subprocess.run([script, "feedforward", tmp_path / "none.toml", "--trajectory", "x.csv", "--out", tmp_path / "o.csv"], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "file not found" in done.stderr

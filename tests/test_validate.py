@@ -1,6 +1,6 @@
 """Physical checks of robot descriptions: suspicious values warn; every bundled robot passes.
 
-The refused inputs, through the command line, are in test_bad_input.py.
+The refused inputs, through the command line, are in test_bad_input_table.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,122 @@
+"""Impossible robots and bad trajectory values through the command line, and the docs table of all bad input.
+
+The cases here add physically impossible URDF bodies (and two trajectory faults) to
+those of test_bad_input.py; each exits 2 with one line naming the file, the link or
+joint and the field, and writes nothing. docs/bad-input.md is generated from both
+sets of cases (what the user sees is what the test observed); the last test fails
+when the page is out of date, and ``MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input_table.py``
+rewrites it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_bad_input import CASES as FILE_CASES
+from test_bad_input import _write
+
+from mbctl.bundled import bundled_config
+from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "bad-input.md"
+SCARA_TOML = bundled_config("scara").read_text()
+SCARA_URDF = bundled_config("scara").with_name("scara.urdf").read_text()
+JOINTS = ("j1", "j2", "j3", "j4")
+
+
+def _scara(tmp: Path, toml: tuple[str, str] | None = None, urdf: tuple[str, str] | None = None) -> list[str]:
+    """The bundled SCARA with one replacement in its TOML or URDF; returns the feed-forward command line."""
+    text, model = SCARA_TOML, SCARA_URDF
+    if toml:
+        assert toml[0] in text
+        text = text.replace(toml[0], toml[1], 1)
+    if urdf:
+        assert urdf[0] in model
+        model = model.replace(urdf[0], urdf[1], 1)
+    (tmp / "scara.toml").write_text(text)
+    (tmp / "scara.urdf").write_text(model)
+    write_trajectory(tmp / "traj.csv", quintic_rest_to_rest(np.array([[0, 0, 0, 0], [0.1, 0.1, 0.1, 0.01]]), [0.5], 100.0, JOINTS))
+    return ["feedforward", str(tmp / "scara.toml"), "--trajectory", str(tmp / "traj.csv"), "--out", str(tmp / "out" / "tau.csv")]
+
+
+def _trajectory(tmp: Path, edit: Callable[[list[str]], list[str]]) -> list[str]:
+    """The SCARA with an edited trajectory CSV (a list of lines in, a list out)."""
+    args = _scara(tmp)
+    lines = (tmp / "traj.csv").read_text().splitlines()
+    (tmp / "traj.csv").write_text("\n".join(edit(lines)) + "\n")
+    return args
+
+
+def _replace_cell(lines: list[str], row: int, col: int, value: str) -> list[str]:
+    cells = lines[row].split(",")
+    cells[col] = value
+    return [*lines[:row], ",".join(cells), *lines[row + 1 :]]
+
+
+# (what the input is, how to make it) -> the test observes exit code and message
+CASES: dict[str, Callable[[Path], list[str]]] = {
+    "negative principal inertia": lambda tmp: _scara(tmp, urdf=('ixx="0.26"', 'ixx="-5"')),
+    "inertia breaks the triangle inequality": lambda tmp: _scara(tmp, urdf=('izz="0.27"', 'izz="2.7"')),
+    "NaN mass": lambda tmp: _scara(tmp, urdf=('<mass value="20"/>', '<mass value="nan"/>')),
+    "negative mass": lambda tmp: _scara(tmp, urdf=('<mass value="20"/>', '<mass value="-20"/>')),
+    "joint limits out of order": lambda tmp: _scara(tmp, urdf=('lower="-2.9" upper="2.9"', 'lower="2.9" upper="-2.9"')),
+    "zero joint axis": lambda tmp: _scara(tmp, urdf=('<axis xyz="0 0 1"/>', '<axis xyz="0 0 0"/>')),
+    "negative effort limit": lambda tmp: _scara(tmp, urdf=('effort="120"', 'effort="-120"')),
+    "a joint that moves no mass": lambda tmp: _scara(tmp, urdf=(SCARA_URDF[SCARA_URDF.index('<link name="link4">') : SCARA_URDF.index("</robot>")], '<link name="link4"/>\n')),
+    "trajectory: text in a number": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 2, "x")),
+    "trajectory: time not increasing": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 0, "0")),
+}
+
+
+def _file_case(name: str) -> Callable[[Path], list[str]]:
+    """A case of test_bad_input.py, as a command line."""
+
+    def make(tmp: Path) -> list[str]:
+        toml, traj, _ = FILE_CASES[name]
+        _write(tmp, toml, traj)
+        return ["feedforward", str(tmp / "r.toml"), "--trajectory", str(tmp / "traj.csv"), "--out", str(tmp / "tau.csv")]
+
+    return make
+
+
+ALL_CASES = {**{name: _file_case(name) for name in FILE_CASES}, **CASES}
+
+
+def observe(cli, tmp_path: Path, case: str) -> tuple[int, str]:
+    args = ALL_CASES[case](tmp_path)
+    (tmp_path / "out").mkdir(exist_ok=True)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    r = cli(*args)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "something was written"
+    return r.code, r.err.strip().replace(str(tmp_path) + "/", "")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, case):
+    code, message = observe(cli, tmp_path, case)
+    assert code == 2 and "\n" not in message and message.startswith("mbctl: error: "), message
+    assert "Traceback" not in message
+
+
+def test_the_docs_table_is_what_the_tests_see(cli, tmp_path_factory):
+    rows = []
+    for case in ALL_CASES:
+        code, message = observe(cli, tmp_path_factory.mktemp("case"), case)
+        escaped = message.replace("|", "\\|")
+        rows.append(f"| {case} | {code} | `{escaped}` |")
+    page = (
+        "# Bad input and what you see\n\n"
+        "Generated by tests/test_bad_input_table.py from the cases the tests run (`mbctl\n"
+        "feedforward` on a two-link arm or the bundled SCARA, with one thing broken): every one\n"
+        "exits with status 2, prints one line naming the file and the field, and writes\n"
+        "nothing. Hardware faults and signals are described in [closed-loop runs](closed-loop.md).\n\n"
+        "| input | exit | what the user sees |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+    if os.environ.get("MBCTL_UPDATE_DOCS"):
+        PAGE.write_text(page)
+    assert PAGE.read_text() == page, "docs/bad-input.md is out of date: MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input_table.py"
