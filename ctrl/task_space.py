@@ -42,18 +42,7 @@ objective does, and the self-motion descends ``V(q) = 1/2 (q_c - q_0)^T W (q_c -
 Friction is compensated as in computed torque (``[control] friction_velocity``).
 Saturation is explicit, as for every law.
 
-```toml
-[control.task-space]
-frame = "panda_hand_tcp"          # task frame (its origin's world position is the task)
-axes = ["x", "y", "z"]            # optional subset (default all three)
-kp = 100.0                        # 1/s²  task error dynamics e'' + kd e' + kp e = 0
-kd = 20.0                         # 1/s
-[control.task-space.nullspace]
-objective = "joint-limits"        # joint-limits | posture
-kp = 25.0                         # 1/s²  (kp0)
-kd = 10.0                         # 1/s   (kd0)
-posture = { panda_joint4 = -2.0 } # rad, with objective = "posture"
-```
+The ``[control.task-space]`` table is described in :mod:`mbctl.config.control`.
 """
 
 from __future__ import annotations
@@ -68,15 +57,12 @@ import pinocchio as pin
 from mbctl.ctrl.settings import ControlSettings, control_settings
 from mbctl.ctrl.signature import INPUTS, OUTPUTS, saturate
 from mbctl.dynamics.constraints.kinds import AXES, frame_id
+from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import ConfigError
 
-__all__ = ["TaskSpaceSettings", "TaskTracking", "task_space_settings", "build_task_space_function", "task_tracking", "OBJECTIVES"]
-
-OBJECTIVES = ("joint-limits", "posture")
-TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
-NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
+__all__ = ["TaskSpaceSettings", "TaskTracking", "task_space_settings", "build_task_space_function", "task_tracking"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,74 +100,61 @@ class TaskSpaceSettings:
         return 0.5 * np.sum(self.weights[c] * e**2, axis=-1)
 
 
-def _positive(t, key: str, unit: str) -> float:
-    value = t.number(key)
-    if not value > 0:
-        raise t.error(key, f"must be > 0 {unit}, got {value:g}")
-    return value
-
-
 def task_space_settings(robot: RobotModel) -> TaskSpaceSettings:
-    """Parse ``[control.task-space]``.
+    """The robot's ``[control.task-space]`` spec checked against it.
 
     Raises:
         ConfigError: Naming the file and field, when the table is missing, names an
-            unknown frame, axis or joint, or has non-positive gains; for
-            ``joint-limits``, when a chain joint has no finite position limits.
+            unknown frame or joint; for ``joint-limits``, when a chain joint has no
+            finite position limits.
     """
-    if robot.config is None or "control" not in robot.config or "task-space" not in robot.config.table("control"):
+    control = robot.spec.control if robot.spec is not None else None
+    if control is None or control.task_space is None:
         raise ConfigError("missing required table (the task-space law needs frame and gains)", file=robot.source, field="control.task-space")
-    t = robot.config.table("control").table("task-space")
-    t.only(TASK_KEYS)
-    name = t.string("frame")
+    spec, file = control.task_space, control.file
+
+    def error(key: str, reason: str) -> ConfigError:
+        return ConfigError(reason, file=file, field=f"control.task-space.{key}")
+
     try:
-        fid = frame_id(robot, name)
+        fid = frame_id(robot, spec.frame)
     except ConfigError as exc:
-        raise t.error("frame", exc.reason) from None
-    axes_names = t.get("axes", list(AXES))
-    if not isinstance(axes_names, list) or not axes_names or any(a not in AXES for a in axes_names) or len(set(axes_names)) != len(axes_names):
-        raise t.error("axes", f"must be a list of distinct axes among x, y, z, got {axes_names!r}")
+        raise error("frame", exc.reason) from None
     parent = int(robot.model.frames[fid].parentJoint)
     supports = {int(j) for j in robot.model.supports[parent]} if parent > 0 else set()
     chain = tuple(j.idx_v for j in robot.joints if j.id in supports)
-    if len(chain) < len(axes_names):
-        raise t.error("frame", f"frame {name!r} is moved by {len(chain)} joints, fewer than the {len(axes_names)} task axes")
+    if len(chain) < len(spec.axes):
+        raise error("frame", f"frame {spec.frame!r} is moved by {len(chain)} joints, fewer than the {len(spec.axes)} task axes")
     for k in chain:
         if not robot.joints[k].actuated:
-            raise t.error("frame", f"joint {robot.joints[k].name!r} of the task chain is not actuated")
-    nt = t.table("nullspace")
-    nt.only(NULLSPACE_KEYS)
-    objective = nt.string("objective", "joint-limits", choices=OBJECTIVES)
-    kp0, kd0 = _positive(nt, "kp", "1/s²"), _positive(nt, "kd", "1/s")
+            raise error("frame", f"joint {robot.joints[k].name!r} of the task chain is not actuated")
+    nullspace = spec.nullspace
     q0 = np.zeros(robot.nv)
     weights = np.ones(robot.nv)
     for j in robot.joints:
         if math.isfinite(j.limits.lower) and math.isfinite(j.limits.upper):
             q0[j.idx_v] = 0.5 * (j.limits.lower + j.limits.upper)
-    if objective == "joint-limits":
-        if "posture" in nt:
-            raise nt.error("posture", 'only with objective = "posture"')
+    if nullspace.objective == "joint-limits":
         half = []
         for k in chain:
             j = robot.joints[k]
             if not (math.isfinite(j.limits.lower) and math.isfinite(j.limits.upper)):
-                raise nt.error("objective", f"joint-limits needs position limits on every chain joint; {j.name} has none")
+                raise error("nullspace.objective", f"joint-limits needs position limits on every chain joint; {j.name} has none")
             half.append(0.5 * (j.limits.upper - j.limits.lower))
         weights[list(chain)] = (np.mean(half) / np.array(half)) ** 2
-    elif "posture" in nt:
-        pt = nt.table("posture")
-        pt.only([robot.joints[k].name for k in chain])
-        for jname in pt.keys():
-            q0[robot.joint(jname).idx_v] = pt.number(jname)
+    else:
+        check_joint_names(robot, nullspace.posture, file=file, field="control.task-space.nullspace.posture", allowed=tuple(robot.joints[k].name for k in chain))
+        for name, value in nullspace.posture.items():
+            q0[robot.joint(name).idx_v] = value
     return TaskSpaceSettings(
-        frame=name,
-        axes=tuple(AXES.index(a) for a in axes_names),
-        kp=_positive(t, "kp", "1/s²"),
-        kd=_positive(t, "kd", "1/s"),
+        frame=spec.frame,
+        axes=tuple(AXES.index(a) for a in spec.axes),
+        kp=spec.kp,
+        kd=spec.kd,
         chain=chain,
-        objective=objective,
-        kp0=kp0,
-        kd0=kd0,
+        objective=nullspace.objective,
+        kp0=nullspace.kp,
+        kd0=nullspace.kd,
         q0=q0,
         weights=weights,
     )

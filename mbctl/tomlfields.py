@@ -139,6 +139,16 @@ class Table:
         for key in self.data:
             yield key, self.table(key)
 
+    def per_joint(self, key: str, default: Any = _MISSING) -> float | dict[str, float]:
+        """One number for every joint, or a table of numbers by joint name (names not checked here)."""
+        value = self.get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if isinstance(value, dict):
+            sub = self.table(key)
+            return {name: sub.number(name) for name in sub.keys()}
+        return self.number(key)
+
     def numbers(self, names: Iterable[str]) -> dict[str, float]:
         """The given keys, those present, as numbers."""
         return {name: self.number(name) for name in names if name in self.data}

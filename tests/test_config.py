@@ -21,7 +21,7 @@ from mbctl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # sections already converted to specs: the code that builds them reads no TOML
-CONVERTED = ["dynamics/model", "dynamics/flexible", "dynamics/friction"]
+CONVERTED = ["dynamics/model", "dynamics/flexible", "dynamics/friction", "ctrl"]
 
 
 @pytest.mark.parametrize("folder", CONVERTED)

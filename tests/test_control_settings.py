@@ -52,7 +52,7 @@ BAD = {
     "joint missing from table": ("[control.pd]\nkp = { j1 = 1.0 }\nkd = 1.0\n", ["control.pd.kp.j2", "missing value"]),
     "unknown joint in table": (
         "[control.pd]\nkp = { j1 = 1.0, j2 = 1.0, j3 = 1.0 }\nkd = 1.0\n",
-        ["control.pd.kp.j3", "unknown field"],
+        ["control.pd.kp.j3", "unknown joint"],
     ),
     "not a table": ('[control]\npd = "stiff"\n', ["control.pd", "must be a table"]),
     "effort above the limit": ("[control]\neffort = { j1 = 200.0 }\n", ["control.effort.j1", "above the effort limit 10"]),

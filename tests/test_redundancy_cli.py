@@ -73,7 +73,7 @@ BAD = {
     ),
     "non-redundant without drives": ('mode = "non-redundant"\n', ["actuation.non_redundant", "missing required field"]),
     "negative effort": ("effort = -1.0\n", ["actuation.effort", "must be > 0"]),
-    "effort of unknown drive": ("effort = { a1 = 1.0, a5 = 2.0 }\n", ["actuation.effort.a5", "unknown field"]),
+    "effort of unknown drive": ("effort = { a1 = 1.0, a5 = 2.0 }\n", ["actuation.effort.a5", "unknown joint"]),
     "zero weight": ("weights = { a2 = 0.0 }\n", ["actuation.weights.a2", "must be > 0"]),
     "bad regularization": ("power_regularization = 0\n", ["actuation.power_regularization", "must be > 0"]),
     "unknown solver": ('solver = "osqp"\n', ["actuation.solver", "unknown value 'osqp'"]),

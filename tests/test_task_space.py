@@ -156,7 +156,7 @@ BAD = {
     "posture of a finger": (
         '[control.task-space]\nframe = "panda_hand"\nkp = 1.0\nkd = 1.0\n[control.task-space.nullspace]\nobjective = "posture"\n'
         "kp = 1.0\nkd = 1.0\nposture = { panda_finger_joint1 = 0.0 }\n",
-        ["control.task-space.nullspace.posture.panda_finger_joint1", "unknown field"],
+        ["control.task-space.nullspace.posture.panda_finger_joint1", "unknown joint"],
     ),
     "bad axis": (
         '[control.task-space]\nframe = "panda_hand"\naxes = ["x", "w"]\nkp = 1.0\nkd = 1.0\n[control.task-space.nullspace]\nkp = 1.0\nkd = 1.0\n',

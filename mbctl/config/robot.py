@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mbctl.bundled import resolve_config, resolve_urdf
+from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
+from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.flexible import RFESpec, parse_flexible
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.tomlfields import Table, read_toml
@@ -42,6 +44,8 @@ class RobotSpec:
         joints: Overrides by URDF joint name.
         flexible: Links modelled by rigid finite elements.
         base: The base support, or None for a rigid base.
+        control: Controller gains and limits, or None.
+        actuation: Drives and torque sharing, or None for the joints marked actuated.
         document: The parsed TOML, from which the layers still read the sections not yet
             converted to specs (constraints, simulation, control, actuation, plant, drives,
             identification); None for a spec built in Python.
@@ -54,6 +58,8 @@ class RobotSpec:
     joints: Mapping[str, JointSpec] = dataclasses.field(default_factory=dict)
     flexible: tuple[RFESpec, ...] = ()
     base: BaseSupport | None = None
+    control: ControlSpec | None = None
+    actuation: ActuationSpec | None = None
     document: Table | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
@@ -81,5 +87,7 @@ def read_robot_spec(config: str | Path) -> RobotSpec:
         joints=joints,
         flexible=flexible,
         base=parse_base(root.table("base")) if "base" in root else None,
+        control=parse_control(root.table("control")) if "control" in root else None,
+        actuation=parse_actuation(root.table("actuation")) if "actuation" in root else None,
         document=root,
     )

@@ -1,0 +1,167 @@
+"""``[control]``: controller gains, saturation levels and the task-space law (SI units).
+
+```toml
+[control]
+effort = { shoulder_pan_joint = 100.0 }   # optional saturation level, N·m (N): one number or by joint
+friction_velocity = "desired"            # desired | measured: where computed torque evaluates friction
+[control.computed-torque]                # e'' + kd e' + kp e = 0
+kp = 400.0                               # 1/s²: one number for every actuated joint, or by joint name
+kd = 40.0                                # 1/s
+[control.pd]                             # PD + gravity and PD + feed-forward
+kp = { j1 = 800.0, j2 = 400.0 }          # N·m/rad (N/m)
+kd = { j1 = 40.0, j2 = 20.0 }            # N·m·s/rad (N·s/m)
+[control.task-space]
+frame = "panda_hand_tcp"                 # task frame: its origin's world position is the task
+axes = ["x", "y", "z"]                   # optional subset
+kp = 100.0                               # 1/s²
+kd = 20.0                                # 1/s
+[control.task-space.nullspace]
+objective = "joint-limits"               # joint-limits | posture
+kp = 25.0                                # 1/s²
+kd = 10.0                                # 1/s
+posture = { panda_joint4 = -2.0 }        # rad, with objective = "posture"
+```
+
+Values given per joint stay keyed by joint name here; the controller checks the
+names against the robot (:mod:`mbctl.ctrl.settings`, :mod:`mbctl.ctrl.task_space`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mbctl.tomlfields import Table
+
+__all__ = [
+    "CONTROL_KEYS",
+    "FRICTION_VELOCITIES",
+    "OBJECTIVES",
+    "TASK_AXES",
+    "ControlSpec",
+    "GainsSpec",
+    "NullspaceSpec",
+    "PerJoint",
+    "TaskSpaceSpec",
+    "parse_control",
+]
+
+PerJoint = float | dict[str, float]
+"""One number for every actuated joint, or numbers by joint name."""
+
+CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")
+FRICTION_VELOCITIES = ("desired", "measured")
+GAIN_KEYS = ("kp", "kd")
+TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
+NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
+OBJECTIVES = ("joint-limits", "posture")
+TASK_AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class GainsSpec:
+    """Diagonal gains: ``kp`` (1/s² for computed torque, N·m/rad for PD), ``kd`` (1/s, N·m·s/rad)."""
+
+    kp: PerJoint
+    kd: PerJoint
+
+
+@dataclass(frozen=True)
+class NullspaceSpec:
+    """The secondary objective of the task-space law: stiffness ``kp`` (1/s²), damping ``kd`` (1/s)."""
+
+    kp: float
+    kd: float
+    objective: str = "joint-limits"
+    posture: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskSpaceSpec:
+    """Task frame, task axes, task gains ``kp`` (1/s²) and ``kd`` (1/s), and the null-space objective."""
+
+    frame: str
+    kp: float
+    kd: float
+    nullspace: NullspaceSpec
+    axes: tuple[str, ...] = TASK_AXES
+
+
+@dataclass(frozen=True)
+class ControlSpec:
+    """The ``[control]`` table, parsed.
+
+    Attributes:
+        effort: Saturation levels (N·m or N), or None for the joints' effort limits.
+        friction_velocity: ``"desired"`` or ``"measured"``.
+        computed_torque: Gains of the computed-torque law, or None.
+        pd: Gains of the PD laws, or None.
+        task_space: The task-space law, or None.
+        file: The robot TOML, for errors found against the robot (None: built in Python).
+    """
+
+    effort: PerJoint | None = None
+    friction_velocity: str = "desired"
+    computed_torque: GainsSpec | None = None
+    pd: GainsSpec | None = None
+    task_space: TaskSpaceSpec | None = None
+    file: Path | None = None
+
+
+def _positive(t: Table, key: str, unit: str) -> float:
+    value = t.number(key)
+    if not value > 0:
+        raise t.error(key, f"must be > 0 {unit}, got {value:g}")
+    return value
+
+
+def _positive_per_joint(t: Table, key: str) -> PerJoint:
+    value = t.per_joint(key)
+    entries = value.items() if isinstance(value, dict) else [(None, value)]
+    for name, number in entries:
+        if not number > 0:
+            raise t.error(key if name is None else f"{key}.{name}", f"must be > 0, got {number:g}")
+    return value
+
+
+def _gains(t: Table) -> GainsSpec:
+    t.only(GAIN_KEYS)
+    return GainsSpec(kp=_positive_per_joint(t, "kp"), kd=_positive_per_joint(t, "kd"))
+
+
+def _task_space(t: Table) -> TaskSpaceSpec:
+    t.only(TASK_KEYS)
+    axes = t.get("axes", list(TASK_AXES))
+    if not isinstance(axes, list) or not axes or any(a not in TASK_AXES for a in axes) or len(set(axes)) != len(axes):
+        raise t.error("axes", f"must be a list of distinct axes among x, y, z, got {axes!r}")
+    nt = t.table("nullspace")
+    nt.only(NULLSPACE_KEYS)
+    objective = nt.string("objective", "joint-limits", choices=OBJECTIVES)
+    if objective == "joint-limits" and "posture" in nt:
+        raise nt.error("posture", 'only with objective = "posture"')
+    posture = nt.table("posture").numbers(nt.table("posture").keys()) if "posture" in nt else {}
+    return TaskSpaceSpec(
+        frame=t.string("frame"),
+        kp=_positive(t, "kp", "1/s²"),
+        kd=_positive(t, "kd", "1/s"),
+        nullspace=NullspaceSpec(kp=_positive(nt, "kp", "1/s²"), kd=_positive(nt, "kd", "1/s"), objective=objective, posture=posture),
+        axes=tuple(axes),
+    )
+
+
+def parse_control(t: Table) -> ControlSpec:
+    """Parse the ``[control]`` table.
+
+    Raises:
+        ConfigError: Naming file and field, for unknown fields, non-positive gains or
+            saturation levels, or a malformed task-space table.
+    """
+    t.only(CONTROL_KEYS)
+    return ControlSpec(
+        effort=_positive_per_joint(t, "effort") if "effort" in t else None,
+        friction_velocity=t.string("friction_velocity", "desired", choices=FRICTION_VELOCITIES),
+        computed_torque=_gains(t.table("computed-torque")) if "computed-torque" in t else None,
+        pd=_gains(t.table("pd")) if "pd" in t else None,
+        task_space=_task_space(t.table("task-space")) if "task-space" in t else None,
+        file=t.file,
+    )
