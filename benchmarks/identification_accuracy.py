@@ -38,7 +38,7 @@ from mbctl.identification.accuracy import (  # noqa: E402
     monte_carlo,
     simulated_constant_speed,
 )
-from mbctl.identification.config import parse_identification  # noqa: E402
+from mbctl.identification.config import identification_settings  # noqa: E402
 from mbctl.identification.experiments import (  # noqa: E402
     ExperimentController,
     presliding_timeline,
@@ -98,8 +98,8 @@ def monte_carlo_tables(seeds: int, sparse: bool = False) -> None:
 
 def presliding(seeds: int) -> None:
     robot = load_robot(RIG)
-    settings = parse_identification(robot, "j1")
-    truth, plant_config = truth_model(robot, robot.config.table("plant"))
+    settings = identification_settings(robot, "j1")
+    truth, plant_config = truth_model(robot)
     law = truth.joint("j1").friction.law
     print(f"3. presliding on the simulated LuGre joint (truth sigma0 {law.sigma0:g}, sigma1 {law.sigma1:g}, fs {law.fs:g}), {seeds} seeds")
     print("   | seed | sigma0 (+- se) | sigma0 error | break-away (+- se) | break-away error | sigma1 (+- se) | sigma1 error |")
@@ -118,7 +118,7 @@ def presliding(seeds: int) -> None:
 
 def end_to_end(runs: int, clean_seeds: int = 200) -> None:
     robot = load_robot(RIG)
-    law = truth_model(robot, robot.config.table("plant"))[0].joint("j1").friction.law
+    law = truth_model(robot)[0].joint("j1").friction.law
     truth = Stribeck(fc=law.fc, fs=law.fs, vs=law.vs, fv=law.fv, delta=2.0)
     overrides = {"max_leg_s": 2.0}
     e2e = {k: [] for k in PARAMS}

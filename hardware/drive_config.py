@@ -1,48 +1,29 @@
-"""The ``[drives]`` table of a robot TOML: bus settings and each joint's servo and units.
+"""Servo units of the Dynamixel bus: a robot's ``[drives]`` spec checked against its actuated joints.
 
-```toml
-[drives]
-port = "/dev/ttyUSB0"        # serial device (the CLI's --port overrides it)
-baudrate = 4000000           # bit/s; the SDK accepts up to 4 Mbit/s
-latency_ms = 16.0            # USB adapter latency timer assumed in the reply timeout (SDK default 16)
-return_delay_us = 0.0        # Return Delay Time written to every servo (multiple of 2 µs)
-bus_watchdog_ms = 100.0      # servo Bus Watchdog (multiple of 20 ms; 0 disables)
-
-[drives.joints.j1]
-id = 1                       # servo ID on the bus
-torque_constant = 1.78       # N·m per A at the servo output shaft
-gear_ratio = 1.0             # servo turns per joint turn (external gearing)
-zero_count = 2048            # servo position (counts) at joint position 0
-direction = 1                # +1 or -1: sign between servo and joint motion
-current_unit_mA = 2.69       # mA per current unit (model dependent: XM430/XM540 2.69)
-current_limit_A = 3.2        # the servo's Current Limit, A
-```
-
-:class:`DriveUnits` converts between joint SI units and servo units; it is used by
-the host driver and (inverted) by the emulator, nowhere else.
+The TOML is described in :mod:`mbctl.config.drives`. :class:`DriveUnits` converts
+between joint SI units and servo units; it is used by the host driver and
+(inverted) by the emulator, nowhere else.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from mbctl.config.drives import DrivesSpec
+from mbctl.dynamics.model.per_joint import check_joint_names
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.errors import ConfigError
 from mbctl.hardware.xseries import (
     BUS_WATCHDOG_UNIT_S,
     POSITION_COUNTS_PER_REV,
     RETURN_DELAY_UNIT_S,
     VELOCITY_UNIT_RAD_S,
 )
-from mbctl.tomlfields import Table
 
-__all__ = ["BusConfig", "DriveUnits", "parse_drives"]
-
-BUS_KEYS = ("port", "baudrate", "latency_ms", "return_delay_us", "bus_watchdog_ms", "joints")
-JOINT_KEYS = ("id", "torque_constant", "gear_ratio", "zero_count", "direction", "current_unit_mA", "current_limit_A")
-BAUDRATES = (57600, 115200, 1000000, 2000000, 3000000, 4000000)
+__all__ = ["BusConfig", "DriveUnits", "bus_config"]
 
 
 @dataclass(frozen=True)
@@ -110,65 +91,32 @@ class BusConfig:
         return int(round(self.bus_watchdog_s / BUS_WATCHDOG_UNIT_S))
 
 
-def parse_drives(root: Table, actuated: Sequence[str]) -> BusConfig:
-    """Parse ``[drives]`` for the given actuated joints.
+def bus_config(robot: RobotModel, spec: DrivesSpec | None = None) -> BusConfig:
+    """The bus of the robot's actuated joints, from ``spec`` (default: the robot's ``[drives]``).
 
     Raises:
-        ConfigError: Naming the file and field for a missing table, joint or bad value.
+        ConfigError: Naming the file and field, for a missing table, an unknown joint,
+            or an actuated joint without a servo.
     """
-    t = root.table("drives")
-    t.only(BUS_KEYS)
-    baud = int(t.number("baudrate", 4000000))
-    if baud not in BAUDRATES:
-        raise t.error("baudrate", f"must be one of {', '.join(map(str, BAUDRATES))} bit/s")
-    return_delay_us = t.number("return_delay_us", 0.0)
-    if not 0 <= return_delay_us <= 508 or return_delay_us % 2:
-        raise t.error("return_delay_us", "must be an even number of µs in 0..508")
-    watchdog_ms = t.number("bus_watchdog_ms", 100.0)
-    if not 0 <= watchdog_ms <= 2540 or watchdog_ms % 20:
-        raise t.error("bus_watchdog_ms", "must be a multiple of 20 ms in 0..2540 (0 disables it)")
-    latency_ms = t.number("latency_ms", 16.0)
-    if not 0 < latency_ms <= 100:
-        raise t.error("latency_ms", "must be in (0, 100] ms")
-    joints = t.table("joints")
-    joints.only(actuated)
-    rows = []
-    for name in actuated:
-        if name not in joints:
-            raise joints.error(name, "missing: every actuated joint needs a servo")
-        jt = joints.table(name)
-        jt.only(JOINT_KEYS)
-        servo_id = jt.number("id")
-        if servo_id != int(servo_id) or not 0 <= servo_id <= 252:
-            raise jt.error("id", "must be an integer servo ID in 0..252")
-        direction = jt.number("direction", 1.0)
-        if direction not in (1.0, -1.0):
-            raise jt.error("direction", "must be 1 or -1")
-        row = dict(
-            ids=int(servo_id),
-            torque_constant=jt.number("torque_constant"),
-            gear_ratio=jt.number("gear_ratio", 1.0),
-            zero_count=jt.number("zero_count", 2048.0),
-            direction=direction,
-            current_unit_A=jt.number("current_unit_mA", 2.69) * 1e-3,
-            current_limit_A=jt.number("current_limit_A", 3.2),
-        )
-        for key in ("torque_constant", "gear_ratio", "current_unit_A", "current_limit_A"):
-            if not row[key] > 0:
-                field = {"current_unit_A": "current_unit_mA"}.get(key, key)
-                raise jt.error(field, "must be > 0")
-        rows.append(row)
-    ids = [r["ids"] for r in rows]
-    if len(set(ids)) != len(ids):
-        raise joints.error(None, f"servo IDs must be distinct, got {ids}")
-    units = DriveUnits(**{k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]})
-    units = DriveUnits(**{**units.__dict__, "ids": units.ids.astype(int)})
-    port = t.string("port", None)
+    if spec is None:
+        spec = robot.spec.drives if robot.spec is not None else None
+    if spec is None:
+        raise ConfigError("missing required table (the Dynamixel bus needs its servos)", file=robot.source, field="drives")
+    check_joint_names(robot, spec.servos, file=spec.file, field="drives.joints", allowed=robot.actuated_names)
+    servos = []
+    for name in robot.actuated_names:
+        if name not in spec.servos:
+            raise ConfigError("missing: every actuated joint needs a servo", file=spec.file, field=f"drives.joints.{name}")
+        servos.append(spec.servos[name])
+    units = DriveUnits(
+        ids=np.array([s.id for s in servos], dtype=int),
+        **{key: np.array([getattr(s, key) for s in servos], dtype=float) for key in ("torque_constant", "gear_ratio", "zero_count", "direction", "current_unit_A", "current_limit_A")},
+    )
     return BusConfig(
-        port=port,
-        baudrate=baud,
-        latency_s=latency_ms * 1e-3,
-        return_delay_s=return_delay_us * 1e-6,
-        bus_watchdog_s=watchdog_ms * 1e-3,
+        port=spec.port,
+        baudrate=spec.baudrate,
+        latency_s=spec.latency_s,
+        return_delay_s=spec.return_delay_s,
+        bus_watchdog_s=spec.bus_watchdog_s,
         units=units,
     )

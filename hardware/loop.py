@@ -11,7 +11,8 @@ run; any overrun makes a completed run *degraded*, and its stop reason says so
 Warm-up: before the first deadline the loop reads the backend once, calls the
 controller and the reference at t = 0 and goes through the logging path once
 (nothing is written to the backend or the log), so cycle 1 is not the first call
-of anything. The controller therefore sees t = 0 twice.
+of anything. The controller therefore sees t = 0 twice. Then it turns torque on,
+just before the first deadline.
 
 Each cycle's phases are timed — read, control (safety checks and the controller),
 write, log — and their p50/p99/max are in the summary; the log holds them per cycle.
@@ -199,10 +200,10 @@ def run_loop(
     saturation_count: Callable[[], int] | None = None,
     clock: LoopClock | None = None,
 ) -> RunSummary:
-    """Run the loop on an opened backend with torque on; always ends with torque off.
+    """Run the loop on an opened backend: warm up, torque on, cycles; always ends with torque off.
 
     Args:
-        backend: An opened, enabled joint interface.
+        backend: An opened joint interface (torque is turned on after the warm-up).
         controller: Torque law called every cycle (and once more, at t = 0, to warm up).
         limits: Safety limits of the actuated joints.
         config: Rate, duration, pacing, watchdog, overrun policy.
@@ -284,6 +285,10 @@ def run_loop(
         saturated = saturated_before
         fill_row(0.0, math.nan, math.nan, warm, np.zeros(n), np.full(len(PHASES), np.nan))
         log.rehearse(row)
+        try:
+            backend.enable()  # only now: the robot is not left unpowered while the first calls run
+        except (DriveFault, CommunicationError) as exc:
+            raise _Stop(f"enabling torque failed: {exc}") from None
 
         t0 = clock.now()
         deadline = t0

@@ -7,7 +7,10 @@ lock-step :class:`~mbctl.hardware.sim.SimPlant` at absolute deadlines
 ``t0 + k*period``: each period it takes the latest command, advances one period
 and publishes the measurement.
 
-A plant whose step costs more than a period catches up by stepping back to back;
+With torque off (before :meth:`PlantProcess.enable`, after :meth:`~PlantProcess.disable`)
+the joints are held, as by brakes, and the plant's time stands still; enabled, it
+moves from where it was held. A plant whose step costs more than a period catches up
+by stepping back to back;
 if it falls more than ``max_lag_s`` behind the wall clock it gives up the lost time
 (its clock slips) and counts it. Its timing report (:meth:`PlantProcess.timing`)
 gives the steps, the overruns (periods whose step ended after the next deadline),
@@ -129,13 +132,15 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
             elif not values[0] and enabled:
                 plant.disable()
             enabled = bool(values[0])
+            k += 1
+            if not enabled:
+                continue  # held, as by brakes: the robot does not move with torque off
             start = time.perf_counter()
-            plant.write(JointCommand.torque(values[1:]))  # a disabled plant applies zero torque
+            plant.write(JointCommand.torque(values[1:]))
             cost = time.perf_counter() - start
             measure()
             costs.append(cost)
-            k += 1
-            status[_STEPS], status[_SATURATED] = k, plant.saturated
+            status[_STEPS], status[_SATURATED] = len(costs), plant.saturated
             status[_BUSY] += cost
             now = clock.now()
             if now > t0 + (k + 1) * period_s:

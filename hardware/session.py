@@ -20,7 +20,7 @@ from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
-from mbctl.hardware.drive_config import parse_drives
+from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.interface import HardwareError, JointInterface
 from mbctl.hardware.loop import (
@@ -82,8 +82,7 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         q0: Initial DOF positions (rad, m) of a simulated or emulated plant; real
             drives are wherever they are.
     """
-    plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
-    truth, plant_config = truth_model(robot, plant_table)
+    truth, plant_config = truth_model(robot)
     if options.plant == "sim":
         # paced: the plant steps on its own clock in its own process, as a robot would
         period_s = 1.0 / options.rate_hz
@@ -92,7 +91,7 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         with plant:
             yield plant
         return
-    bus = parse_drives(robot.config, robot.actuated_names)
+    bus = bus_config(robot)
     if not options.emulate:
         with DynamixelBus(robot.actuated_names, bus, port=options.port) as drives:
             yield drives
@@ -164,9 +163,8 @@ def enable_and_run(
     log: RunLog,
     reference: Reference | None = None,
 ) -> RunSummary:
-    """Torque on, then :func:`~mbctl.hardware.loop.run_loop` with the robot's limits and the
-    backend's own error and saturation counts in the summary."""
-    backend.enable()
+    """:func:`~mbctl.hardware.loop.run_loop` (which turns torque on after its warm-up) with the
+    robot's limits and the backend's own error and saturation counts in the summary."""
     return run_loop(
         backend,
         controller,

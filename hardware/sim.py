@@ -10,19 +10,7 @@ period; deterministic for a given seed, as fast as the machine allows. A plant t
 follows the wall clock runs this one in its own process
 (:class:`mbctl.hardware.plant_process.PlantProcess`).
 
-The ``[plant]`` table of the robot TOML sets all this (every field optional)::
-
-    [plant]
-    substeps = 8                  # plant steps per control period
-    seed = 0
-    encoder_counts = 4096         # counts per joint revolution (per metre for prismatic joints); 0: exact
-    velocity = "difference"       # "exact" | "difference" (of encoder positions, first-order filtered)
-    velocity_cutoff_hz = 150.0    # filter of the difference estimate
-    effort_noise = 0.0            # standard deviation of measured effort, N·m (N)
-    latency_cycles = 0            # measurements are this many control periods old
-    payload = { frame = "tool", mass = 0.5, com = [0.0, 0.0, 0.05] }   # kg, m in the frame
-    [plant.joints.j2]
-    friction = { law = "lugre", fc = 0.5, ... }   # truth friction replacing the model's
+The ``[plant]`` table of the robot TOML sets all this (:mod:`mbctl.config.plant`).
 """
 
 from __future__ import annotations
@@ -30,121 +18,51 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
-from mbctl.config.joints import parse_friction
+from mbctl.config.plant import PayloadSpec, PlantConfig, PlantSpec, SensorModel
 from mbctl.dynamics.model.overlay import joint_friction
+from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation.stepper import FrictionStepper
+from mbctl.errors import ConfigError
 from mbctl.hardware.interface import (
     CommandMode,
     JointCommand,
     JointInterface,
     JointState,
 )
-from mbctl.tomlfields import Table
 
-__all__ = ["SensorModel", "PlantConfig", "TruthPlant", "SimPlant", "parse_plant", "truth_model"]
-
-PLANT_KEYS = ("substeps", "seed", "encoder_counts", "velocity", "velocity_cutoff_hz", "effort_noise", "latency_cycles", "payload", "joints")
+__all__ = ["PlantConfig", "SensorModel", "SimPlant", "TruthPlant", "truth_model"]
 
 
-@dataclass(frozen=True)
-class SensorModel:
-    """How the plant is measured.
-
-    Attributes:
-        encoder_counts: Counts per revolution (per metre for prismatic joints); 0 is exact.
-        velocity: ``"exact"`` or ``"difference"`` of encoder positions, first-order filtered.
-        velocity_cutoff_hz: Cut-off of that filter (Hz).
-        effort_noise: Standard deviation of measured effort (N·m or N).
-        latency_cycles: Age of every measurement, in control periods.
-    """
-
-    encoder_counts: int = 4096
-    velocity: str = "difference"
-    velocity_cutoff_hz: float = 150.0
-    effort_noise: float = 0.0
-    latency_cycles: int = 0
-
-
-@dataclass(frozen=True)
-class PlantConfig:
-    """Plant settings: sensor model, substeps, seed."""
-
-    sensors: SensorModel = SensorModel()
-    substeps: int = 8
-    seed: int = 0
-
-
-def truth_model(robot: RobotModel, table: Table | None) -> tuple[RobotModel, PlantConfig]:
-    """The plant's robot (friction overrides, payload) and settings from ``[plant]``."""
-    if table is None:
-        return robot, PlantConfig()
-    return parse_plant(robot, table)
-
-
-def parse_plant(robot: RobotModel, t: Table) -> tuple[RobotModel, PlantConfig]:
-    """Parse ``[plant]`` (see module docstring).
+def truth_model(robot: RobotModel, spec: PlantSpec | None = None) -> tuple[RobotModel, PlantConfig]:
+    """The plant's robot (truth friction, payload) and settings, from ``spec`` (default: the robot's ``[plant]``).
 
     Raises:
-        ConfigError: Naming the file and field of a bad value.
+        ConfigError: Naming the file and field, for an unknown joint or payload frame.
     """
-    t.only(PLANT_KEYS)
-    substeps = t.number("substeps", 8.0)
-    if substeps != int(substeps) or substeps < 1:
-        raise t.error("substeps", "must be a positive integer")
-    counts = t.number("encoder_counts", 4096.0)
-    if counts < 0 or counts != int(counts):
-        raise t.error("encoder_counts", "must be a non-negative integer (0: exact)")
-    latency = t.number("latency_cycles", 0.0)
-    if latency < 0 or latency != int(latency):
-        raise t.error("latency_cycles", "must be a non-negative integer")
-    cutoff = t.number("velocity_cutoff_hz", 150.0)
-    if not cutoff > 0:
-        raise t.error("velocity_cutoff_hz", "must be > 0")
-    noise = t.number("effort_noise", 0.0)
-    if noise < 0:
-        raise t.error("effort_noise", "must be >= 0")
-    sensors = SensorModel(
-        encoder_counts=int(counts),
-        velocity=t.string("velocity", "difference", choices=("exact", "difference")),
-        velocity_cutoff_hz=cutoff,
-        effort_noise=noise,
-        latency_cycles=int(latency),
-    )
-    truth = robot
-    if "joints" in t:
-        jt = t.table("joints")
-        jt.only(robot.joint_names)
-        overrides = {}
-        for name, sub in jt.tables():
-            sub.only(("friction",))
-            spec = parse_friction(sub.table("friction"))
-            overrides[name] = None if spec is None else joint_friction(spec)
-        truth = truth.with_friction(overrides)
-    if "payload" in t:
-        truth = _with_payload(truth, t.table("payload"))
-    return truth, PlantConfig(sensors=sensors, substeps=int(substeps), seed=int(t.number("seed", 0.0)))
+    if spec is None:
+        spec = robot.spec.plant if robot.spec is not None else None
+    if spec is None:
+        return robot, PlantConfig()
+    check_joint_names(robot, spec.friction, file=spec.file, field="plant.joints")
+    truth = robot.with_friction({name: None if f is None else joint_friction(f) for name, f in spec.friction.items()}) if spec.friction else robot
+    if spec.payload is not None:
+        truth = _with_payload(truth, spec.payload, spec.file)
+    return truth, spec.config
 
 
-def _with_payload(robot: RobotModel, t: Table) -> RobotModel:
-    t.only(("frame", "mass", "com"))
-    frame = t.string("frame")
-    if not robot.model.existFrame(frame):
-        raise t.error("frame", f"no frame {frame!r} in the model")
-    mass = t.number("mass")
-    if not mass > 0:
-        raise t.error("mass", "must be > 0")
-    com = t.vector("com", 3, np.zeros(3))
+def _with_payload(robot: RobotModel, payload: PayloadSpec, file) -> RobotModel:
+    if not robot.model.existFrame(payload.frame):
+        raise ConfigError(f"no frame {payload.frame!r} in the model", file=file, field="plant.payload.frame")
     model = pin.Model(robot.model)
-    f = model.frames[model.getFrameId(frame)]
-    placement = f.placement * pin.SE3(np.eye(3), com)
+    f = model.frames[model.getFrameId(payload.frame)]
+    placement = f.placement * pin.SE3(np.eye(3), np.array(payload.com))
     # a point mass at the payload's centre, expressed in the supporting joint's frame
-    model.inertias[f.parentJoint] = model.inertias[f.parentJoint] + placement.act(pin.Inertia(mass, np.zeros(3), np.zeros((3, 3))))
+    model.inertias[f.parentJoint] = model.inertias[f.parentJoint] + placement.act(pin.Inertia(payload.mass, np.zeros(3), np.zeros((3, 3))))
     return dataclasses.replace(robot, model=model)
 
 

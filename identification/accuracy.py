@@ -24,7 +24,7 @@ import numpy as np
 from mbctl.dynamics.friction.laws import Stribeck
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.sim import SimPlant, truth_model
-from mbctl.identification.config import parse_identification
+from mbctl.identification.config import identification_settings
 from mbctl.identification.experiments import ExperimentController, run_experiment
 from mbctl.identification.fitting import FrictionFit, fit_friction
 from mbctl.identification.logs import ConstantSpeedLog
@@ -160,9 +160,8 @@ def monte_carlo(
 
 def simulated_constant_speed(robot: RobotModel, joint: str, seed: int, overrides: dict | None = None) -> ConstantSpeedLog:
     """A lock-step constant-speed run of ``joint`` on the robot's simulated plant, noise seed ``seed``."""
-    settings = parse_identification(robot, joint, overrides)
-    plant_table = robot.config.table("plant") if robot.config is not None and "plant" in robot.config else None
-    truth, plant_config = truth_model(robot, plant_table)
+    settings = identification_settings(robot, joint, overrides)
+    truth, plant_config = truth_model(robot)
     timeline = constant_speed_timeline(settings.constant_speed, float(settings.start[robot.joint(joint).idx_v]))
     controller = ExperimentController(robot, joint, timeline, settings.gains)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,40 +1,7 @@
-"""The ``[identification]`` table of the robot TOML: experiment plans for ``mbctl identify run``.
+"""Experiment plans of ``mbctl identify run``: a robot's ``[identification]`` spec for one joint.
 
-Every field is optional; ``[identification.joints.<name>]`` overrides any of them
-for one tested joint, and command-line options override both::
-
-    [identification]
-    rate_hz = 1000.0              # loop rate, Hz
-    bandwidth_hz = 10.0           # host-side PID loops (see mbctl.identification.plan.ControlGains)
-    damping = 1.0
-    integral = 0.3
-    start = { j1 = 0.0 }          # simulated plant only: where the joints start (default 0)
-    # constant-speed test
-    range = [-0.6, 0.6]           # rad (m): positions travelled at every speed
-                                  # (default: the middle of the limits, +-min(quarter span, 0.5 rad / 0.05 m))
-    speeds = [0.01, 0.02]         # rad/s (m/s): an explicit list, or the grid below
-    count = 25                    # speeds of the grid
-    min_speed = 0.005             # default 0.1*stribeck_velocity
-    max_speed = 2.0               # default min(40*stribeck_velocity, 0.8*velocity limit, the
-                                  # speed that still cruises 2*settle_s + 0.1 s over 75 % of the range)
-    stribeck_velocity = 0.05      # where the grid is densest (default: vs of the joint's friction law)
-    settle_s = 0.2                # hold at the ends of every leg; transient dropped when processing
-    acceleration = 10.0           # rad/s² (m/s²) of the speed ramps (default: reaches max_speed in 10 % of the range)
-    max_leg_s = 20.0              # longest cruise; slower legs use a shorter, centred range
-    transit_speed = 0.5           # rad/s (m/s) between legs (default half of max_speed)
-    randomize = false             # shuffle the speed order (against thermal drift)
-    seed = 0
-    # presliding / break-away test
-    breakaway = 1.1               # expected break-away torque, N·m (N) (default: fs, else fc, of the friction law)
-    presliding_amplitude = 0.5    # slow cycle peak, fraction of breakaway
-    cycle_s = 4.0
-    step = 0.1                    # torque step, fraction of breakaway (small: keeps the mode linear)
-    step_s = 0.5
-    ramp_rates = [0.25, 0.5, 1.0] # fractions of breakaway per second
-    max_torque = 2.0              # ramps give up at this multiple of breakaway
-    slip_distance = 1e-3          # rad (m): a ramp ends when the joint has moved this far
-                                  # (default 10*fs/sigma0 for a LuGre law, else 1 mrad / 0.1 mm)
-    hold_s = 1.0
+The TOML is described in :mod:`mbctl.config.identification`; command-line options
+override it.
 """
 
 from __future__ import annotations
@@ -45,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
+from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError, InputError
 from mbctl.identification.experiments import prior_slip_distance
@@ -55,21 +23,8 @@ from mbctl.identification.plan import (
     constant_speed_timeline,
     speed_grid,
 )
-from mbctl.tomlfields import Table
 
-__all__ = ["IdentificationSettings", "parse_identification", "KEYS"]
-
-CONTROL_KEYS = ("rate_hz", "bandwidth_hz", "damping", "integral", "start")
-SPEED_KEYS = (
-    "range", "speeds", "count", "min_speed", "max_speed", "stribeck_velocity", "settle_s",
-    "acceleration", "max_leg_s", "transit_speed", "randomize", "seed",
-)
-PRESLIDING_KEYS = (
-    "breakaway", "presliding_amplitude", "cycle_s", "step", "step_s", "ramp_rates",
-    "max_torque", "slip_distance", "hold_s",
-)
-KEYS = CONTROL_KEYS + SPEED_KEYS + PRESLIDING_KEYS
-
+__all__ = ["IdentificationSettings", "identification_settings"]
 
 @dataclass(frozen=True)
 class IdentificationSettings:
@@ -93,37 +48,11 @@ class IdentificationSettings:
     presliding_problem: str = ""
 
 
-def _merged(root: Table | None, joint: str) -> tuple[dict[str, tuple[object, Table]], Table | None]:
-    """Field -> (value, table it came from): the joint's table over the general one."""
-    out: dict[str, tuple[object, Table]] = {}
-    if root is None or "identification" not in root:
-        return out, None
-    t = root.table("identification")
-    t.only((*KEYS, "joints"))
-    for key in t.keys():
-        if key != "joints":
-            out[key] = (t.get(key), t)
-    if "joints" in t:
-        jt = t.table("joints")
-        for name, sub in jt.tables():
-            if name == joint:
-                sub.only(KEYS)
-                for key in sub.keys():
-                    out[key] = (sub.get(key), sub)
-    return out, t
+def _number(fields: dict, key: str, default: float | None) -> float | None:
+    return float(fields[key][0]) if key in fields else default
 
 
-def _number(fields: dict, key: str, default: float | None, positive: bool = True) -> float | None:
-    if key not in fields:
-        return default
-    _, table = fields[key]
-    value = table.number(key)
-    if positive and not value > 0:
-        raise table.error(key, "must be > 0")
-    return value
-
-
-def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, object] | None = None) -> IdentificationSettings:
+def identification_settings(robot: RobotModel, joint: str, overrides: dict[str, object] | None = None) -> IdentificationSettings:
     """Plans for ``joint`` from ``[identification]`` and command-line ``overrides`` (same keys).
 
     Raises:
@@ -134,7 +63,11 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
     j = robot.joint(joint)
     if not all(x.actuated for x in robot.joints):
         raise ConfigError("identification needs every joint actuated (the joints not tested are held by their drives)", file=robot.source)
-    fields, _ = _merged(robot.config, joint)
+    spec = robot.spec.identification if robot.spec is not None else None
+    fields = spec.fields(joint) if spec is not None else {}
+    file = spec.file if spec is not None else robot.source
+    if spec is not None:
+        check_joint_names(robot, spec.joints, file=file, field="identification.joints")
     ov = {k: v for k, v in (overrides or {}).items() if v is not None}
     unit_small = 1.0 if j.kind == "revolute" else 0.1
 
@@ -142,14 +75,14 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
     gains = ControlGains(
         bandwidth_hz=_number(fields, "bandwidth_hz", 10.0),
         damping=_number(fields, "damping", 1.0),
-        integral=_number(fields, "integral", 0.3, positive=False),
+        integral=_number(fields, "integral", 0.3),
     )
     start = np.zeros(robot.nv)
     if "start" in fields:
-        st = fields["start"][1].table("start")
-        st.only(robot.joint_names)
-        for name in st.keys():
-            start[robot.joint(name).idx_v] = st.number(name)
+        values, where = fields["start"]
+        check_joint_names(robot, values, file=file, field=where)
+        for name, value in values.items():
+            start[robot.joint(name).idx_v] = value
 
     law = j.friction.law if j.friction else None
     lo_lim, hi_lim = j.limits.lower, j.limits.upper
@@ -162,25 +95,24 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
         rng_ = tuple(float(x) for x in ov["range"])  # type: ignore[union-attr]
         field_range = "--range"
     elif "range" in fields:
-        rng_ = tuple(fields["range"][1].vector("range", 2))
-        field_range = fields["range"][1].path("range")
+        rng_, field_range = fields["range"]
     else:
         mid = 0.5 * (lo_lim + hi_lim) if math.isfinite(lo_lim) and math.isfinite(hi_lim) else 0.0
         half = min(0.25 * (hi_lim - lo_lim), 0.5 * unit_small) if math.isfinite(hi_lim - lo_lim) else 0.5 * unit_small
         rng_ = (mid - half, mid + half)
         field_range = "range"
     if not rng_[0] < rng_[1]:
-        raise InputError(f"range {rng_[0]:g}..{rng_[1]:g} must be increasing", file=robot.source, field=field_range)
+        raise InputError(f"range {rng_[0]:g}..{rng_[1]:g} must be increasing", file=file, field=field_range)
     if rng_[0] < lo_lim or rng_[1] > hi_lim:
-        raise InputError(f"range {rng_[0]:g}..{rng_[1]:g} leaves the joint's position limits {lo_lim:g}..{hi_lim:g}", file=robot.source, field=field_range)
+        raise InputError(f"range {rng_[0]:g}..{rng_[1]:g} leaves the joint's position limits {lo_lim:g}..{hi_lim:g}", file=file, field=field_range)
 
     vs_prior = law.vs if isinstance(law, (Stribeck, LuGre)) else None
     vs = ov.get("stribeck_velocity", _number(fields, "stribeck_velocity", vs_prior))
-    speeds_field = "--speeds" if "speeds" in ov else (fields["speeds"][1].path("speeds") if "speeds" in fields else "speeds")
+    speeds_field = "--speeds" if "speeds" in ov else (fields["speeds"][1] if "speeds" in fields else "speeds")
     if "speeds" in ov:
         speeds = np.array(ov["speeds"], dtype=float)
     elif "speeds" in fields:
-        speeds = fields["speeds"][1].vector("speeds")
+        speeds = np.array(fields["speeds"][0], dtype=float)
     else:
         speeds = None
     if speeds is None and vs is None:
@@ -190,7 +122,7 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
         if speeds is None:
             count = int(ov.get("count", _number(fields, "count", 25)))
             if count < 2:
-                raise InputError("must be >= 2", file=robot.source, field="count")
+                raise InputError("must be >= 2", file=file, field="count")
             # fast enough for the Stribeck curve's tail, slow enough to cruise 2*settle_s + 0.1 s
             # over 75 % of the range (the default acceleration takes 20 %; a margin)
             settle = float(ov.get("settle_s", _number(fields, "settle_s", 0.2)))
@@ -200,18 +132,18 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
             v_min = float(ov.get("min_speed", _number(fields, "min_speed", 0.1 * vs)))
             v_max = float(ov.get("max_speed", _number(fields, "max_speed", vmax_default)))
             if not v_min < v_max:
-                raise InputError(f"min_speed {v_min:g} must be below max_speed {v_max:g}", file=robot.source, field="min_speed")
+                raise InputError(f"min_speed {v_min:g} must be below max_speed {v_max:g}", file=file, field="min_speed")
             speeds = speed_grid(v_min, v_max, count, float(vs))
         if len(speeds) == 0 or not np.all(speeds > 0):
-            raise InputError("speeds must be > 0", file=robot.source, field=speeds_field)
+            raise InputError("speeds must be > 0", file=file, field=speeds_field)
         if math.isfinite(vlim) and speeds.max() > vlim:
-            raise InputError(f"speed {speeds.max():g} exceeds the joint's velocity limit {vlim:g}", file=robot.source, field=speeds_field)
+            raise InputError(f"speed {speeds.max():g} exceeds the joint's velocity limit {vlim:g}", file=file, field=speeds_field)
         length = rng_[1] - rng_[0]
         accel = ov.get("acceleration", _number(fields, "acceleration", speeds.max() ** 2 / (0.2 * length)))
         order = np.sort(speeds)
-        randomize = bool(ov["randomize"]) if "randomize" in ov else (fields["randomize"][1].boolean("randomize") if "randomize" in fields else False)
+        randomize = bool(ov["randomize"]) if "randomize" in ov else bool(fields["randomize"][0]) if "randomize" in fields else False
         if randomize:
-            seed = int(ov.get("seed", _number(fields, "seed", 0.0, positive=False)))
+            seed = int(ov.get("seed", _number(fields, "seed", 0.0)))
             order = np.random.default_rng(seed).permutation(order)
         plan = ConstantSpeedPlan(
             joint=joint,
@@ -225,7 +157,7 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
         try:
             constant_speed_timeline(plan, float(start[j.idx_v]))
         except ValueError as exc:
-            raise InputError(str(exc), file=robot.source, field=field_range) from None
+            raise InputError(str(exc), file=file, field=field_range) from None
 
     # -- presliding ------------------------------------------------------------------------
     prior_break = None
@@ -239,9 +171,7 @@ def parse_identification(robot: RobotModel, joint: str, overrides: dict[str, obj
     if brk is None:
         pre_problem = f"no expected break-away torque: set identification.breakaway for {joint} (its friction law gives none)"
     else:
-        rates = fields["ramp_rates"][1].vector("ramp_rates") if "ramp_rates" in fields else np.array([0.25, 0.5, 1.0])
-        if len(rates) == 0 or not np.all(rates > 0):
-            raise ConfigError("must be a non-empty list of positive numbers", file=robot.source, field="identification.ramp_rates")
+        rates = np.array(fields["ramp_rates"][0] if "ramp_rates" in fields else (0.25, 0.5, 1.0))
         pre = PreslidingPlan(
             joint=joint,
             breakaway=float(brk),

@@ -11,12 +11,12 @@ import pytest
 
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
-from mbctl.hardware.drive_config import parse_drives
+from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.emulator import DriveEmulator
 from mbctl.hardware.interface import JointState
 from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
-from mbctl.identification.config import parse_identification
+from mbctl.identification.config import identification_settings
 from mbctl.identification.experiments import (
     ExperimentController,
     presliding_timeline,
@@ -49,7 +49,7 @@ def rig(tmp_path, configs):
 
 def test_plan_defaults_come_from_the_friction_prior_and_the_limits(configs):
     """scara j1: grid 0.1*vs .. 40*vs (vs of its Stribeck law) capped by what the range allows, densest at vs."""
-    s = parse_identification(load_robot(configs / "scara.toml"), "j1")
+    s = identification_settings(load_robot(configs / "scara.toml"), "j1")
     p = s.constant_speed
     assert p.range == (-0.5, 0.5) and len(p.speeds) == 25
     assert min(p.speeds) == pytest.approx(0.005) and max(p.speeds) == pytest.approx(0.75 * 1.0 / (2 * 0.2 + 0.1))
@@ -57,24 +57,24 @@ def test_plan_defaults_come_from_the_friction_prior_and_the_limits(configs):
 
 
 def test_joint_table_overrides_the_general_one_and_options_override_both(rig):
-    s = parse_identification(rig, "j1")
+    s = identification_settings(rig, "j1")
     assert s.constant_speed.settle_s == 0.3 and len(s.constant_speed.speeds) == 12 and s.constant_speed.range == (-0.4, 0.4)
-    s = parse_identification(rig, "j1", {"count": 8, "range": [-0.3, 0.3], "settle_s": None})
+    s = identification_settings(rig, "j1", {"count": 8, "range": [-0.3, 0.3], "settle_s": None})
     assert len(s.constant_speed.speeds) == 8 and s.constant_speed.range == (-0.3, 0.3) and s.constant_speed.settle_s == 0.3
 
 
 def test_randomized_order_is_a_seeded_permutation(rig):
-    base = parse_identification(rig, "j1").constant_speed.speeds
-    a = parse_identification(rig, "j1", {"randomize": True, "seed": 3}).constant_speed.speeds
-    b = parse_identification(rig, "j1", {"randomize": True, "seed": 3}).constant_speed.speeds
+    base = identification_settings(rig, "j1").constant_speed.speeds
+    a = identification_settings(rig, "j1", {"randomize": True, "seed": 3}).constant_speed.speeds
+    b = identification_settings(rig, "j1", {"randomize": True, "seed": 3}).constant_speed.speeds
     assert a == b and a != base and sorted(a) == sorted(base)
 
 
 def test_a_joint_without_a_stribeck_velocity_needs_speeds(configs):
     """scara j3 has a Coulomb-viscous law: no grid without identification.speeds or stribeck_velocity."""
-    s = parse_identification(load_robot(configs / "scara.toml"), "j3")
+    s = identification_settings(load_robot(configs / "scara.toml"), "j3")
     assert s.constant_speed is None and "stribeck_velocity" in s.constant_speed_problem
-    s = parse_identification(load_robot(configs / "scara.toml"), "j3", {"speeds": [0.1, 0.3]})
+    s = identification_settings(load_robot(configs / "scara.toml"), "j3", {"speeds": [0.1, 0.3]})
     assert s.constant_speed.speeds == (0.1, 0.3)
 
 
@@ -82,16 +82,16 @@ def test_unknown_fields_name_their_place(tmp_path, configs):
     path = tmp_path / "r.toml"
     path.write_text(f'urdf = "{(configs / "friction_rig.urdf").as_posix()}"\n[identification.joints.j1]\nrnage = [0, 1]\n')
     with pytest.raises(ConfigError, match="identification.joints.j1.rnage.*did you mean 'range'"):
-        parse_identification(load_robot(path), "j1")
+        identification_settings(load_robot(path), "j1")
 
 
 def test_constant_speed_legs_on_the_scara_hold_the_other_joints(configs):
     """j1 of the SCARA (LuGre truth, payload) at 0.2 and 0.5 rad/s: the cruise speed is the commanded
     one, j2..j4 stay put, and gravity (vertical axes) logs as zero."""
     robot = load_robot(configs / "scara.toml")
-    s = parse_identification(robot, "j1", {"speeds": [0.2, 0.5], "range": [-0.3, 0.3]})
+    s = identification_settings(robot, "j1", {"speeds": [0.2, 0.5], "range": [-0.3, 0.3]})
     timeline = constant_speed_timeline(s.constant_speed, 0.0)
-    truth, cfg = truth_model(robot, robot.config.table("plant"))
+    truth, cfg = truth_model(robot)
     controller = ExperimentController(robot, "j1", timeline, s.gains)
     with tempfile.TemporaryDirectory() as tmp:
         with SimPlant(truth, 1e-3, cfg) as plant:
@@ -111,7 +111,7 @@ def test_constant_speed_legs_on_the_scara_hold_the_other_joints(configs):
 def test_switches_between_torque_and_position_mode_are_bumpless(configs):
     """A joint that slips in a ramp and then rests where it is: the hold's first torque is the ramp's last."""
     robot = load_robot(configs / "friction_rig.toml")
-    s = parse_identification(robot, "j1")
+    s = identification_settings(robot, "j1")
     plan = s.presliding
     timeline = presliding_timeline(plan)
     controller = ExperimentController(robot, "j1", timeline, s.gains, plan)
@@ -130,10 +130,10 @@ def test_switches_between_torque_and_position_mode_are_bumpless(configs):
 def test_presliding_phases_are_labelled_and_every_ramp_slips(configs):
     """Cycle, steps and ramps carry their labels; every ramp ends when the joint slipped."""
     robot = load_robot(configs / "friction_rig.toml")
-    s = parse_identification(robot, "j1")
+    s = identification_settings(robot, "j1")
     plan = s.presliding
     timeline = presliding_timeline(plan)
-    truth, cfg = truth_model(robot, robot.config.table("plant"))
+    truth, cfg = truth_model(robot)
     controller = ExperimentController(robot, "j1", timeline, s.gains, plan)
     with tempfile.TemporaryDirectory() as tmp:
         with SimPlant(truth, 1.0 / s.rate_hz, cfg) as plant:
@@ -151,9 +151,9 @@ def test_constant_speed_test_through_the_dynamixel_driver(configs):
     this process, stepped in lock-step (a fake clock advanced one period per write): the log
     gives the SCARA j3's Coulomb-viscous truth (fc 0.2 N·m, fv 0.02 N·m·s/rad)."""
     robot = load_robot(configs / "scara.toml")
-    truth, _ = truth_model(robot, robot.config.table("plant"))
-    s = parse_identification(robot, "j3", {"speeds": [0.2, 0.4, 0.7, 1.0], "range": [-0.4, 0.4], "rate_hz": 500.0})
-    bus = replace(parse_drives(robot.config, robot.actuated_names), latency_s=0.02)  # no deadline in lock-step
+    truth, _ = truth_model(robot)
+    s = identification_settings(robot, "j3", {"speeds": [0.2, 0.4, 0.7, 1.0], "range": [-0.4, 0.4], "rate_hz": 500.0})
+    bus = replace(bus_config(robot), latency_s=0.02)  # no deadline in lock-step
     now = [0.0]
     controller = ExperimentController(robot, "j3", constant_speed_timeline(s.constant_speed, 0.0), s.gains)
     with DriveEmulator(bus, TruthPlant(truth), clock=lambda: now[0]) as emu:

@@ -12,7 +12,7 @@ from scipy.signal import lti, step
 
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.sim import SimPlant, truth_model
-from mbctl.identification.config import parse_identification
+from mbctl.identification.config import identification_settings
 from mbctl.identification.experiments import (
     ExperimentController,
     presliding_timeline,
@@ -133,8 +133,8 @@ def test_presliding_test_on_the_simulated_lugre_joint():
     """Acceptance: configs/friction_rig.toml's LuGre truth: sigma0 within 10 %, break-away within 5 %,
     sigma1 reported with its uncertainty (or flagged)."""
     robot = load_robot(Path(__file__).resolve().parent.parent / "configs" / "friction_rig.toml")
-    settings = parse_identification(robot, "j1")
-    truth, plant_config = truth_model(robot, robot.config.table("plant"))
+    settings = identification_settings(robot, "j1")
+    truth, plant_config = truth_model(robot)
     law = truth.joint("j1").friction.law
     controller = ExperimentController(robot, "j1", presliding_timeline(settings.presliding), settings.gains, settings.presliding)
     with tempfile.TemporaryDirectory() as tmp:

@@ -165,8 +165,7 @@ def test_paced_run_follows_the_wall_clock(scara, tmp_path):
     plant = PlantProcess(frictionless, 1e-3, PlantConfig(substeps=4))
     controller = PDGravity(frictionless, traj)
     log = RunLog(tmp_path / "paced.npz", log_columns(plant.joint_names))
-    with plant:
-        plant.enable()
+    with plant:  # held until the loop turns torque on, after its warm-up
         config = LoopConfig(duration_s=2.0, paced=True, overrun=OverrunPolicy.unlimited())
         s = run_loop(plant, controller, SafetyLimits.of(scara), config, log, controller.reference)
     print(json.dumps(s.to_json(), indent=1))

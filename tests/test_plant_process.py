@@ -35,12 +35,20 @@ def wait_for(plant: PlantProcess, t_s: float, timeout_s: float = 60.0):
     return state
 
 
-def test_free_motion_equals_the_lockstep_plant(rig):
-    """Torque off, the pendulum swings; each measurement equals the lock-step plant's after as many periods."""
+def test_held_until_enabled_then_equal_to_the_lockstep_plant(rig):
+    """Torque off, the arm is held (brakes); enabled at zero torque it swings, each measurement
+    equal to the lock-step plant's after as many periods."""
     with PlantProcess(rig, PERIOD_S, PlantConfig(), q0=Q0) as plant:
-        states = [wait_for(plant, t) for t in (0.0, 0.02, 0.05)]
+        held = wait_for(plant, 0.0)
+        time.sleep(0.05)
+        after = plant.read()
+        assert after.t == held.t and np.array_equal(after.q, held.q)  # nothing moved while held
+        plant.enable()
+        states = [wait_for(plant, t) for t in (0.02, 0.05)]
     reference = SimPlant(rig, PERIOD_S, PlantConfig(), q0=Q0)
     with reference:
+        assert np.array_equal(reference.read().q, held.q)
+        reference.enable()
         steps = 0
         for state in states:
             while steps < round(state.t / PERIOD_S):
@@ -49,7 +57,7 @@ def test_free_motion_equals_the_lockstep_plant(rig):
             expected = reference.read()
             assert expected.t == pytest.approx(state.t)
             assert np.array_equal(expected.q, state.q) and np.array_equal(expected.dq, state.dq)
-    assert abs(state.q[0] - Q0[0]) > 1e-3  # it moved
+    assert abs(states[-1].q[0] - Q0[0]) > 1e-3  # it moved
 
 
 def test_torque_reaches_the_plant_and_the_report_follows(rig):

@@ -24,6 +24,12 @@ def start(*args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "mbctl.cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def logged_rows(log: Path) -> bool:
+    """The loop has run and flushed cycles to its raw log (every 50 rows)."""
+    partial = Path(f"{log}.partial")
+    return partial.exists() and partial.stat().st_size > 0
+
+
 def wait_for(condition, timeout_s: float = 120.0) -> None:
     end = time.monotonic() + timeout_s
     while not condition():
@@ -51,7 +57,7 @@ def test_run_stops_with_torque_off_and_keeps_its_log(tmp_path):
     write_trajectory(tmp_path / "traj.csv", traj)
     log, summary = tmp_path / "run.npz", tmp_path / "run.json"
     proc = start("run", "scara", "--trajectory", tmp_path / "traj.csv", "--log", log, "--summary", summary)
-    wait_for(lambda: Path(f"{log}.partial").exists() or proc.poll() is not None)
+    wait_for(lambda: logged_rows(log) or proc.poll() is not None)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     s = json.loads(summary.read_text())
@@ -63,7 +69,7 @@ def test_run_stops_with_torque_off_and_keeps_its_log(tmp_path):
 def test_identify_run_stops_and_says_so(tmp_path):
     log = tmp_path / "run.npz"
     proc = start("identify", "run", "friction_rig", "--joint", "j1", "--speeds", "0.1,0.2", "--out", tmp_path / "LOG.csv", "--log", log)
-    wait_for(lambda: Path(f"{log}.partial").exists() or proc.poll() is not None)
+    wait_for(lambda: logged_rows(log) or proc.poll() is not None)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "stop reason: signal SIGINT" in out

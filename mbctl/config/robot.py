@@ -20,8 +20,11 @@ from mbctl.bundled import resolve_config, resolve_urdf
 from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
 from mbctl.config.control import ControlSpec, parse_control
+from mbctl.config.drives import DrivesSpec, parse_drives
 from mbctl.config.flexible import RFESpec, parse_flexible
+from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
+from mbctl.config.plant import PlantSpec, parse_plant
 from mbctl.tomlfields import Table, read_toml
 
 __all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec"]
@@ -46,6 +49,9 @@ class RobotSpec:
         base: The base support, or None for a rigid base.
         control: Controller gains and limits, or None.
         actuation: Drives and torque sharing, or None for the joints marked actuated.
+        plant: The simulated plant's truth and sensors, or None (the model itself, default sensors).
+        drives: The Dynamixel bus, or None.
+        identification: Friction experiment plans, or None (defaults).
         document: The parsed TOML, from which the layers still read the sections not yet
             converted to specs (constraints, simulation, control, actuation, plant, drives,
             identification); None for a spec built in Python.
@@ -60,6 +66,9 @@ class RobotSpec:
     base: BaseSupport | None = None
     control: ControlSpec | None = None
     actuation: ActuationSpec | None = None
+    plant: PlantSpec | None = None
+    drives: DrivesSpec | None = None
+    identification: IdentificationSpec | None = None
     document: Table | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
@@ -89,5 +98,8 @@ def read_robot_spec(config: str | Path) -> RobotSpec:
         base=parse_base(root.table("base")) if "base" in root else None,
         control=parse_control(root.table("control")) if "control" in root else None,
         actuation=parse_actuation(root.table("actuation")) if "actuation" in root else None,
+        plant=parse_plant(root.table("plant")) if "plant" in root else None,
+        drives=parse_drives(root.table("drives")) if "drives" in root else None,
+        identification=parse_identification(root.table("identification")) if "identification" in root else None,
         document=root,
     )

@@ -16,7 +16,7 @@ from mbctl.cli.arguments import robot_config
 from mbctl.cli.commands.trajectory import parse_numbers
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
-from mbctl.hardware.drive_config import parse_drives
+from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.emulator import DriveEmulator, Faults
 from mbctl.hardware.sim import TruthPlant, truth_model
 
@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     robot = load_robot(args.config)
-    bus = parse_drives(robot.config, robot.actuated_names)
-    truth, _ = truth_model(robot, robot.config.table("plant") if "plant" in robot.config else None)
+    bus = bus_config(robot)
+    truth, _ = truth_model(robot)
     q0 = np.zeros(robot.nv)
     if args.q0 is not None:
         values = np.atleast_1d(parse_numbers(args.q0, "--q0"))

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
-    closed_chain = args.mode is not None or (robot.config is not None and "actuation" in robot.config)
+    closed_chain = args.mode is not None or (robot.spec is not None and robot.spec.actuation is not None)
     if closed_chain:
         actuation_settings(robot)  # a bad [actuation] table is reported before any work
     if closed_chain and args.reactions:

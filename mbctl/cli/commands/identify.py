@@ -83,7 +83,7 @@ def run_experiments(args: argparse.Namespace) -> int:
     from mbctl.cli.commands.run import format_run
     from mbctl.dynamics.model.robot import load_robot
     from mbctl.hardware.session import SessionOptions, open_backend
-    from mbctl.identification.config import parse_identification
+    from mbctl.identification.config import identification_settings
     from mbctl.identification.experiments import ExperimentController, presliding_timeline, run_experiment
     from mbctl.identification.logs import write_constant_speed_log, write_presliding_log
     from mbctl.identification.plan import constant_speed_timeline
@@ -109,7 +109,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         "max_speed": args.max_speed, "range": args.range, "settle_s": args.settle, "max_leg_s": args.max_leg,
         "randomize": args.randomize, "seed": args.seed,
     }
-    settings = parse_identification(robot, args.joint, overrides)
+    settings = identification_settings(robot, args.joint, overrides)
     if args.out is not None and settings.constant_speed is None:
         raise InputError(settings.constant_speed_problem, file=args.config, field="identification")
     if args.presliding is not None and settings.presliding is None:

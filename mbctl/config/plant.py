@@ -1,0 +1,135 @@
+"""``[plant]``: the simulated plant's truth model and sensors (SI units).
+
+The truth may differ from the controller's model on purpose: another friction law on
+some joints, a payload the model does not know. Every field is optional.
+
+```toml
+[plant]
+substeps = 8                  # plant steps per control period
+seed = 0                      # of the effort noise
+encoder_counts = 4096         # counts per joint revolution (per metre for prismatic joints); 0: exact
+velocity = "difference"       # "exact" | "difference" (of encoder positions, first-order filtered)
+velocity_cutoff_hz = 150.0    # Hz, filter of the difference estimate
+effort_noise = 0.0            # standard deviation of measured effort, N·m (N)
+latency_cycles = 0            # measurements are this many control periods old
+payload = { frame = "tool", mass = 0.5, com = [0.0, 0.0, 0.05] }   # kg; m in the frame
+[plant.joints.j2]
+friction = { law = "lugre", fc = 0.5, fs = 0.7, vs = 0.02, fv = 0.05, sigma0 = 1e4 }   # truth friction
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mbctl.config.joints import FrictionSpec, parse_friction
+from mbctl.tomlfields import Table
+
+__all__ = ["PLANT_KEYS", "PayloadSpec", "PlantConfig", "PlantSpec", "SensorModel", "parse_plant"]
+
+PLANT_KEYS = ("substeps", "seed", "encoder_counts", "velocity", "velocity_cutoff_hz", "effort_noise", "latency_cycles", "payload", "joints")
+VELOCITY_ESTIMATES = ("exact", "difference")
+
+
+@dataclass(frozen=True)
+class SensorModel:
+    """How the plant is measured.
+
+    Attributes:
+        encoder_counts: Counts per revolution (per metre for prismatic joints); 0 is exact.
+        velocity: ``"exact"`` or ``"difference"`` of encoder positions, first-order filtered.
+        velocity_cutoff_hz: Cut-off of that filter (Hz).
+        effort_noise: Standard deviation of measured effort (N·m or N).
+        latency_cycles: Age of every measurement, in control periods.
+    """
+
+    encoder_counts: int = 4096
+    velocity: str = "difference"
+    velocity_cutoff_hz: float = 150.0
+    effort_noise: float = 0.0
+    latency_cycles: int = 0
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """How the plant runs: sensor model, integration substeps per control period, noise seed."""
+
+    sensors: SensorModel = SensorModel()
+    substeps: int = 8
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PayloadSpec:
+    """A point mass ``mass`` (kg) at ``com`` (m, in ``frame``) that the model does not know."""
+
+    frame: str
+    mass: float
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class PlantSpec:
+    """The ``[plant]`` table, parsed.
+
+    Attributes:
+        config: Sensors, substeps, seed.
+        friction: Truth friction by joint name (None: frictionless), replacing the model's.
+        payload: An unmodelled payload, or None.
+        file: The robot TOML, for errors found against the robot.
+    """
+
+    config: PlantConfig = PlantConfig()
+    friction: dict[str, FrictionSpec | None] = field(default_factory=dict)
+    payload: PayloadSpec | None = None
+    file: Path | None = None
+
+
+def _whole(t: Table, key: str, default: float, minimum: int, what: str) -> int:
+    value = t.number(key, default)
+    if value != int(value) or value < minimum:
+        raise t.error(key, what)
+    return int(value)
+
+
+def parse_plant(t: Table) -> PlantSpec:
+    """Parse the ``[plant]`` table.
+
+    Raises:
+        ConfigError: Naming the file and field of a bad value.
+    """
+    t.only(PLANT_KEYS)
+    cutoff = t.number("velocity_cutoff_hz", 150.0)
+    if not cutoff > 0:
+        raise t.error("velocity_cutoff_hz", "must be > 0")
+    noise = t.number("effort_noise", 0.0)
+    if noise < 0:
+        raise t.error("effort_noise", "must be >= 0")
+    sensors = SensorModel(
+        encoder_counts=_whole(t, "encoder_counts", 4096.0, 0, "must be a non-negative integer (0: exact)"),
+        velocity=t.string("velocity", "difference", choices=VELOCITY_ESTIMATES),
+        velocity_cutoff_hz=cutoff,
+        effort_noise=noise,
+        latency_cycles=_whole(t, "latency_cycles", 0.0, 0, "must be a non-negative integer"),
+    )
+    friction = {}
+    if "joints" in t:
+        for name, sub in t.table("joints").tables():
+            sub.only(("friction",))
+            friction[name] = parse_friction(sub.table("friction"))
+    payload = None
+    if "payload" in t:
+        pt = t.table("payload")
+        pt.only(("frame", "mass", "com"))
+        mass = pt.number("mass")
+        if not mass > 0:
+            raise pt.error("mass", "must be > 0")
+        cx, cy, cz = pt.vector("com", 3, [0.0, 0.0, 0.0])
+        payload = PayloadSpec(frame=pt.string("frame"), mass=mass, com=(float(cx), float(cy), float(cz)))
+    config = PlantConfig(
+        sensors=sensors,
+        substeps=_whole(t, "substeps", 8.0, 1, "must be a positive integer"),
+        seed=int(t.number("seed", 0.0)),
+    )
+    return PlantSpec(config=config, friction=friction, payload=payload, file=t.file)
