@@ -31,7 +31,7 @@ from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 from mbctl.dynamics.simulation.variants import Variant, load_variant
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--radau", action="store_true")
     args = parser.parse_args()
     robot = load_variant(CONFIG, Variant("flexible", "flexible", "config"))
-    setup = dataclasses.replace(parse_simulation(robot), duration=args.duration)
+    setup = dataclasses.replace(simulation_setup(robot), duration=args.duration)
     actuated = [j.idx_v for j in robot.joints if j.actuated]
     tool = slice(0, 3)  # the tool's three rows
     rk4_duration = args.rk4_duration or args.duration

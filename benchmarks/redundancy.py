@@ -36,9 +36,9 @@ from mbctl.ctrl.redundancy import ActuationRedundancy
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
+    constraint_set,
     initial_state,
-    parse_constraints,
-    parse_simulation,
+    simulation_setup,
 )
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "rrr3.toml"
@@ -54,13 +54,13 @@ def main() -> None:
     args = parser.parse_args()
 
     robot = load_robot(CONFIG)
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, _ = initial_state(robot, setup, dyn)
     traj = trajectory_from_constraints(dyn, np.linspace(0.0, 0.5, 501), q0)
     tau_tree = feedforward(robot, traj).dynamics.tau
     n = len(traj.t)
-    constraints = parse_constraints(robot)
+    constraints = constraint_set(robot)
     settings = actuation_settings(robot)
 
     model, data = robot.model, robot.create_data()

@@ -23,7 +23,7 @@ from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -39,7 +39,7 @@ def main() -> None:
     print(f"{'config':<10}{'solver':<16}{'us/evaluation':>15}{'ratio to aba':>14}")
     for name in ("scara", "fourbar"):
         robot = load_robot(CONFIGS / f"{name}.toml")
-        setup = parse_simulation(robot)
+        setup = simulation_setup(robot)
         model, data = robot.model, robot.create_data()
         systems = {solver: build_dynamics(robot, setup, solver=solver) for solver in ("udwadia-kalaba", "lagrange", "nullspace")}
         q0, dq0 = initial_state(robot, setup, systems["lagrange"])

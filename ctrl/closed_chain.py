@@ -32,7 +32,7 @@ from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.dynamics.simulation.setup import parse_constraints
+from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import DataError
 from mbctl.fileio import write_csv
 
@@ -83,7 +83,7 @@ def closed_chain_feedforward(
     settings = actuation_settings(robot)
     mode = settings.mode if mode is None else mode
     traj = ff.trajectory
-    constraints = parse_constraints(robot)
+    constraints = constraint_set(robot)
     check_on_loops(robot, [c for c in constraints if isinstance(c, LoopClosure)], traj)
     redundancy = ActuationRedundancy(robot, settings, constraints=constraints, q_reference=traj.q[0])
     wanted = [m for m in MODES if m == mode or (compare and (m != "non-redundant" or settings.non_redundant))]

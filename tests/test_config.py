@@ -20,14 +20,17 @@ from mbctl.dynamics.model.robot import build_robot, load_robot
 from mbctl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-# sections already converted to specs: the code that builds them reads no TOML
-CONVERTED = ["dynamics/model", "dynamics/flexible", "dynamics/friction", "ctrl"]
+# every layer builds from specs: none reads TOML (identification/report.py edits a robot TOML's text to write fitted values back)
+CONVERTED = ["dynamics", "ctrl", "hardware", "identification", "mbctl/cli"]
+WRITERS = {"identification/report.py"}
 
 
 @pytest.mark.parametrize("folder", CONVERTED)
 def test_converted_physics_reads_no_toml(folder):
     """Modules building robots from specs import neither mbctl.tomlfields nor tomllib at run time."""
     for path in (ROOT / folder).rglob("*.py"):
+        if str(path.relative_to(ROOT)) in WRITERS:
+            continue
         tree = ast.parse(path.read_text())
         names = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}

@@ -22,7 +22,7 @@ from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 from mbctl.errors import ConfigError
 
@@ -71,7 +71,7 @@ def test_three_solvers_agree_on_closed_loops(configs, config):
     """Four-bar (independent rows) and the overconstrained parallelogram (a redundant row): same ddq,
     same UK and Lagrange forces, at assembled states over a range of driving-crank angles and speeds."""
     robot = load_robot(configs / f"{config}.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = {s: build_dynamics(robot, setup, solver=s) for s in SOLVERS}
     q0, dq0 = initial_state(robot, setup, dyn["lagrange"])
     crank = robot.joint_names[0]
@@ -90,7 +90,7 @@ def test_three_solvers_agree_on_closed_loops(configs, config):
 def test_baumgarte_terms_enter_all_solvers_alike(configs):
     """Off the manifold (independent rows), the stabilized accelerations still agree across solvers."""
     robot = load_robot(configs / "fourbar.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = {s: build_dynamics(robot, setup, solver=s) for s in SOLVERS}
     q0, dq0 = initial_state(robot, setup, dyn["lagrange"])
     rng = np.random.default_rng(2)

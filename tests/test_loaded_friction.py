@@ -17,7 +17,7 @@ from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 
 LAWS = {
@@ -101,7 +101,7 @@ def test_friction_is_consistent_with_the_reactions_it_causes(configs, load):
     for the solved motion (the loop is closed, not lagged)."""
     robot = load_robot(configs / "olkc5.toml")
     robot = robot.with_friction({j.name: Friction(j.friction.law, LOADS[load]) for j in robot.joints if j.friction})
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
     run = simulate(system, q0, dq0, 0.006, step=1e-5, output_step=1e-3)

@@ -16,7 +16,7 @@ from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 
 # hand analysis of configs/parallelogram.toml: the redundant third crank admits an axial
@@ -57,7 +57,7 @@ def test_bad_groups_are_refused():
 
 def parallelogram(configs, **overrides):
     robot = load_robot(configs / "parallelogram.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup, **overrides)
     q0, dq0 = initial_state(robot, setup, dyn)
     return robot, dyn, q0, dq0
@@ -108,7 +108,7 @@ def test_frictionless_pins_transmit_no_axial_torque_and_the_ground_carries_the_r
     """Free four-bar: every undriven, frictionless pin has zero moment about its axis; the two ground pins
     carry the weight plus the mass times the acceleration of the centre of mass."""
     robot = load_robot(configs / "fourbar.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, dyn)
     run = simulate(dyn, q0, dq0, 0.2, step=1e-3, output_step=0.05)

@@ -27,9 +27,9 @@ from mbctl.dynamics.constraints.solvers import lagrange
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
+    constraint_set,
     initial_state,
-    parse_constraints,
-    parse_simulation,
+    simulation_setup,
 )
 
 REDUNDANT = ("min-norm", "min-internal-force", "min-power")
@@ -41,19 +41,19 @@ TOL = 1e-9
 def rrr3(configs):
     """The robot, its motion along the spiral (101 samples) and the tree torques."""
     robot = load_robot(configs / "rrr3.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, _ = initial_state(robot, setup, dyn)
     traj = trajectory_from_constraints(dyn, np.linspace(0.0, 0.5, 101), q0)
     tau_tree = feedforward(robot, traj).dynamics.tau
-    loops = [c for c in parse_constraints(robot) if isinstance(c, LoopClosure)]
+    loops = [c for c in constraint_set(robot) if isinstance(c, LoopClosure)]
     return robot, traj, tau_tree, loops
 
 
 @pytest.fixture(scope="module")
 def redundancy(rrr3):
     robot, traj, _, _ = rrr3
-    return ActuationRedundancy(robot, constraints=parse_constraints(robot), q_reference=traj.q[0])
+    return ActuationRedundancy(robot, constraints=constraint_set(robot), q_reference=traj.q[0])
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_weighted_min_norm_is_the_weighted_pseudo_inverse(rrr3, redundancy, refe
     robot, traj, tau_tree, _ = rrr3
     w = np.array([1.0, 4.0, 0.5])
     weighted = ActuationRedundancy(
-        robot, dataclasses.replace(redundancy.settings, weights=w), constraints=parse_constraints(robot), q_reference=traj.q[0]
+        robot, dataclasses.replace(redundancy.settings, weights=w), constraints=constraint_set(robot), q_reference=traj.q[0]
     )
     d = weighted.distribute(traj.t, traj.q, traj.dq, traj.ddq, tau_tree, "min-norm")
     for k, r in enumerate(reference[2]):
@@ -124,7 +124,7 @@ def test_min_norm_with_a_tight_limit_is_the_clipped_one_dimensional_minimizer(rr
     tight = ActuationRedundancy(
         robot,
         dataclasses.replace(redundancy.settings, effort=np.full(3, limit)),
-        constraints=parse_constraints(robot),
+        constraints=constraint_set(robot),
         q_reference=traj.q[0],
     )
     d = tight.distribute(traj.t, traj.q, traj.dq, traj.ddq, tau_tree, "min-norm")
@@ -147,7 +147,7 @@ def test_qpoases_agrees_with_qrqp_under_a_tight_limit(rrr3, redundancy):
     out = {}
     for solver in ("qrqp", "qpoases"):
         settings = dataclasses.replace(redundancy.settings, effort=np.full(3, 1.2), solver=solver)
-        r = ActuationRedundancy(robot, settings, constraints=parse_constraints(robot), q_reference=traj.q[0])
+        r = ActuationRedundancy(robot, settings, constraints=constraint_set(robot), q_reference=traj.q[0])
         out[solver] = {m: r.distribute(traj.t, traj.q, traj.dq, traj.ddq, tau_tree, m).tau for m in REDUNDANT}
     for m in REDUNDANT:
         assert np.abs(out["qrqp"][m] - out["qpoases"][m]).max() < 1e-7, m
@@ -228,7 +228,7 @@ def test_infeasible_limits_name_time_and_drives(rrr3, redundancy):
     tight = ActuationRedundancy(
         robot,
         dataclasses.replace(redundancy.settings, effort=np.full(3, 1.0)),
-        constraints=parse_constraints(robot),
+        constraints=constraint_set(robot),
         q_reference=traj.q[0],
     )
     with pytest.raises(ActuationLimitError) as info:
@@ -254,7 +254,7 @@ def test_trajectory_from_constraints_follows_the_spiral(rrr3):
     assert np.abs(ends[0]).max() < 1e-12
     assert np.abs(ends[1] - [-14.42e-3, 36.15e-3]).max() < 1e-9
     fine = trajectory_from_constraints(
-        build_dynamics(robot, parse_simulation(robot)), traj.t[50] + np.array([-1e-5, 0.0, 1e-5]), traj.q[50]
+        build_dynamics(robot, simulation_setup(robot)), traj.t[50] + np.array([-1e-5, 0.0, 1e-5]), traj.q[50]
     )
     assert np.abs((fine.q[2] - fine.q[0]) / 2e-5 - traj.dq[50]).max() < 1e-6 * np.abs(traj.dq[50]).max()
     assert np.abs((fine.dq[2] - fine.dq[0]) / 2e-5 - traj.ddq[50]).max() < 1e-5 * np.abs(traj.ddq[50]).max()

@@ -22,7 +22,7 @@ from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 from mbctl.errors import ConfigError
 
@@ -42,7 +42,7 @@ def damped_oscillator(t, c1, c0, x0, v0):
 def scara_run(configs, baumgarte, duration, step=2e-4, perturb=True):
     """The bundled SCARA (friction included) from its assembled start, slightly perturbed."""
     robot = load_robot(configs / "scara.toml")
-    setup = dataclasses.replace(parse_simulation(robot), baumgarte=baumgarte)
+    setup = dataclasses.replace(simulation_setup(robot), baumgarte=baumgarte)
     dyn = build_dynamics(robot, setup)
     q, dq = initial_state(robot, setup, dyn)
     if perturb:
@@ -87,7 +87,7 @@ def fourbar_energy(robot, dyn, run):
 def test_closed_loop_conserves_energy_and_closes(configs):
     """Free four-bar, no friction: energy drift < 1e-6 over 2 s (RK4, h = 1e-4), closure < 1e-8."""
     robot = load_robot(configs / "fourbar.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, dyn)
     run = simulate(dyn, q0, dq0, 2.0, step=1e-4, output_step=1e-3)
@@ -100,7 +100,7 @@ def test_closed_loop_conserves_energy_and_closes(configs):
 def test_stiff_integrator_conserves_energy_too(configs):
     """Radau on the four-bar for 0.5 s (rtol 1e-10): drift < 1e-6, closure < 1e-8."""
     robot = load_robot(configs / "fourbar.toml")
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, dyn)
     run = simulate(dyn, q0, dq0, 0.5, integrator="radau", step=1e-2, rtol=1e-10, atol=1e-12)
@@ -116,7 +116,7 @@ def test_lugre_state_integrates_with_the_motion(configs):
     robot = load_robot(configs / "scara.toml")
     law = LuGre(fc=5.0, fs=7.0, vs=0.005, fv=20.0, sigma0=1e5, sigma1=100.0)
     robot = robot.with_friction({"j4": Friction(law)})
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, dyn)
     run = simulate(dyn, q0, dq0, 0.05, step=1e-4, output_step=1e-3)
@@ -132,7 +132,7 @@ def test_lugre_state_integrates_with_the_motion(configs):
 def test_paper_initial_state_runs_into_the_stretched_arm(configs):
     """Seed 004's printed state with alpha = 0.5, beta = 200: singular (q2 -> 0) within 0.15 s."""
     robot = load_robot(configs / "scara.toml").with_friction({j: None for j in ("j1", "j2", "j3", "j4")})
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     dyn = build_dynamics(robot, setup)
     with pytest.raises(SingularConstraintError) as info:
         simulate(dyn, PAPER_Q0, PAPER_DQ0, 1.0, step=1e-4)
@@ -145,7 +145,7 @@ def test_paper_initial_state_runs_into_the_stretched_arm(configs):
 def test_damped_mode_continues_through_the_singularity(configs):
     """With singularity.action = damped the same run goes on past the stretched configuration."""
     robot = load_robot(configs / "scara.toml").with_friction({j: None for j in ("j1", "j2", "j3", "j4")})
-    setup = dataclasses.replace(parse_simulation(robot), singularity=SingularityPolicy(action="damped"))
+    setup = dataclasses.replace(simulation_setup(robot), singularity=SingularityPolicy(action="damped"))
     dyn = build_dynamics(robot, setup)
     run = simulate(dyn, PAPER_Q0, PAPER_DQ0, 0.14, step=1e-4, output_step=1e-4)
     assert run.sigma_ratio.min() < 1e-3 and run.singular_samples > 0
@@ -155,7 +155,7 @@ def test_damped_mode_continues_through_the_singularity(configs):
 def test_rk4_refuses_a_step_unstable_for_lugre(configs):
     """Fast joints make the LuGre bristles stiff: RK4 stops with a clear message instead of blowing up."""
     robot = load_robot(configs / "scara.toml")
-    dyn = build_dynamics(robot, parse_simulation(robot))
+    dyn = build_dynamics(robot, simulation_setup(robot))
     with pytest.raises(ConfigError) as info:
         simulate(dyn, PAPER_Q0, PAPER_DQ0, 0.05, step=1e-4)
     assert info.value.field == "simulation.step" and "z.j2" in str(info.value) and "radau" in str(info.value)

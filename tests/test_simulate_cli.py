@@ -114,7 +114,7 @@ CASES = {
     "unknown solver": (BASE.replace("[simulation]", '[simulation]\nsolver = "kkt"'), ["simulation.solver", "unknown value 'kkt'"]),
     "bad baumgarte form": (BASE.replace("[simulation]", '[simulation]\nbaumgarte = { form = "square", alpha = 1.0, beta = 1.0 }'), ["simulation.baumgarte.form", "did you mean 'squared'"]),
     "negative baumgarte": (BASE.replace("[simulation]", '[simulation]\nbaumgarte = { form = "squared", alpha = -1.0, beta = 1.0 }'), ["simulation.baumgarte.alpha", ">= 0"]),
-    "unknown initial joint": (BASE.replace("j2 = 1.0 }", "j9 = 1.0 }"), ["simulation.initial.q.j9", "no joint 'j9'"]),
+    "unknown initial joint": (BASE.replace("j2 = 1.0 }", "j9 = 1.0 }"), ["simulation.initial.q.j9", "unknown joint"]),
     "unknown eliminated row": (BASE.replace("[simulation]", '[simulation]\nsolver = "lagrange"\neliminate = ["tool_xy.q"]'), ["simulation.eliminate", "no constraint row 'tool_xy.q'"]),
     "negative step": (BASE.replace("step = 1e-3", "step = -1e-3"), ["simulation.step", "must be > 0"]),
     "misspelt simulation field": (BASE.replace("duration =", "durration ="), ["simulation.durration", "did you mean 'duration'"]),

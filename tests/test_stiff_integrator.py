@@ -15,7 +15,7 @@ from mbctl.dynamics.simulation.integrate import SimulationError, simulate
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 from mbctl.dynamics.simulation.variants import Variant, load_variant
 
@@ -25,7 +25,7 @@ def test_violation_error_falls_with_the_square_of_the_step(configs):
     its Baumgarte law, with an error that falls ~4x when the step halves (second order)."""
     robot = load_robot(configs / "scara.toml")
     baumgarte = Baumgarte("squared", 5.0, 20.0)
-    setup = dataclasses.replace(parse_simulation(robot), baumgarte=baumgarte)
+    setup = dataclasses.replace(simulation_setup(robot), baumgarte=baumgarte)
     errors = []
     for h in (4e-3, 2e-3):
         system = build_dynamics(robot, setup)
@@ -44,7 +44,7 @@ def test_stable_at_a_millisecond_where_rk4_is_not(configs):
     traces the program with the violation decaying as its Baumgarte law says."""
     path = configs / "olkc5.toml"
     robot = load_variant(path, Variant("flexible", "flexible", "none"))
-    setup = dataclasses.replace(parse_simulation(robot), duration=0.4, step=1e-3, output_step=1e-3)
+    setup = dataclasses.replace(simulation_setup(robot), duration=0.4, step=1e-3, output_step=1e-3)
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
     with pytest.raises((SimulationError, SingularConstraintError)):  # whichever the blow-up hits first

@@ -92,7 +92,7 @@ from mbctl.dynamics.constraints.solvers import (
     nullspace_factor,
     udwadia_kalaba_factor,
 )
-from mbctl.dynamics.constraints.stabilization import Baumgarte, SingularityPolicy
+from mbctl.dynamics.constraints.stabilization import Baumgarte, SingularityPolicy, stabilize
 from mbctl.dynamics.forces import ForceElement
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
@@ -447,7 +447,7 @@ class ConstrainedDynamics:
         cv = self._evaluate_constraints(ks, t)
         A = cv.jac
         dphi = A @ dq + cv.phi_t
-        b = cv.gamma if self.baumgarte is None else self.baumgarte.stabilize(cv.gamma, cv.phi, dphi, self.constraints.level)
+        b = cv.gamma if self.baumgarte is None else stabilize(self.baumgarte, cv.gamma, cv.phi, dphi, self.constraints.level)
         m = self.constraints.m
 
         sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)

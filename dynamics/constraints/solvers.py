@@ -15,6 +15,8 @@ import scipy.linalg
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
+from mbctl.config.simulation import SOLVERS
+
 __all__ = [
     "SOLVERS",
     "Solver",
@@ -28,7 +30,6 @@ __all__ = [
     "udwadia_kalaba_factor",
 ]
 
-SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")
 Solver = Literal["udwadia-kalaba", "lagrange", "nullspace"]
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import pinocchio as pin
@@ -38,9 +38,6 @@ from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.urdf import parse_urdf
 from mbctl.dynamics.model.validate import check_model, check_urdf
 from mbctl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from mbctl.tomlfields import Table
 
 __all__ = ["Joint", "JointLimits", "RobotModel", "build_robot", "load_robot", "robot_from_pinocchio"]
 
@@ -109,11 +106,6 @@ class RobotModel:
     spec: RobotSpec | None = None
     rfe_links: tuple[RFELink, ...] = ()
     flexible_base: FlexibleBase | None = None
-
-    @property
-    def config(self) -> Table | None:
-        """The parsed TOML, from which the layers read the sections not yet converted to specs."""
-        return None if self.spec is None else self.spec.document
 
     @property
     def nv(self) -> int:

@@ -46,12 +46,12 @@ import numpy as np
 import scipy.integrate
 import scipy.linalg
 
+from mbctl.config.simulation import INTEGRATORS
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["INTEGRATORS", "SimulationError", "SimulationResult", "simulate"]
 
-INTEGRATORS = ("rk4", "ros2", "radau", "bdf", "lsoda", "rk45", "dop853")
 _SCIPY = {"radau": "Radau", "bdf": "BDF", "lsoda": "LSODA", "rk45": "RK45", "dop853": "DOP853"}
 
 Progress = Callable[[int, int], None]

@@ -31,16 +31,16 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.config.simulation import SimulationSpec
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import joint_reactions
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.dynamics.simulation.integrate import Progress, SimulationResult
 from mbctl.dynamics.simulation.setup import (
-    SimulationSetup,
     build_dynamics,
     initial_state,
-    parse_simulation,
     simulate_setup,
+    simulation_setup,
 )
 from mbctl.errors import ConfigError
 
@@ -191,7 +191,7 @@ def run_variant(
     path: str | Path,
     variant: Variant,
     *,
-    setup: SimulationSetup | None = None,
+    setup: SimulationSpec | None = None,
     progress: Progress | None = None,
     **overrides,
 ) -> VariantRun:
@@ -203,7 +203,7 @@ def run_variant(
         progress: Passed to :func:`mbctl.dynamics.simulation.integrate.simulate`.
     """
     robot = load_variant(path, variant)
-    setup = dataclasses.replace(setup or parse_simulation(robot), **overrides)
+    setup = dataclasses.replace(setup or simulation_setup(robot), **overrides)
     if setup.solver == "nullspace":
         raise ConfigError("the joint forces need multipliers; use solver lagrange or udwadia-kalaba", file=path, field="simulation.solver")
     system = build_dynamics(robot, setup)

@@ -25,7 +25,8 @@ from mbctl.config.flexible import RFESpec, parse_flexible
 from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
-from mbctl.tomlfields import Table, read_toml
+from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
+from mbctl.tomlfields import read_toml
 
 __all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec"]
 
@@ -52,9 +53,8 @@ class RobotSpec:
         plant: The simulated plant's truth and sensors, or None (the model itself, default sensors).
         drives: The Dynamixel bus, or None.
         identification: Friction experiment plans, or None (defaults).
-        document: The parsed TOML, from which the layers still read the sections not yet
-            converted to specs (constraints, simulation, control, actuation, plant, drives,
-            identification); None for a spec built in Python.
+        constraints: Programmed and closed-loop constraints, in declaration order.
+        simulation: How to simulate, or None (defaults).
     """
 
     urdf: Path
@@ -69,7 +69,8 @@ class RobotSpec:
     plant: PlantSpec | None = None
     drives: DrivesSpec | None = None
     identification: IdentificationSpec | None = None
-    document: Table | None = dataclasses.field(default=None, compare=False, repr=False)
+    constraints: tuple[ConstraintSpec, ...] = ()
+    simulation: SimulationSpec | None = None
 
 
 def read_robot_spec(config: str | Path) -> RobotSpec:
@@ -101,5 +102,6 @@ def read_robot_spec(config: str | Path) -> RobotSpec:
         plant=parse_plant(root.table("plant")) if "plant" in root else None,
         drives=parse_drives(root.table("drives")) if "drives" in root else None,
         identification=parse_identification(root.table("identification")) if "identification" in root else None,
-        document=root,
+        constraints=parse_constraints(root),
+        simulation=parse_simulation(root.table("simulation")) if "simulation" in root else None,
     )

@@ -33,8 +33,8 @@ from mbctl.dynamics.simulation.integrate import INTEGRATORS, SimulationResult
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
     simulate_setup,
+    simulation_setup,
 )
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
     robot = load_robot(args.config)
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     overrides = {k: v for k, v in (("solver", args.solver), ("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
     setup = dataclasses.replace(setup, **overrides)
     if args.reactions and setup.solver == "nullspace":

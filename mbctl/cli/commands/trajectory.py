@@ -23,7 +23,7 @@ from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
-    parse_simulation,
+    simulation_setup,
 )
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
     """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
-    setup = parse_simulation(robot)
+    setup = simulation_setup(robot)
     duration = setup.duration if args.duration is None else args.duration
     if not duration > 0 or not args.rate > 0:
         raise InputError("--duration and --rate must be > 0")

@@ -25,7 +25,7 @@ from mbctl.cli.console import ProgressPrinter
 from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.integrate import INTEGRATORS
-from mbctl.dynamics.simulation.setup import parse_simulation
+from mbctl.dynamics.simulation.setup import simulation_setup
 from mbctl.dynamics.simulation.variants import (
     Variant,
     VariantRun,
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError(f"must be >= 1, got {args.jobs}", field="--jobs")
     robot = load_robot(args.config)
-    parse_simulation(robot)  # a bad [simulation] table fails before any run
+    simulation_setup(robot)  # a bad [simulation] table fails before any run
     variants = available_variants(robot)
     if args.variants:
         wanted = [Variant.parse(v.strip(), field="--variants") for v in args.variants.split(",") if v.strip()]
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{v.name}: done in {runs[-1].wall_time_s:.1f} s", flush=True)
 
     table = rms_table(runs)
-    setup = dataclasses.replace(parse_simulation(robot), **overrides)
+    setup = dataclasses.replace(simulation_setup(robot), **overrides)
     report = {
         "config": str(args.config),
         "integrator": setup.integrator,
