@@ -42,10 +42,10 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.batch import map_rows
-from mbctl.ctrl.codegen import CompiledFunction, compile_function
 from mbctl.ctrl.settings import ControlSettings, control_settings
 from mbctl.ctrl.signature import INPUTS, OUTPUTS, saturate
 from mbctl.ctrl.task_space import build_task_space_function
+from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.inverse import check_samples
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
@@ -93,7 +93,7 @@ class Controller:
     settings: ControlSettings
 
     def compile(self, cache: str | Path | None = None) -> CompiledFunction:
-        """The law as compiled C (:func:`mbctl.ctrl.codegen.compile_function`)."""
+        """The law as compiled C (:func:`mbctl.dynamics.codegen.compile_function`)."""
         return compile_function(self.function, cache=cache)
 
     def batch(

@@ -68,7 +68,7 @@ import scipy.linalg
 import scipy.optimize
 
 from mbctl.ctrl.actuation import MODES, ActuationSettings, actuation_settings
-from mbctl.ctrl.codegen import CompiledFunction, compile_function
+from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.dynamics.constraints.loops import LoopClosure
@@ -387,7 +387,7 @@ class ActuationRedundancy:
         return ca.Function(f"distribute_{mode.replace('-', '_')}", [q, dq, ddq, tt, lo, hi], outs, list(INPUTS), list(OUTPUTS))
 
     def compiled(self, mode: str) -> CompiledFunction:
-        """The mode's function as C (:func:`mbctl.ctrl.codegen.compile_function`); with a QP solver
+        """The mode's function as C (:func:`mbctl.dynamics.codegen.compile_function`); with a QP solver
         CasADi cannot generate (qpoases) it runs in CasADi's interpreter."""
         if mode not in self._compiled:
             f = self.function(mode)

@@ -7,7 +7,7 @@ Per cycle (``t`` in s since the start, measured ``q``, ``dq`` of the actuated jo
    integrating their state equation (:meth:`LuGre.z_step` over the time since the
    last cycle) on the velocity the law compensates friction at: the desired one,
    or the measured one with ``[control] friction_velocity = "measured"``;
-3. the compiled law (:mod:`mbctl.ctrl.controllers`, :mod:`mbctl.ctrl.codegen`) runs on
+3. the compiled law (:mod:`mbctl.ctrl.controllers`, :mod:`mbctl.dynamics.codegen`) runs on
    preallocated buffers; its saturation flags are counted.
 """
 

@@ -10,7 +10,7 @@ import casadi as ca
 import numpy as np
 import pytest
 
-from mbctl.ctrl.codegen import CodegenWarning, compile_function
+from mbctl.dynamics.codegen import CodegenWarning, compile_function
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.symbolic import SymbolicDynamics
 
@@ -56,7 +56,7 @@ def test_buffers_give_the_allocation_free_path(robots, tmp_path):
 
 SCRIPT = """
 import json, sys
-from mbctl.ctrl.codegen import compile_function
+from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.symbolic import SymbolicDynamics
 f = compile_function(SymbolicDynamics(load_robot(sys.argv[1])).gravity, cache=sys.argv[2])

@@ -15,13 +15,13 @@ import pinocchio as pin
 import pytest
 from scipy.integrate import solve_ivp
 
-from mbctl.ctrl.codegen import compile_function
 from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.task_space import (
     build_task_space_function,
     task_space_settings,
     task_tracking,
 )
+from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
 

@@ -39,6 +39,7 @@ error naming the time and configuration (see :mod:`mbctl.dynamics.constraints.co
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,9 +49,13 @@ import scipy.linalg
 
 from mbctl.config.simulation import INTEGRATORS
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
+from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
+from mbctl.dynamics.simulation.compiled import NotCompilable, rk4_stepper, sample_evaluator, unsupported
 from mbctl.errors import ConfigError, MbctlError
 
-__all__ = ["INTEGRATORS", "SimulationError", "SimulationResult", "simulate"]
+__all__ = ["BACKENDS", "INTEGRATORS", "SimulationError", "SimulationResult", "simulate"]
+
+BACKENDS = ("auto", "compiled", "python")
 
 _SCIPY = {"radau": "Radau", "bdf": "BDF", "lsoda": "LSODA", "rk45": "RK45", "dop853": "DOP853"}
 
@@ -80,7 +85,10 @@ class SimulationResult:
             a singular configuration (1 without constraints).
         joint_names, row_names, state_names: Column names.
         solver, integrator: What produced the run.
-        steps: Integrator steps taken; evaluations: dynamics evaluations.
+        steps: Integrator steps taken; evaluations: dynamics evaluations (compiled and interpreted).
+        backend: ``"compiled"`` or ``"python"``: what ran the integration steps.
+        compile_s: Wall time spent generating, compiling or loading the C code (s);
+            a cached library loads in milliseconds.
         singular_samples: Recorded samples at which the Jacobian was near-singular
             (damped mode only).
         rank, eliminated_rows: Rank of the constraint Jacobian and rows eliminated.
@@ -110,6 +118,8 @@ class SimulationResult:
     singular_samples: int
     rank: int
     eliminated_rows: tuple[str, ...] = field(default_factory=tuple)
+    backend: str = "python"
+    compile_s: float = 0.0
 
     def violation(self) -> np.ndarray:
         """``max_i |Phi_i|`` over position-level rows at every sample (N,) (m or rad)."""
@@ -141,6 +151,12 @@ def _check_rk4_stability(system: ConstrainedDynamics, t: float, h: float, x: np.
                 file=system.robot.source,
                 field="simulation.step",
             )
+
+
+def derivative(system: ConstrainedDynamics, t: float, x: np.ndarray, nv: int) -> np.ndarray:
+    """``dx/dt`` of the interpreted dynamics at ``(t, x)``, ``x = [q, dq, states]``."""
+    ev = system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
+    return np.concatenate([x[nv : 2 * nv], ev.ddq, ev.state_rate])
 
 
 def _jacobian(f: Callable, t: float, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
@@ -176,6 +192,7 @@ def simulate(
     max_step: float | None = None,
     jacobian_interval: float = 0.05,
     progress: Progress | None = None,
+    backend: str = "auto",
 ) -> SimulationResult:
     """Integrate the constrained dynamics of ``system`` from ``(q0, dq0)`` at ``t0`` for ``duration`` s.
 
@@ -188,6 +205,11 @@ def simulate(
         jacobian_interval: ``ros2``: simulated time between Jacobian refreshes (s).
         progress: Called with ``(done, total)``: RK4 steps, or recorded samples for
             adaptive methods.
+        backend: ``"compiled"``: RK4 steps run in generated C
+            (:mod:`mbctl.dynamics.simulation.compiled`), and the interpreted dynamics
+            evaluates the recorded samples (constraint forces, violations, the
+            singularity check); ``"python"``: the interpreted reference throughout;
+            ``"auto"`` (default): compiled where the system and integrator allow it.
 
     Raises:
         ConfigError: For a bad integrator name, step or duration.
@@ -224,7 +246,62 @@ def simulate(
 
     records: list[tuple[np.ndarray, ConstrainedState]] = []  # (x, evaluation) per sample
     x = np.concatenate([q0, dq0, s0])
-    if integrator == "rk4":
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})", field="--backend")
+    used = "python"
+    if backend != "python":
+        reason = unsupported(system) if integrator == "rk4" else f"the {integrator} integrator"
+        if reason and backend == "compiled":
+            raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
+        used = "python" if reason else "compiled"
+    compiled_evaluations = 0
+    compile_s = 0.0
+    if used == "compiled":
+        n = max(1, math.ceil(duration / step - 1e-9))
+        h = duration / n
+        every = 1 if output_step is None else max(1, round(output_step / h))
+        compile_start = time.perf_counter()
+        chunk = rk4_stepper(system, every)
+        single = rk4_stepper(system, 1) if n % every else None
+        sample = sample_evaluator(system)
+        compile_s = time.perf_counter() - compile_start
+        def interpreted_steps(t: float, x: np.ndarray, count: int) -> None:
+            """Redo ``count`` steps with the interpreted dynamics, which checks every stage."""
+            for i in range(count):
+                ti = t + i * h
+                k1 = derivative(system, ti, x, nv)
+                _check_rk4_stability(system, ti, h, x, nv)
+                k2 = derivative(system, ti + 0.5 * h, x + 0.5 * h * k1, nv)
+                k3 = derivative(system, ti + 0.5 * h, x + 0.5 * h * k2, nv)
+                k4 = derivative(system, ti + h, x + h * k3, nv)
+                x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+                check_finite(ti + h, x)
+
+        k = 0
+        records.append((x, sample(t0, x)))
+        while k < n:
+            t = t0 + k * h
+            _check_rk4_stability(system, t, h, x, nv)
+            stepper, taken = (chunk, every) if n - k >= every else (single, 1)
+            x_next = stepper(t, x, h)[0]
+            try:
+                check_finite(t + taken * h, x_next)
+                evaluation = sample(t + taken * h, x_next)
+            except (SimulationError, SingularConstraintError, InconsistentConstraintsError):
+                # the chunk met a singular configuration or blew up: the interpreted steps stop where a
+                # purely interpreted run stops, with its error
+                interpreted_steps(t, x, taken)
+                raise
+            x = x_next
+            k += taken
+            if k < n:
+                records.append((x, evaluation))
+            if progress is not None and (k == n or len(records) % max(1, n // (20 * every)) == 0):
+                progress(k, n)  # about 20 reports per run
+        records.append((x, sample(t0 + duration, x)))
+        steps = n
+        compiled_evaluations = 4 * n + len(records)
+    elif integrator == "rk4":
         n = max(1, math.ceil(duration / step - 1e-9))
         h = duration / n
         every = 1 if output_step is None else max(1, round(output_step / h))
@@ -344,7 +421,9 @@ def simulate(
         solver=system.solver,
         integrator=integrator,
         steps=steps,
-        evaluations=system.evaluations - evaluations_before,
+        evaluations=system.evaluations - evaluations_before + compiled_evaluations,
+        backend=used,
+        compile_s=compile_s,
         singular_samples=int(sum(e.singular for e in ev_list)),
         rank=rank,
         eliminated_rows=system.eliminated_rows,

@@ -204,10 +204,10 @@ def initial_state(robot: RobotModel, setup: SimulationSpec, dynamics: Constraine
 
 
 def simulate_setup(
-    system: ConstrainedDynamics, q0: np.ndarray, dq0: np.ndarray, setup: SimulationSpec, progress: Progress | None = None
+    system: ConstrainedDynamics, q0: np.ndarray, dq0: np.ndarray, setup: SimulationSpec, progress: Progress | None = None, backend: str = "auto"
 ) -> SimulationResult:
     """Integrate ``system`` from ``(q0, dq0)`` over ``setup.duration`` (s) with the
-    setup's integrator, steps and tolerances; see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
+    setup's integrator, steps and tolerances on ``backend``; see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
     return simulate(
         system,
         q0,
@@ -221,4 +221,5 @@ def simulate_setup(
         max_step=setup.max_step,
         jacobian_interval=setup.jacobian_interval,
         progress=progress,
+        backend=backend,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -77,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MbctlError as exc:
         print(f"mbctl: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (mbctl ... | head): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush does not fail again
+        return 141
     except _Terminated:
         print("mbctl: terminated (SIGTERM)", file=sys.stderr)
         return 143

@@ -1,0 +1,157 @@
+"""The compiled simulation core against the interpreted one, bare pinocchio, and MuJoCo, in one run.
+
+1. One evaluation of the dynamics (constraints, friction) per bundled robot the core
+   covers: compiled C, the interpreted reference, and a bare ``pinocchio.aba`` call on
+   the same model (the ratio compiled/aba is the issue's yardstick).
+2. Wall time per simulated second, RK4 at 1e-4 s (samples every 1 ms): compiled and
+   interpreted, SCARA (programmed constraints, friction with a LuGre state), the
+   four-bar and the 3-RRR (loop closures).
+3. The four-bar in MuJoCo (``pip install mujoco``; skipped when absent), written from
+   the same URDF numbers, at the same step: wall time per simulated second, energy
+   drift and loop closure over 2 s, next to mbctl's.
+
+Run: python benchmarks/compiled.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pinocchio as pin
+
+from mbctl.dynamics.codegen import compile_function
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.compiled import rhs_function
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
+
+EVALUATED = ["scara", "fourbar", "rrr3", "ur5", "panda"]
+
+
+def per_call_us(fn, repeats: int = 2000) -> float:
+    """Median over 5 rounds of the cost of one call (µs)."""
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        rounds.append((time.perf_counter() - start) / repeats * 1e6)
+    return float(np.median(rounds))
+
+
+def system_of(name: str):
+    robot = load_robot(name)
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    system.initialize(0.0, q0, dq0)
+    return robot, system, q0, dq0
+
+
+def evaluation_costs() -> None:
+    print("1. one evaluation (µs; median of 5 rounds)")
+    print(f"{'robot':<10}{'nv':>4}{'rows':>6}{'compiled':>10}{'interpreted':>13}{'pin.aba':>9}{'compiled/aba':>14}{'interp/aba':>12}")
+    for name in EVALUATED:
+        robot, system, q0, dq0 = system_of(name)
+        s0 = system.initial_state()
+        x = np.concatenate([q0, dq0 + 0.1, s0])
+        f = compile_function(rhs_function(system))
+        f.inputs[0][...] = 0.1
+        f.inputs[1][...] = x
+        compiled = per_call_us(f.eval)
+        interpreted = per_call_us(lambda: system.evaluate(0.1, q0, dq0 + 0.1, s0), 200)
+        model, data = robot.model, robot.model.createData()
+        qp, v, tau = robot.configuration(q0), dq0 + 0.1, np.zeros(robot.nv)
+        aba = per_call_us(lambda: pin.aba(model, data, qp, v, tau))
+        print(f"{name:<10}{robot.nv:>4}{system.constraints.m:>6}{compiled:>10.2f}{interpreted:>13.1f}{aba:>9.2f}{compiled / aba:>13.2f}x{interpreted / aba:>11.0f}x")
+
+
+def wall_per_simulated_second() -> dict[str, object]:
+    print("\n2. wall time per simulated second, RK4 1e-4 s, samples every 1 ms (compile excluded)")
+    print(f"{'robot':<10}{'compiled s/s':>14}{'interpreted s/s':>17}{'speed-up':>10}{'max |q| difference':>20}")
+    runs = {}
+    for name, seconds, reference_seconds in (("scara", 10.0, 0.5), ("fourbar", 2.0, 0.5), ("rrr3", 0.5, 0.2)):
+        _, system, q0, dq0 = system_of(name)
+        simulate(system, q0, dq0, 1e-3, step=1e-4, output_step=1e-3, backend="compiled")  # builds or loads the C code
+        start = time.perf_counter()
+        run = simulate(system, q0, dq0, seconds, step=1e-4, output_step=1e-3, backend="compiled")
+        compiled = (time.perf_counter() - start - run.compile_s) / seconds
+        start = time.perf_counter()
+        ref = simulate(system, q0, dq0, reference_seconds, step=1e-4, output_step=1e-3, backend="python")
+        interpreted = (time.perf_counter() - start) / reference_seconds
+        k = len(ref.t)
+        print(f"{name:<10}{compiled:>14.4f}{interpreted:>17.2f}{interpreted / compiled:>9.0f}x{np.abs(run.q[:k] - ref.q).max():>20.2e}")
+        runs[name] = (run, compiled)
+    return runs
+
+
+FOURBAR_MJCF = """<mujoco model="fourbar">
+  <option timestep="{h}" gravity="0 -9.81 0" integrator="{integrator}"><flag energy="enable" contact="disable"/></option>
+  <worldbody>
+    <body name="crank"><joint name="crank_joint" type="hinge" axis="0 0 1"/>
+      <inertial pos="0.05 0 0" mass="0.5" diaginertia="1e-5 4.1667e-4 4.1667e-4"/>
+      <body name="coupler" pos="0.1 0 0"><joint name="coupler_joint" type="hinge" axis="0 0 1"/>
+        <inertial pos="0.175 0 0" mass="1.0" diaginertia="1e-5 1.02083e-2 1.02083e-2"/>
+        <site name="coupler_end" pos="0.35 0 0"/>
+      </body>
+    </body>
+    <body name="rocker" pos="0.3 0 0"><joint name="rocker_joint" type="hinge" axis="0 0 1"/>
+      <inertial pos="0.125 0 0" mass="0.8" diaginertia="1e-5 4.1667e-3 4.1667e-3"/>
+      <site name="rocker_end" pos="0.25 0 0"/>
+    </body>
+  </worldbody>
+  <equality><connect site1="coupler_end" site2="rocker_end" {solref}/></equality>
+</mujoco>"""
+
+
+def mbctl_fourbar_accuracy(run) -> tuple[float, float]:
+    """Relative energy drift and the largest loop-closure error (m) of an mbctl run."""
+    robot = load_robot("fourbar")
+    model, data = robot.model, robot.model.createData()
+    energy = np.array([pin.computeKineticEnergy(model, data, robot.configuration(q), v) + pin.computePotentialEnergy(model, data, robot.configuration(q)) for q, v in zip(run.q, run.dq)])
+    return float(np.abs(energy - energy[0]).max() / abs(energy[0])), float(run.violation().max())
+
+
+def mujoco_fourbar(mbctl_run, mbctl_wall_per_s: float, seconds: float = 2.0) -> None:
+    try:
+        import mujoco
+    except ImportError:
+        print("\n3. MuJoCo: not installed (pip install mujoco, or pip install -e '.[bench]'); skipped")
+        return
+    q0, dq0 = mbctl_run.q[0], mbctl_run.dq[0]
+    print(f"\n3. four-bar, {seconds:g} s, step 1e-4 s: MuJoCo {mujoco.__version__} against mbctl (relative energy drift; loop closure max, m)")
+    print(f"{'simulator':<44}{'s/s':>9}{'energy drift':>14}{'closure':>10}{'final crank':>13}")
+    drift, closure = mbctl_fourbar_accuracy(mbctl_run)
+    print(f"{'mbctl compiled, RK4, Udwadia-Kalaba':<44}{mbctl_wall_per_s:>9.4f}{drift:>14.2e}{closure:>10.1e}{mbctl_run.q[-1][0]:>13.4f}")
+    for integrator, solref, label in (("Euler", "", "MuJoCo Euler, defaults"), ("RK4", 'solref="0.0002 1"', "MuJoCo RK4, stiff equality (solref 2e-4 s)")):
+        model = mujoco.MjModel.from_xml_string(FOURBAR_MJCF.format(h=1e-4, integrator=integrator, solref=solref))
+        data = mujoco.MjData(model)
+        data.qpos[:] = q0
+        data.qvel[:] = dq0
+        mujoco.mj_forward(model, data)
+        e0 = data.energy.sum()
+        steps = round(seconds / 1e-4)
+        worst_drift = worst_closure = 0.0
+        start = time.perf_counter()
+        for k in range(steps):
+            mujoco.mj_step(model, data)
+            if k % 10 == 9:
+                worst_drift = max(worst_drift, abs(data.energy.sum() - e0))
+                worst_closure = max(worst_closure, float(np.linalg.norm(data.site_xpos[0] - data.site_xpos[1])))
+        wall = (time.perf_counter() - start) / seconds
+        print(f"{label:<44}{wall:>9.4f}{worst_drift / abs(e0):>14.2e}{worst_closure:>10.1e}{data.qpos[0]:>13.4f}")
+    print("(energy drift checked every 1 ms in MuJoCo, at every 1 ms sample in mbctl; the timings include that check)")
+
+
+def main() -> None:
+    import os
+
+    print(f"compiled simulation core; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+    evaluation_costs()
+    runs = wall_per_simulated_second()
+    mujoco_fourbar(*runs["fourbar"])
+
+
+if __name__ == "__main__":
+    main()
