@@ -6,7 +6,9 @@
 2. Wall time per simulated second, RK4 at 1e-4 s (samples every 1 ms): compiled and
    interpreted, SCARA (programmed constraints, friction with a LuGre state), the
    four-bar and the 3-RRR (loop closures).
-3. The four-bar in MuJoCo (``pip install mujoco``; skipped when absent), written from
+3. The simulated plant behind ``mbctl run`` (SCARA, UR5, friction, 8 substeps per
+   1 ms period), stepped back to back: real-time factor compiled and interpreted.
+4. The four-bar in MuJoCo (``pip install mujoco``; skipped when absent), written from
    the same URDF numbers, at the same step: wall time per simulated second, energy
    drift and loop closure over 2 s, next to mbctl's.
 
@@ -120,7 +122,7 @@ def mujoco_fourbar(mbctl_run, mbctl_wall_per_s: float, seconds: float = 2.0) -> 
         print("\n3. MuJoCo: not installed (pip install mujoco, or pip install -e '.[bench]'); skipped")
         return
     q0, dq0 = mbctl_run.q[0], mbctl_run.dq[0]
-    print(f"\n3. four-bar, {seconds:g} s, step 1e-4 s: MuJoCo {mujoco.__version__} against mbctl (relative energy drift; loop closure max, m)")
+    print(f"\n4. four-bar, {seconds:g} s, step 1e-4 s: MuJoCo {mujoco.__version__} against mbctl (relative energy drift; loop closure max, m)")
     print(f"{'simulator':<44}{'s/s':>9}{'energy drift':>14}{'closure':>10}{'final crank':>13}")
     drift, closure = mbctl_fourbar_accuracy(mbctl_run)
     print(f"{'mbctl compiled, RK4, Udwadia-Kalaba':<44}{mbctl_wall_per_s:>9.4f}{drift:>14.2e}{closure:>10.1e}{mbctl_run.q[-1][0]:>13.4f}")
@@ -144,12 +146,36 @@ def mujoco_fourbar(mbctl_run, mbctl_wall_per_s: float, seconds: float = 2.0) -> 
     print("(energy drift checked every 1 ms in MuJoCo, at every 1 ms sample in mbctl; the timings include that check)")
 
 
+def plant_real_time_factor(seconds: float = 2.0) -> None:
+    from mbctl.hardware.interface import JointCommand
+    from mbctl.hardware.sim import SimPlant, TruthPlant
+
+    print(f"\n3. simulated plant, 1 ms periods of 8 steps, {seconds:g} s back to back (real-time factor = simulated s / wall s)")
+    print(f"{'robot':<10}{'compiled':>10}{'interpreted':>13}{'µs/period compiled':>20}")
+    for name in ("scara", "ur5"):
+        robot = load_robot(name)
+        rtf = {}
+        for compiled in (True, False):
+            plant = SimPlant(robot, 1e-3)
+            plant.plant = TruthPlant(robot, 1e-3 / 8, compiled=compiled, period_s=1e-3)
+            plant.enable()
+            periods = int(seconds / 1e-3) if compiled else int(seconds / 1e-3) // 10
+            command = JointCommand.torque(np.full(len(plant.joint_names), 0.5))
+            start = time.perf_counter()
+            for _ in range(periods):
+                plant.write(command)
+                plant.read()
+            rtf[compiled] = periods * 1e-3 / (time.perf_counter() - start)
+        print(f"{name:<10}{rtf[True]:>10.1f}{rtf[False]:>13.1f}{1e3 / rtf[True]:>20.1f}")
+
+
 def main() -> None:
     import os
 
     print(f"compiled simulation core; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     evaluation_costs()
     runs = wall_per_simulated_second()
+    plant_real_time_factor()
     mujoco_fourbar(*runs["fourbar"])
 
 

@@ -23,10 +23,12 @@ import numpy as np
 import pinocchio as pin
 
 from mbctl.config.plant import PayloadSpec, PlantConfig, PlantSpec, SensorModel
+from mbctl.dynamics.codegen import CompiledFunction
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.dynamics.simulation.stepper import FrictionStepper
+from mbctl.dynamics.simulation.compiled import plant_stepper
+from mbctl.dynamics.simulation.stepper import FrictionStepper, PlantState
 from mbctl.errors import ConfigError
 from mbctl.hardware.interface import (
     CommandMode,
@@ -69,13 +71,28 @@ def _with_payload(robot: RobotModel, payload: PayloadSpec, file) -> RobotModel:
 class TruthPlant:
     """The truth model's dynamics, driven by actuator efforts (the emulator's plant).
 
+    Steps are those of :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper`; for
+    rigid robots they run in generated C (:func:`mbctl.dynamics.simulation.compiled.plant_stepper`,
+    the same arithmetic), else in Python.
+
     Args:
         truth: Robot simulated.
         max_step_s: Longest integration step (s); longer advances are split.
         q0: Initial DOF positions (rad, m); default zeros.
+        compiled: Use the compiled steps where the robot allows it.
+        period_s: The advance a caller makes most (s), e.g. its control period: compiled
+            as one call of all its steps.
     """
 
-    def __init__(self, truth: RobotModel, max_step_s: float = 2.5e-4, q0: np.ndarray | None = None):
+    def __init__(
+        self,
+        truth: RobotModel,
+        max_step_s: float = 2.5e-4,
+        q0: np.ndarray | None = None,
+        *,
+        compiled: bool = True,
+        period_s: float | None = None,
+    ):
         self.truth = truth
         self.max_step_s = max_step_s
         self.stepper = FrictionStepper(truth)
@@ -86,14 +103,34 @@ class TruthPlant:
             raise ValueError(f"initial positions need {truth.nv} values (one per DOF of {truth.name}), got shape {q0.shape}")
         self.full = self.stepper.initial(q0)
         self.steps = 0
+        # built here, not at the first step: a first compile takes seconds, which would
+        # miss a paced plant's or an emulator's first deadlines
+        self._compiled: dict[int, CompiledFunction] = {}
+        if compiled and not truth.is_elastic:
+            v_smooth = self.stepper.friction.smoothing
+            for n in {1, 1 if period_s is None else self._steps(period_s)}:
+                self._compiled[n] = plant_stepper(truth, n, v_smooth=v_smooth)
+
+    def _steps(self, dt: float) -> int:
+        return max(1, math.ceil(dt / self.max_step_s - 1e-9))
 
     def step(self, tau: np.ndarray, dt: float) -> None:
         """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N)."""
-        steps = max(1, math.ceil(dt / self.max_step_s - 1e-9))
+        steps = self._steps(dt)
         h = dt / steps
         generalized = self._B @ tau
-        for _ in range(steps):
-            self.full = self.stepper.step(self.full, generalized, h)
+        if self._compiled:
+            f = self._compiled.get(steps)
+            state = (self.full.q, self.full.dq, self.full.s)
+            if f is not None:
+                state = f(*state, generalized, h)
+            else:
+                for _ in range(steps):
+                    state = self._compiled[1](*state, generalized, h)
+            self.full = PlantState(*state)
+        else:
+            for _ in range(steps):
+                self.full = self.stepper.step(self.full, generalized, h)
         self.steps += steps
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +169,7 @@ class SimPlant(JointInterface):
         self._reset()
 
     def _reset(self) -> None:
-        self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0)
+        self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0, period_s=self.period_s)
         self.t = 0.0
         self._tau = np.zeros(len(self.joint_names))
         self._enabled = False

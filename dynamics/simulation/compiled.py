@@ -41,10 +41,11 @@ from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.constraints.targets import ExpressionTarget, parse_expression
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
-__all__ = ["NotCompilable", "diagnostics_function", "rhs_function", "rk4_stepper", "unsupported"]
+__all__ = ["NotCompilable", "diagnostics_function", "plant_stepper", "rhs_function", "rk4_stepper", "unsupported"]
 
 
 class NotCompilable(MbctlError):
@@ -250,3 +251,41 @@ def rk4_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | N
     out = many(ca.vertcat(t_in, x_in, h_in))
     g = ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in], [out[1 : 1 + n]], ["t0", "x0", "h"], ["x"])
     return compile_function(g, cache=cache)
+
+
+def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
+    """``(q, dq, s, tau, h) -> (q_next, dq_next, s_next)``: ``steps`` steps of
+    :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper` (semi-implicit, friction
+    damping implicit, LuGre states exact) of length ``h`` (s) each, holding the
+    generalized forces ``tau`` (N·m, N), in C.
+
+    Raises:
+        NotCompilable: For elastic robots (flexible links or base); load-dependent
+            friction is refused as by the interpreted stepper.
+    """
+    if robot.is_elastic:
+        raise NotCompilable("the compiled plant does not cover flexible links or bases")
+    friction = JointFriction(robot, smoothing=v_smooth)
+    nv, ns = robot.nv, len(friction._lugre)
+    sym = SymbolicDynamics(robot)
+    q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
+    h = ca.SX.sym("h")
+    z_next = ca.vertcat(*(law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre))) if ns else ca.SX(0, 1)
+    Q, _ = _friction(friction, dq, z_next, nv)
+    damping = [ca.SX(0.0)] * nv
+    for i, law, _ in friction._static:
+        v = dq[i]
+        level = law.steady(v, 1.0) - law.fv * v  # the dry level at |v|
+        damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
+    for i, law, _ in friction._lugre:
+        damping[i] = ca.SX(law.sigma1 + law.fv)
+    M = sym.mass_matrix(q) + h * ca.diag(ca.vertcat(*damping))
+    dq_next = dq + ca.solve(M, h * (tau + Q - sym.bias(q, dq)))
+    x = ca.vertcat(q, dq, z)
+    one = ca.Function("plant_step", [x, tau, h], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
+    many = one.fold(steps)
+    q_in, dq_in, z_in, tau_in, h_in = ca.MX.sym("q", nv), ca.MX.sym("dq", nv), ca.MX.sym("s", ns), ca.MX.sym("tau", nv), ca.MX.sym("h")
+    out = many(ca.vertcat(q_in, dq_in, z_in), ca.repmat(tau_in, 1, steps), ca.repmat(h_in, 1, steps))
+    names = (["q", "dq", "s", "tau", "h"], ["q_next", "dq_next", "s_next"])
+    f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
+    return compile_function(f, cache=cache)
