@@ -6,11 +6,13 @@
 2. Wall time per simulated second, RK4 at 1e-4 s (samples every 1 ms): compiled and
    interpreted, SCARA (programmed constraints, friction with a LuGre state), the
    four-bar and the 3-RRR (loop closures).
-3. The simulated plant behind ``mbctl run`` (SCARA, UR5, friction, 8 substeps per
+3. The five-link flexible chain: ROS2 at 1 ms (samples every 10 ms and every 1 ms)
+   and RK4 at 1e-5 s, compiled and interpreted.
+4. The simulated plant behind ``mbctl run`` (SCARA, UR5, friction, 8 substeps per
    1 ms period), stepped back to back: real-time factor compiled and interpreted.
-4. The four-bar in MuJoCo (``pip install mujoco``; skipped when absent), written from
-   the same URDF numbers, at the same step: wall time per simulated second, energy
-   drift and loop closure over 2 s, next to mbctl's.
+5. The four-bar in MuJoCo and in Exudyn (``pip install -e ".[bench]"``; each skipped
+   when absent), written from the same URDF numbers, at the same step: wall time per
+   simulated second, energy drift and loop closure over 2 s, next to mbctl's.
 
 Run: python benchmarks/compiled.py
 """
@@ -28,7 +30,7 @@ from mbctl.dynamics.simulation.compiled import rhs_function
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
 
-EVALUATED = ["scara", "fourbar", "rrr3", "ur5", "panda"]
+EVALUATED = ["scara", "fourbar", "rrr3", "ur5", "panda", "tree5", "olkc5"]
 
 
 def per_call_us(fn, repeats: int = 2000) -> float:
@@ -119,10 +121,10 @@ def mujoco_fourbar(mbctl_run, mbctl_wall_per_s: float, seconds: float = 2.0) -> 
     try:
         import mujoco
     except ImportError:
-        print("\n3. MuJoCo: not installed (pip install mujoco, or pip install -e '.[bench]'); skipped")
+        print("\n5. MuJoCo: not installed (pip install mujoco, or pip install -e '.[bench]'); skipped")
         return
     q0, dq0 = mbctl_run.q[0], mbctl_run.dq[0]
-    print(f"\n4. four-bar, {seconds:g} s, step 1e-4 s: MuJoCo {mujoco.__version__} against mbctl (relative energy drift; loop closure max, m)")
+    print(f"\n5. four-bar, {seconds:g} s, step 1e-4 s: MuJoCo {mujoco.__version__} against mbctl (relative energy drift; loop closure max, m)")
     print(f"{'simulator':<44}{'s/s':>9}{'energy drift':>14}{'closure':>10}{'final crank':>13}")
     drift, closure = mbctl_fourbar_accuracy(mbctl_run)
     print(f"{'mbctl compiled, RK4, Udwadia-Kalaba':<44}{mbctl_wall_per_s:>9.4f}{drift:>14.2e}{closure:>10.1e}{mbctl_run.q[-1][0]:>13.4f}")
@@ -146,11 +148,105 @@ def mujoco_fourbar(mbctl_run, mbctl_wall_per_s: float, seconds: float = 2.0) -> 
     print("(energy drift checked every 1 ms in MuJoCo, at every 1 ms sample in mbctl; the timings include that check)")
 
 
+def exudyn_fourbar(mbctl_run, seconds: float = 2.0) -> None:
+    """The same four-bar in Exudyn: three 2-D rigid bodies in absolute coordinates, four
+    revolute joints, its implicit generalized-alpha solver (index 3, spectral radius 0.95)
+    at the same step."""
+    try:
+        import exudyn as exu
+        from exudyn.itemInterface import Force, MarkerBodyPosition, ObjectGround, RevoluteJoint2D, Rigid2D, RigidBody2D
+    except ImportError:
+        print("Exudyn: not installed (pip install exudyn, or pip install -e '.[bench]'); skipped")
+        return
+    g = 9.81
+    bodies = (  # mass, inertia about the centre (kg m^2), half length (m)
+        (0.5, 4.1667e-4, 0.05),
+        (1.0, 1.02083e-2, 0.175),
+        (0.8, 4.1667e-3, 0.125),
+    )
+    (qc, qk, qr), (wc, wk, wr) = mbctl_run.q[0], mbctl_run.dq[0]
+    angles, rates = (qc, qc + qk, qr), (wc, wc + wk, wr)
+    pivot_a = np.zeros(2)
+    pivot_b = np.array([0.1 * np.cos(qc), 0.1 * np.sin(qc)])
+    pivot_c = np.array([0.3, 0.0])
+    velocity_b = wc * 0.1 * np.array([-np.sin(qc), np.cos(qc)])
+    starts, start_velocities = (pivot_a, pivot_b, pivot_c), (np.zeros(2), velocity_b, np.zeros(2))
+
+    def state(start, start_velocity, angle, rate, half):
+        u = np.array([np.cos(angle), np.sin(angle)])
+        centre = start + half * u
+        return centre, start_velocity + rate * half * np.array([-u[1], u[0]])
+
+    sc = exu.SystemContainer()
+    mbs = sc.AddSystem()
+    ground = mbs.AddObject(ObjectGround())
+    ends = []
+    for (m, inertia, half), start, start_velocity, angle, rate in zip(bodies, starts, start_velocities, angles, rates):
+        centre, velocity = state(start, start_velocity, angle, rate, half)
+        node = mbs.AddNode(Rigid2D(referenceCoordinates=[*centre, angle], initialVelocities=[*velocity, rate]))
+        body = mbs.AddObject(RigidBody2D(mass=m, inertia=inertia, nodeNumber=node))
+        mbs.AddLoad(Force(markerNumber=mbs.AddMarker(MarkerBodyPosition(bodyNumber=body, localPosition=[0, 0, 0])), loadVector=[0, -m * g, 0]))
+        ends.append((node, mbs.AddMarker(MarkerBodyPosition(bodyNumber=body, localPosition=[-half, 0, 0])), mbs.AddMarker(MarkerBodyPosition(bodyNumber=body, localPosition=[half, 0, 0]))))
+    at = [mbs.AddMarker(MarkerBodyPosition(bodyNumber=ground, localPosition=[x, 0, 0])) for x in (0.0, 0.3)]
+    for a, b in ((at[0], ends[0][1]), (ends[0][2], ends[1][1]), (at[1], ends[2][1]), (ends[1][2], ends[2][2])):
+        mbs.AddObject(RevoluteJoint2D(markerNumbers=[a, b]))
+    mbs.Assemble()
+    settings = exu.SimulationSettings()
+    settings.timeIntegration.numberOfSteps = round(seconds / 1e-4)
+    settings.timeIntegration.endTime = seconds
+    # rho 1 (no numerical damping) stalls Newton near 1.78 s, where coupler and rocker
+    # line up; 0.95 passes and damps little
+    settings.timeIntegration.generalizedAlpha.spectralRadius = 0.95
+    settings.timeIntegration.newton.absoluteTolerance = 1e-10
+    settings.timeIntegration.verboseMode = 0
+    settings.solution.file.write = False
+    settings.show.computationTime = False
+    settings.show.statistics = False
+
+    def energy_and_closure() -> tuple[float, float]:
+        energy, tips = 0.0, []
+        for (m, inertia, half), (node, _, _) in zip(bodies, ends):
+            x, y, angle = mbs.GetNodeOutput(node, exu.OutputVariableType.Coordinates) + np.array(mbs.GetNode(node)["referenceCoordinates"])
+            vx, vy, rate = mbs.GetNodeOutput(node, exu.OutputVariableType.Coordinates_t)
+            energy += 0.5 * m * (vx**2 + vy**2) + 0.5 * inertia * rate**2 + m * g * y
+            tips.append(np.array([x, y]) + half * np.array([np.cos(angle), np.sin(angle)]))
+        return energy, float(np.linalg.norm(tips[1] - tips[2]))
+
+    e0, _ = energy_and_closure()
+    start = time.perf_counter()
+    exu.SolveDynamic(mbs, settings)
+    wall = (time.perf_counter() - start) / seconds
+    e1, closure = energy_and_closure()
+    crank = mbs.GetNodeOutput(ends[0][0], exu.OutputVariableType.Coordinates)[2] + angles[0]
+    label = f"Exudyn {exu.config.Version()}, generalized-alpha, rho 0.95"
+    print(f"{label:<44}{wall:>9.4f}{abs(e1 - e0) / abs(e0):>14.2e}{closure:>10.1e}{crank:>13.4f}")
+    print("(Exudyn: energy drift and closure at the end of the run)")
+
+
+def flexible_chain() -> None:
+    """The five-link flexible chain (23 DOF: flexible base, RFE link, load-dependent LuGre)."""
+    print("\n3. five-link flexible chain (olkc5: 23 DOF, flexible base and link, load-dependent LuGre), compile excluded")
+    print(f"{'run':<44}{'compiled s/s':>14}{'real-time x':>13}{'interpreted s/s':>17}")
+    _, system, q0, dq0 = system_of("olkc5")
+    for integrator, step, output, seconds, reference in (("ros2", 1e-3, 1e-2, 2.0, 0.5), ("ros2", 1e-3, 1e-3, 2.0, 0.5), ("rk4", 1e-5, 1e-3, 0.5, 0.01)):
+        options = {"integrator": integrator, "step": step, "output_step": output}
+        simulate(system, q0, dq0, 0.01, backend="compiled", **options)  # builds or loads the C code
+        start = time.perf_counter()
+        run = simulate(system, q0, dq0, seconds, backend="compiled", **options)
+        compiled = (time.perf_counter() - start - run.compile_s) / seconds
+        start = time.perf_counter()
+        simulate(system, q0, dq0, reference, backend="python", **options)
+        interpreted = (time.perf_counter() - start) / reference
+        label = f"{integrator.upper()} {step:g} s, samples every {output * 1e3:g} ms"
+        print(f"{label:<44}{compiled:>14.3f}{1 / compiled:>13.1f}{interpreted:>17.2f}")
+    print("(RK4 1e-5 s for the configured 5 s: about 5x the compiled s/s figure in wall seconds)")
+
+
 def plant_real_time_factor(seconds: float = 2.0) -> None:
     from mbctl.hardware.interface import JointCommand
     from mbctl.hardware.sim import SimPlant, TruthPlant
 
-    print(f"\n3. simulated plant, 1 ms periods of 8 steps, {seconds:g} s back to back (real-time factor = simulated s / wall s)")
+    print(f"\n4. simulated plant, 1 ms periods of 8 steps, {seconds:g} s back to back (real-time factor = simulated s / wall s)")
     print(f"{'robot':<10}{'compiled':>10}{'interpreted':>13}{'µs/period compiled':>20}")
     for name in ("scara", "ur5"):
         robot = load_robot(name)
@@ -175,8 +271,10 @@ def main() -> None:
     print(f"compiled simulation core; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     evaluation_costs()
     runs = wall_per_simulated_second()
+    flexible_chain()
     plant_real_time_factor()
     mujoco_fourbar(*runs["fourbar"])
+    exudyn_fourbar(runs["fourbar"][0])
 
 
 if __name__ == "__main__":

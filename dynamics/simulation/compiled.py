@@ -1,31 +1,39 @@
-"""Compiled simulation core: the constrained right-hand side and fixed RK4 steps, generated as C.
+"""Compiled simulation core: the constrained right-hand side and fixed-step integrators, generated as C.
 
 From a :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` the same
 equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
 (DOF coordinates, velocities, LuGre bristle states; SI units):
 
 - rigid dynamics from the symbolic mirror (:class:`~mbctl.dynamics.symbolic.SymbolicDynamics`):
-  ``a = M(q)^-1 (Q(dq, z) - h(q, dq))``;
+  ``a = M(q)^-1 (Q(dq, z) - h(q, dq))``, ``M^-1`` by a Cholesky factorization
+  shared by every right-hand side;
 - joint friction as the simulation applies it (:class:`~mbctl.dynamics.forces.JointFriction`):
   static laws ``F = level(v) tanh(v/v_eps) + fv v``, LuGre
   ``F = sigma0 z + sigma1 dz/dt + fv v`` with ``dz/dt = v - sigma0 |v| z / g(v)``;
-- programmed constraints ``Phi(q, t) = 0`` with rows ``A = dPhi/dq`` and
+- springs and dampers of RFE links and the flexible base
+  (:class:`~mbctl.dynamics.flexible.elastic.ElasticForces`);
+- load-dependent friction: the forces are affine in the normal loads, ``Q0 + B N``,
+  so are the solution and the joint reaction wrenches, ``W(N) = W0 + dW N``; the
+  loads solve ``N = loads(W(N))`` by Newton steps from ``N = 0``, unrolled (the
+  interpreted dynamics iterates the same equations to a tolerance);
+- programmed constraints ``Phi(q, t) = 0`` (expression or rest-to-rest polyline
+  targets) and loop closures with rows ``A = dPhi/dq`` and
   ``gamma = -(d(A dq)/dq dq + 2 d(A dq)/dt + Phi_tt)`` (by automatic differentiation),
   Baumgarte-stabilised ``b = gamma - c1 dPhi - c0 Phi``, solved in the
   Udwadia–Kalaba form for a full-row-rank ``A``:
   ``ddq = a + M^-1 A^T (A M^-1 A^T)^-1 (b - A a)`` (which the Lagrange and
   null-space solvers also give there).
 
-:func:`rk4_stepper` generates ``k`` classical RK4 steps of a given length as one C
-function (compiled once, cached by :func:`mbctl.dynamics.codegen.compile_function`),
-so Python is not in the inner loop.
+:func:`rk4_stepper` and :func:`ros2_stepper` generate ``k`` steps of a given length as
+one C function (compiled once, cached by :func:`mbctl.dynamics.codegen.compile_function`),
+so Python is not in the inner loop; :func:`plant_stepper` does the same for the
+simulated plant's semi-implicit steps.
 
-Supported: rigid robots (no flexible links or base), joint friction without load
-models, ``frame_position`` and ``joint_linear`` constraints with expression targets,
-and loop closures, all rows independent (no redundant rows).
-Anything else raises :class:`NotCompilable` naming the feature; callers then use the
-interpreted reference. The singularity policy is not evaluated in C: the caller
-checks the recorded samples with the interpreted evaluation.
+Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
+use the interpreted reference): redundant rows, eliminated rows or independent
+coordinates, the damped singularity mode, load-dependent friction inside closed
+loops, other force elements or constraint kinds. The singularity policy is not
+evaluated in C: the caller checks the recorded samples with the interpreted evaluation.
 """
 
 from __future__ import annotations
@@ -38,14 +46,30 @@ from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.kinds import FramePosition, JointLinear
 from mbctl.dynamics.constraints.loops import LoopClosure
-from mbctl.dynamics.constraints.targets import ExpressionTarget, parse_expression
+from mbctl.dynamics.constraints.targets import ExpressionTarget, QuinticPolyline, parse_expression
+from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
-__all__ = ["NotCompilable", "diagnostics_function", "plant_stepper", "rhs_function", "rk4_stepper", "unsupported"]
+__all__ = [
+    "NotCompilable",
+    "diagnostics_function",
+    "plant_stepper",
+    "rhs_function",
+    "rk4_stepper",
+    "ros2_stepper",
+    "sample_evaluator",
+    "state_diagonal_function",
+    "unsupported",
+]
+
+
+# Newton steps on the normal loads of load-dependent friction: they are nearly affine in
+# themselves, so the first step lands on the answer and the others take it to round-off
+_LOAD_NEWTON_STEPS = 4
 
 
 class NotCompilable(MbctlError):
@@ -55,18 +79,15 @@ class NotCompilable(MbctlError):
 def unsupported(system: ConstrainedDynamics) -> str:
     """Why ``system`` cannot be compiled, or ``""`` when it can (redundant rows are
     detected once the system has been initialized at its initial state)."""
-    robot = system.robot
-    if robot.rfe_links or robot.flexible_base is not None:
-        return "flexible links or base"
     for element in system.forces:
-        if not isinstance(element, JointFriction):
+        if not isinstance(element, (JointFriction, ElasticForces)):
             return f"force element {type(element).__name__}"
-        if element.reaction_joints:
-            return "load-dependent friction"
+        if element.reaction_joints and any(isinstance(c, LoopClosure) for c in system.constraints):
+            return "load-dependent friction in closed loops"
     for c in system.constraints:
         if not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
             return f"{type(c).__name__} constraints"
-        if not isinstance(c, LoopClosure) and not isinstance(c.target, ExpressionTarget):
+        if not isinstance(c, LoopClosure) and not isinstance(c.target, (ExpressionTarget, QuinticPolyline)):
             return f"{type(c.target).__name__} targets"
     if system.singularity.action == "damped":
         return "the damped singularity mode"
@@ -77,21 +98,65 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return ""
 
 
-def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.SX, ca.SX]:
-    """Generalized friction forces ``Q = -F`` (nv,) and bristle rates, as :class:`JointFriction` computes them."""
+def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.SX, ca.SX, ca.SX]:
+    """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
+    generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
+    load-dependent joints (``B`` is nv x 0 without any)."""
     Q = [ca.SX(0.0)] * nv
-    for i, law, _ in element._static:
+    B = ca.SX.zeros(nv, len(element.reaction_joints))
+    rates = []
+    dry = []
+    for i, law, slot in element._static:
         v = dq[i]
         level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
-        Q[i] = -(level * ca.tanh(v / element.smoothing) + law.fv * v)
-    rates = []
-    for k, (i, law, _) in enumerate(element._lugre):
+        dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
+    for k, (i, law, slot) in enumerate(element._lugre):
         v = dq[i]
         g = law.fc + (law.fs - law.fc) * ca.exp(-((v / law.vs) ** 2))
         rate = v - law.sigma0 * ca.fabs(v) * z[k] / g
         rates.append(rate)
-        Q[i] = -(law.sigma0 * z[k] + law.sigma1 * rate + law.fv * v)
-    return ca.vertcat(*Q), ca.vertcat(*rates) if rates else ca.SX(0, 1)
+        dry.append((i, slot, law.sigma0 * z[k] + law.sigma1 * rate, law.fv * v))
+    for i, slot, mu, viscous in dry:
+        if slot < 0:
+            Q[i] = -(mu + viscous)
+        else:
+            Q[i] = -viscous
+            B[i, slot] = -mu
+    return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
+
+
+def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX) -> ca.SX:
+    """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
+    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``."""
+    Q = ca.SX.zeros(q.numel())
+    for i, k, c in zip(element._idx, element._k, element._c):
+        Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
+    if element._fids:
+        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, element._S, element._D):
+            p = sym.frame_position(name)(q)
+            J = ca.jacobian(p, q)
+            Q += J.T @ (-ca.DM(S) * (p - ca.DM(p0)) - ca.DM(D) * (J @ dq))
+    return Q
+
+
+def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
+    """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
+    wrenches (force, moment; joint frames) of the element's load-dependent joints."""
+    N, G = [], []
+    for r in range(W.size1()):
+        n = ca.DM(element._load_axes[r])
+        total, grad = ca.SX(0.0), []
+        for part in range(2):  # force, moment
+            w = W[r, 3 * part : 3 * part + 3].T
+            along = ca.dot(n, w)
+            normal = w - along * n
+            size = ca.sqrt(ca.dot(normal, normal))
+            total += element._radial[r, part] * size + element._axial[r, part] * ca.fabs(along)
+            unit = normal / ca.if_else(size > 0, size, 1.0)
+            grad.append(element._radial[r, part] * unit + element._axial[r, part] * ca.sign(along) * n)
+        N.append(total)
+        G.append(ca.vertcat(*grad).T)
+    return ca.vertcat(*N), ca.vertcat(*G)
 
 
 def _loop_rows(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> ca.SX:
@@ -110,6 +175,40 @@ def _loop_rows(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> ca.SX:
     return ca.vertcat(*rows)
 
 
+def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
+    """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
+    ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
+    n = M.size1()
+    L = [[ca.SX(0.0)] * n for _ in range(n)]
+    for j in range(n):
+        L[j][j] = ca.sqrt(M[j, j] - sum((L[j][i] ** 2 for i in range(j)), ca.SX(0.0)))
+        for r in range(j + 1, n):
+            L[r][j] = (M[r, j] - sum((L[r][i] * L[j][i] for i in range(j)), ca.SX(0.0))) / L[j][j]
+    columns = []
+    for c in range(R.size2()):
+        y: list[ca.SX] = []
+        for r in range(n):
+            y.append((R[r, c] - sum((L[r][i] * y[i] for i in range(r)), ca.SX(0.0))) / L[r][r])
+        x: list[ca.SX] = [ca.SX(0.0)] * n
+        for r in reversed(range(n)):
+            x[r] = (y[r] - sum((L[i][r] * x[i] for i in range(r + 1, n)), ca.SX(0.0))) / L[r][r]
+        columns.append(ca.vertcat(*x))
+    return ca.horzcat(*columns) if columns else ca.SX(n, 0)
+
+
+def _target(target: ExpressionTarget | QuinticPolyline, t: ca.SX) -> ca.SX:
+    """``g(t)`` of a constraint target. A rest-to-rest polyline is the sum of its segments'
+    moves, ``g = P_0 + sum_i (P_{i+1} - P_i) p(clip((t - t_i)/T_i, 0, 1))``, with
+    ``p(s) = 10 s^3 - 15 s^4 + 6 s^5`` (smooth to the second derivative at the kinks)."""
+    if isinstance(target, ExpressionTarget):
+        return ca.vertcat(*(parse_expression(text, t) for text in target.expressions))
+    g = ca.SX(ca.DM(target.points[0]))
+    for i, T in enumerate(target.durations):
+        s = ca.fmin(ca.fmax((t - target.times[i]) / T, 0.0), 1.0)
+        g = g + ca.DM(target.points[i + 1] - target.points[i]) * (s**3 * (10 - 15 * s + 6 * s**2))
+    return g
+
+
 def _phi(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, t: ca.SX) -> tuple[ca.SX, ca.SX]:
     """The position-level constraint rows ``Phi(q, t)`` and their targets ``g(t)`` (NaN for loop rows)."""
     rows, targets = [], []
@@ -118,7 +217,7 @@ def _phi(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, t: ca.SX)
             rows.append(_loop_rows(c, sym, q))
             targets.append(ca.SX(ca.DM.nan(c.size)))
             continue
-        target = ca.vertcat(*(parse_expression(text, t) for text in c.target.expressions))
+        target = _target(c.target, t)
         targets.append(target)
         if isinstance(c, FramePosition):
             p = sym.frame_position(c.frame)(q)
@@ -141,18 +240,27 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
     t = ca.SX.sym("t")
     x = ca.SX.sym("x", 2 * nv + ns)
     q, dq, z = x[:nv], x[nv : 2 * nv], x[2 * nv :]
-    Q = ca.SX.zeros(nv)
-    rates = []
+    Q = ca.SX.zeros(nv)  # the forces that do not depend on normal loads
+    rates, columns, loaded = [], [], []
     for element, sl in zip(system.forces, system.state_slices):
-        Qe, re = _friction(element, dq, z[sl.start : sl.stop], nv)
+        if isinstance(element, ElasticForces):
+            Q += _elastic(element, sym, q, dq)
+            continue
+        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv)
         Q += Qe
         rates.append(re)
-    M = sym.mass_matrix(q)
-    a = ca.solve(M, Q - sym.bias(q, dq))
+        if Be.size2():
+            columns.append(Be)
+            loaded.append(element)
+    B = ca.horzcat(*columns) if columns else ca.SX(nv, 0)
+    k = B.size2()
+    # one factorization of M for every right-hand side: M^-1 [Q - h, A^T, B]
     phi, target = _phi(system, sym, q, t)
     m = phi.numel()
+    A = ca.jacobian(phi, q) if m else ca.SX(0, nv)
+    X = _spd_solve(sym.mass_matrix(q), ca.horzcat(Q - sym.bias(q, dq), A.T, B))
+    a, MinvAt, MinvB = X[:, 0], X[:, 1 : 1 + m], X[:, 1 + m :]
     if m:
-        A = ca.jacobian(phi, q)
         phi_t = ca.jacobian(phi, t)
         dphi = A @ dq + phi_t
         gamma = -(ca.jacobian(A @ dq, q) @ dq + 2 * ca.jacobian(A @ dq, t) + ca.jacobian(phi_t, t))
@@ -160,14 +268,55 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         if system.baumgarte is not None:
             c1, c0 = system.baumgarte.coefficients
             b = gamma - c1 * dphi - c0 * ca.if_else(ca.DM(system.constraints.level) == 2, phi, 0)
-        MinvAt = ca.solve(M, A.T)
-        lam = -ca.solve(A @ MinvAt, b - A @ a)  # Q_c = -A^T lam
-        ddq = a - MinvAt @ lam
-        force = -A.T @ lam
+        # Udwadia–Kalaba: lam = -(A M^-1 A^T)^-1 (b - A a), Q_c = -A^T lam; affine in the loads N
+        Y = ca.solve(A @ MinvAt, ca.horzcat(b - A @ a, A @ MinvB))
+        lam0, lamB = -Y[:, 0], Y[:, 1:]
+        ddq0, D = a - MinvAt @ lam0, MinvB - MinvAt @ lamB
     else:
-        A, dphi, lam, ddq, force = ca.SX(0, nv), ca.SX(0, 1), ca.SX(0, 1), a, ca.SX.zeros(nv)
+        dphi, lam0, lamB, ddq0, D = ca.SX(0, 1), ca.SX(0, 1), ca.SX(0, k), a, MinvB
+    if k:
+        # the reaction wrenches are affine in ddq, hence in N: W(N) = W0 + dW N, and the
+        # loads solve N = loads(W(N)), by Newton's method from N = 0, unrolled
+        acc = ca.SX.sym("ddq", nv)
+        wrenches = sym.joint_wrenches(q, dq, acc)
+        W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for e in loaded for j in e.reaction_joints))
+        W0 = ca.substitute(W_acc, acc, ddq0)
+        dW = ca.substitute(ca.jtimes(W_acc, acc, D), acc, ca.DM.zeros(nv))  # forward mode: k directions
+        N = ca.SX.sym("N", k)
+        W = W0 + dW @ N
+        L, G, start = [], [], 0
+        for e in loaded:
+            n = len(e.reaction_joints)
+            Le, ge = _normal_loads(e, ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T)
+            L.append(Le)
+            G.extend(ge[r, :] @ dW[6 * (start + r) : 6 * (start + r + 1), :] for r in range(n))
+            start += n
+        loads = ca.Function("loads", [N, t, x], [ca.vertcat(*L), ca.vertcat(*G)])
+        n_loads = ca.SX.zeros(k)
+        for _ in range(_LOAD_NEWTON_STEPS):
+            Ln, Gn = loads(n_loads, t, x)
+            n_loads = n_loads - ca.solve(ca.SX.eye(k) - Gn, n_loads - Ln)
+        residual = n_loads - loads(n_loads, t, x)[0]
+    else:
+        n_loads = residual = ca.SX(0, 1)
+    ddq = ddq0 + D @ n_loads
+    lam = lam0 + lamB @ n_loads
+    force = -A.T @ lam if m else ca.SX.zeros(nv)
+    Q = Q + B @ n_loads
     rate = ca.vertcat(*rates) if rates else ca.SX(0, 1)
-    out = {"xdot": ca.vertcat(dq, ddq, rate), "ddq": ddq, "applied": Q, "force": force, "lam": lam, "phi": phi, "dphi": dphi, "target": target, "jac": A}
+    out = {
+        "xdot": ca.vertcat(dq, ddq, rate),
+        "ddq": ddq,
+        "applied": Q,
+        "force": force,
+        "lam": lam,
+        "phi": phi,
+        "dphi": dphi,
+        "target": target,
+        "jac": A,
+        "loads": n_loads,
+        "load_residual": residual,
+    }
     return t, x, out
 
 
@@ -186,7 +335,7 @@ def diagnostics_function(system: ConstrainedDynamics) -> ca.Function:
     sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`): the force
     elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations and ``A``."""
     t, x, e = _expressions(system)
-    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac"]
+    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual"]
     return ca.Function(f"diagnostics_{system.robot.name}", [t, x], [e[k] for k in names], ["t", "x"], names)
 
 
@@ -201,7 +350,7 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     policy = system.singularity
 
     def evaluate(t: float, x: np.ndarray) -> ConstrainedState:
-        xdot, applied, force, lam, phi, dphi, target, A = diag(t, x)
+        xdot, applied, force, lam, phi, dphi, target, A, loads, residual = diag(t, x)
         A = A.reshape(m, nv)
         setup = system._setup
         sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)
@@ -209,6 +358,8 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
             system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
         elif setup.orientation and np.sign(np.linalg.det(A[setup.kept])) != setup.orientation:
             system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
+        elif loads.size and np.abs(residual).max() > system.loop_tolerance * max(1.0, np.abs(loads).max()):
+            system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])  # no consistent loads: its error
         programmed = -A[prog].T @ lam[prog] if m and prog.any() else np.zeros(nv)
         if system.solver == "nullspace":
             lam = np.full(m, np.nan)  # the null-space solver reports no multipliers (all rows kept: the same force)
@@ -224,6 +375,7 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
             dphi=dphi,
             target=target,
             sigma=sigma,
+            normal_loads=loads,
         )
 
     return evaluate
@@ -253,6 +405,57 @@ def rk4_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | N
     return compile_function(g, cache=cache)
 
 
+def state_diagonal_function(system: ConstrainedDynamics) -> ca.Function:
+    """``dq -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
+    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
+    dq = ca.SX.sym("dq", system.robot.nv)
+    d = [
+        -law.sigma0 * ca.fabs(dq[i]) / (law.fc + (law.fs - law.fc) * ca.exp(-((dq[i] / law.vs) ** 2)))
+        for element in system.forces
+        if isinstance(element, JointFriction)
+        for i, law, _ in element._lugre
+    ]
+    return ca.Function("state_diagonal", [dq], [ca.vertcat(*d) if d else ca.SX(0, 1)])
+
+
+def ros2_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | None = None, cache=None) -> CompiledFunction:
+    """``(t0, x0, h, W_inv, d_ref) -> x``: ``steps`` ROS2 steps of length ``h`` (s) in C
+    (the method of :mod:`mbctl.dynamics.simulation.integrate`).
+
+    ``W_inv = (I - gamma h J)^-1`` is computed by the caller at its last Jacobian
+    refresh, when the states' diagonal of ``J`` was ``d_ref``; at every step that
+    diagonal follows the state, ``d(x)``, and ``W^-1 b`` is updated by the Woodbury
+    identity with ``C = -gamma h (d - d_ref)`` on the state rows ``S``:
+    ``W^-1 b = y - W_inv[:, S] (C * (I + W_inv[S, S] diag(C))^-1 y[S])``, ``y = W_inv b``.
+    """
+    f = rhs or rhs_function(system)
+    nv, n, p = system.robot.nv, f.size1_in(1), system.n_states
+    diagonal = state_diagonal_function(system)
+    gamma = 1.0 + 1.0 / np.sqrt(2.0)
+    t, x, h = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("h")
+    W_inv, d_ref = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
+    C = -gamma * h * (diagonal(x[nv : 2 * nv]) - d_ref)
+    S = list(range(2 * nv, n))
+
+    def solve(b: ca.MX) -> ca.MX:
+        y = W_inv @ b
+        if not p:
+            return y
+        K = ca.MX.eye(p) + W_inv[S, S] @ ca.diag(C)
+        return y - W_inv[:, S] @ (C * ca.solve(K, y[S]))
+
+    k1 = solve(f(t, x))
+    k2 = solve(f(t + h, x + h * k1) - 2.0 * k1)
+    step = ca.Function("ros2_step", [t, x, h, W_inv, d_ref], [x + h * (1.5 * k1 + 0.5 * k2)])
+    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
+    W_in, d_in = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
+    out = x_in
+    for k in range(steps):
+        out = step(t_in + k * h_in, out, h_in, W_in, d_in)
+    g = ca.Function(f"ros2x{steps}_{f.name()}", [t_in, x_in, h_in, W_in, d_in], [out], ["t0", "x0", "h", "W_inv", "d_ref"], ["x"])
+    return compile_function(g, cache=cache)
+
+
 def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
     """``(q, dq, s, tau, h) -> (q_next, dq_next, s_next)``: ``steps`` steps of
     :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper` (semi-implicit, friction
@@ -271,7 +474,7 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
     h = ca.SX.sym("h")
     z_next = ca.vertcat(*(law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre))) if ns else ca.SX(0, 1)
-    Q, _ = _friction(friction, dq, z_next, nv)
+    Q, _, _ = _friction(friction, dq, z_next, nv)  # no load-dependent joints here (refused above)
     damping = [ca.SX(0.0)] * nv
     for i, law, _ in friction._static:
         v = dq[i]
@@ -280,7 +483,7 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     for i, law, _ in friction._lugre:
         damping[i] = ca.SX(law.sigma1 + law.fv)
     M = sym.mass_matrix(q) + h * ca.diag(ca.vertcat(*damping))
-    dq_next = dq + ca.solve(M, h * (tau + Q - sym.bias(q, dq)))
+    dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
     x = ca.vertcat(q, dq, z)
     one = ca.Function("plant_step", [x, tau, h], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
     many = one.fold(steps)

@@ -48,9 +48,10 @@ import scipy.integrate
 import scipy.linalg
 
 from mbctl.config.simulation import INTEGRATORS
+from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
-from mbctl.dynamics.simulation.compiled import NotCompilable, rk4_stepper, sample_evaluator, unsupported
+from mbctl.dynamics.simulation.compiled import NotCompilable, rhs_function, rk4_stepper, ros2_stepper, sample_evaluator, unsupported
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["BACKENDS", "INTEGRATORS", "SimulationError", "SimulationResult", "simulate"]
@@ -206,10 +207,14 @@ def simulate(
         progress: Called with ``(done, total)``: RK4 steps, or recorded samples for
             adaptive methods.
         backend: ``"compiled"``: RK4 steps run in generated C
-            (:mod:`mbctl.dynamics.simulation.compiled`), and the interpreted dynamics
-            evaluates the recorded samples (constraint forces, violations, the
-            singularity check); ``"python"``: the interpreted reference throughout;
-            ``"auto"`` (default): compiled where the system and integrator allow it.
+            (:mod:`mbctl.dynamics.simulation.compiled`); ROS2 and the scipy methods
+            step in Python and call the compiled right-hand side (ROS2's Jacobian then
+            also differentiates through the normal loads of load-dependent friction).
+            Recorded samples come from the compiled diagnostics, checked as
+            :func:`~mbctl.dynamics.simulation.compiled.sample_evaluator` says (outside
+            RK4, a singular configuration stops the run at the first recorded sample
+            (ROS2) or accepted step (scipy) after it). ``"python"``: the interpreted reference throughout. ``"auto"``
+            (default): compiled where the system allows it.
 
     Raises:
         ConfigError: For a bad integrator name, step or duration.
@@ -250,13 +255,28 @@ def simulate(
         raise ConfigError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})", field="--backend")
     used = "python"
     if backend != "python":
-        reason = unsupported(system) if integrator == "rk4" else f"the {integrator} integrator"
+        reason = unsupported(system)
         if reason and backend == "compiled":
             raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
         used = "python" if reason else "compiled"
-    compiled_evaluations = 0
+    compiled_evaluations = [0]  # a list: the closures below count into it
     compile_s = 0.0
-    if used == "compiled":
+    if used == "compiled" and integrator != "rk4":
+        # the other integrators step in Python and call the compiled right-hand side
+        compile_start = time.perf_counter()
+        rhs = rhs_function(system)
+        compiled_rhs = compile_function(rhs)
+        sample = sample_evaluator(system)
+        compile_s = time.perf_counter() - compile_start
+
+    def final(t: float, x: np.ndarray) -> ConstrainedState:
+        """A recorded sample outside the RK4 chunks."""
+        if used == "compiled":
+            compiled_evaluations[0] += 1
+            return sample(t, x)
+        return system.evaluate(t, *split(x))
+
+    if used == "compiled" and integrator == "rk4":
         n = max(1, math.ceil(duration / step - 1e-9))
         h = duration / n
         every = 1 if output_step is None else max(1, round(output_step / h))
@@ -300,7 +320,7 @@ def simulate(
                 progress(k, n)  # about 20 reports per run
         records.append((x, sample(t0 + duration, x)))
         steps = n
-        compiled_evaluations = 4 * n + len(records)
+        compiled_evaluations[0] = 4 * n + len(records)
     elif integrator == "rk4":
         n = max(1, math.ceil(duration / step - 1e-9))
         h = duration / n
@@ -338,35 +358,66 @@ def simulate(
         states = np.arange(2 * nv, n_x)
         eye = np.eye(n_x)
 
-        def f(t: float, x: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, ConstrainedState]:
-            q, dq, s = split(x)
-            ev = system.evaluate(t, q, dq, s, normal_loads=loads)
-            return np.concatenate([dq, ev.ddq, ev.state_rate]), ev
-
         def state_diagonal(x: np.ndarray) -> np.ndarray:
             dq, s = x[nv : 2 * nv], x[2 * nv :]
             return np.concatenate([e.state_jacobian(dq, s[sl]) for e, sl in zip(system.forces, system.state_slices)] or [np.zeros(0)])
 
-        J = np.zeros((n_x, n_x))
-        for k in range(n):
-            t = t0 + k * h
-            f0, ev = f(t, x)
-            if k % every == 0:
-                records.append((x, ev))
-            if k % refresh == 0:
-                frozen = ev.normal_loads if len(ev.normal_loads) else None
-                J = _jacobian(lambda t, x: f(t, x, frozen), t, x, f0)
-            if len(states):
-                J[states, states] = state_diagonal(x)
-            lu = scipy.linalg.lu_factor(eye - (gamma * h) * J, check_finite=False)
-            k1 = scipy.linalg.lu_solve(lu, f0, check_finite=False)
-            f1, _ = f(t + h, x + h * k1)
-            k2 = scipy.linalg.lu_solve(lu, f1 - 2.0 * k1, check_finite=False)
-            x = x + h * (1.5 * k1 + 0.5 * k2)
-            check_finite(t + h, x)
-            if progress is not None and ((k + 1) % report == 0 or k + 1 == n):
-                progress(k + 1, n)
-        records.append((x, system.evaluate(t0 + duration, *split(x))))
+        if used == "compiled":
+            # steps in C between Jacobian refreshes and records; the Jacobian by differences of
+            # the compiled right-hand side (through the normal loads too), inverted here
+            compile_start = time.perf_counter()
+            chunk = math.gcd(every, refresh)
+            stepper = ros2_stepper(system, chunk, rhs=rhs)
+            compile_s += time.perf_counter() - compile_start
+
+            def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
+                compiled_evaluations[0] += 1
+                return (compiled_rhs(t, x)[0],)
+
+            for k in range(0, n, chunk):
+                t = t0 + k * h
+                if k % every == 0:
+                    records.append((x, final(t, x)))
+                if k % refresh == 0:
+                    J = _jacobian(rate, t, x, rate(t, x)[0])
+                    d_ref = state_diagonal(x)
+                    J[states, states] = d_ref
+                    W_inv = np.linalg.inv(eye - (gamma * h) * J)
+                taken = min(chunk, n - k)
+                x = (stepper if taken == chunk else ros2_stepper(system, taken, rhs=rhs))(t, x, h, W_inv, d_ref)[0]
+                compiled_evaluations[0] += 2 * taken
+                check_finite(t + taken * h, x)
+                if progress is not None and ((k + taken) % report < chunk or k + taken == n):
+                    progress(k + taken, n)
+        else:
+
+            def f(t: float, x: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, ConstrainedState]:
+                q, dq, s = split(x)
+                ev = system.evaluate(t, q, dq, s, normal_loads=loads)
+                return np.concatenate([dq, ev.ddq, ev.state_rate]), ev
+
+            getrf, getrs = scipy.linalg.lapack.dgetrf, scipy.linalg.lapack.dgetrs
+            J = np.zeros((n_x, n_x))
+            for k in range(n):
+                t = t0 + k * h
+                f0, ev = f(t, x)
+                if k % every == 0:
+                    records.append((x, ev))
+                if k % refresh == 0:
+                    frozen = ev.normal_loads if len(ev.normal_loads) else None
+                    J = _jacobian(lambda t, x: f(t, x, frozen), t, x, f0)
+                if len(states):
+                    J[states, states] = state_diagonal(x)
+                # LAPACK directly: scipy's lu_factor/lu_solve wrappers cost more than the 50x50 solve
+                lu, piv, _ = getrf(eye - (gamma * h) * J, overwrite_a=True)
+                k1 = getrs(lu, piv, f0)[0]
+                f1, _ = f(t + h, x + h * k1)
+                k2 = getrs(lu, piv, f1 - 2.0 * k1)[0]
+                x = x + h * (1.5 * k1 + 0.5 * k2)
+                check_finite(t + h, x)
+                if progress is not None and ((k + 1) % report == 0 or k + 1 == n):
+                    progress(k + 1, n)
+        records.append((x, final(t0 + duration, x)))
         steps = n
     else:
         dt_out = output_step if output_step is not None else step
@@ -375,6 +426,9 @@ def simulate(
 
         def rhs(t: float, x: np.ndarray) -> np.ndarray:
             check_finite(t, x)
+            if used == "compiled":
+                compiled_evaluations[0] += 1
+                return compiled_rhs(t, x)[0]
             q, dq, s = split(x)
             ev = system.evaluate(t, q, dq, s)
             return np.concatenate([dq, ev.ddq, ev.state_rate])
@@ -383,19 +437,24 @@ def simulate(
         if max_step is not None:
             options["max_step"] = max_step
         ode = getattr(scipy.integrate, _SCIPY[integrator])(rhs, t0, x, t0 + duration, **options)
-        records.append((x, system.evaluate(t0, *split(x))))
+        records.append((x, final(t0, x)))
         k_out = 1
         steps = 0
         while ode.status == "running":
             message = ode.step()
             steps += 1
+            if used == "compiled" and system.constraints.m and ode.status != "failed":
+                # the compiled right-hand side does not check the constraint Jacobian: every
+                # accepted step is checked here, so a run nearing a singular configuration
+                # stops with the interpreted error instead of the method shrinking its step
+                final(ode.t, ode.y)
             if ode.status == "failed":
                 raise SimulationError(f"{integrator} failed at t = {ode.t:.6g} s: {message}")
             if k_out <= n_out and grid[k_out] <= ode.t:
                 dense = ode.dense_output()
                 while k_out <= n_out and grid[k_out] <= ode.t:
                     xk = ode.y if k_out == n_out else dense(grid[k_out])
-                    records.append((xk, system.evaluate(float(grid[k_out]), *split(xk))))
+                    records.append((xk, final(float(grid[k_out]), xk)))
                     k_out += 1
                 if progress is not None:
                     progress(k_out - 1, n_out)
@@ -421,7 +480,7 @@ def simulate(
         solver=system.solver,
         integrator=integrator,
         steps=steps,
-        evaluations=system.evaluations - evaluations_before + compiled_evaluations,
+        evaluations=system.evaluations - evaluations_before + compiled_evaluations[0],
         backend=used,
         compile_s=compile_s,
         singular_samples=int(sum(e.singular for e in ev_list)),

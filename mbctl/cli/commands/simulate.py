@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", choices=SOLVERS, help="override simulation.solver")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
     p.add_argument("--step", type=float, help="override simulation.step (s)")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="compiled: RK4 steps in generated C; python: the interpreted reference; auto (default): compiled where supported")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="compiled: RK4 and ROS2 steps in generated C, scipy methods on the compiled right-hand side; python: the interpreted reference; auto (default): compiled where supported")
     p.add_argument("--reactions", action="store_true", help="add tree-joint and cut-joint reaction wrenches to the NPZ")
     p.set_defaults(run=run)
 
