@@ -35,6 +35,7 @@ COMMANDS = {
     "emulate": "emulate the robot's Dynamixel bus on a pty",
     "identify": "friction identification: run experiments, fit logs",
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
+    "animate": "a run in 3-D as a self-contained HTML page",
 }
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
+from mbctl.cli.commands.animate import HTML, add_view_arguments, traces
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_feedforward, plot_redundancy
 from mbctl.ctrl.actuation import MODES, actuation_settings
@@ -40,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")
     p.add_argument("--plot", type=Path, help="also plot the torques (.png, .pdf or .svg)")
     p.add_argument("--reactions", action="store_true", help="add joint reaction wrenches and normal loads to the CSV")
+    add_view_arguments(p, animate=True)
     p.add_argument(
         "--friction",
         choices=FRICTION_CHOICES,
@@ -104,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
+    if args.animate:
+        check_output(args.animate, HTML)
     robot = override_friction(load_robot(args.config), args.friction)
     control_settings(robot)  # a bad [control] table is reported even where no controller is built
     traj = read_trajectory(args.trajectory, robot.joint_names)
@@ -116,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             "not for a closed chain with [actuation]: its torque table already holds the passive-joint reactions", field="--reactions"
         )
+    if args.animate:
+        paths = traces(robot, traj.q, args.trace)
+        write_animation(args.animate, robot, traj.t, traj.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {args.trajectory.name}")
     start = time.perf_counter()
     ff = feedforward(
         robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"), engine=args.engine
@@ -130,14 +138,14 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             plot_redundancy(result, args.plot, title=f"{robot.name}: drive torques by distribution mode")
         print(format_closed_chain(ff, result, elapsed))
-        print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+        print(f"wrote {', '.join(str(p) for p in (args.out, args.plot, args.animate) if p)}")
         return 0
     elapsed = time.perf_counter() - start
     write_torques(args.out, ff)
     if args.plot:
         plot_feedforward(ff, args.plot)
     print(format_summary(ff, elapsed))
-    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+    print(f"wrote {', '.join(str(p) for p in (args.out, args.plot, args.animate) if p)}")
     return 0
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.cli.arguments import robot_config
+from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_run
 from mbctl.ctrl.task_space import (
@@ -66,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", type=Path, required=True, help="run log to write (.npz)")
     p.add_argument("--summary", type=Path, required=True, help="run summary to write (.json)")
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
+    add_view_arguments(p, animate=True)
     p.set_defaults(run=run)
 
 
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("must be > 0", field="--rate")
     policy = overrun_policy(args)
     robot = load_robot(args.config)
+    check_log_animation(robot, args.animate)
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
@@ -129,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     write_summary(args.summary, summary, controller=args.controller, plant=args.plant, **extra)
     if args.plot:
         plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {args.plant}")
+    if args.animate and summary.cycles:
+        animate_log(robot, args.log, args)
     print(format_run(summary))
     if extra:
         rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
@@ -136,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             f"task ({task.frame}) error rms: {rms} m; max |error| {extra['task_max_abs_error_m']:.3g} m; "
             f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
         )
-    print(f"wrote {args.log}, {args.summary}" + (f" and {args.plot}" if args.plot else ""))
+    print(f"wrote {', '.join(str(p) for p in (args.log, args.summary, args.plot, args.animate) if p)}")
     return exit_code(summary)
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
+from mbctl.cli.commands.animate import HTML, add_view_arguments, traces
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
@@ -51,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=float, help="override simulation.step (s)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="compiled: RK4 and ROS2 steps in generated C, scipy methods on the compiled right-hand side; python: the interpreted reference; auto (default): compiled where supported")
     p.add_argument("--reactions", action="store_true", help="add tree-joint and cut-joint reaction wrenches to the NPZ")
+    add_view_arguments(p, animate=True)
     p.set_defaults(run=run)
 
 
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.summary, (".json",))
     if args.plot:
         check_output(args.plot, FORMATS)
+    if args.animate:
+        check_output(args.animate, HTML)
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
     robot = load_robot(args.config)
@@ -108,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start - result.compile_s
 
     arrays = npz_arrays(result)
+    arrays["config"] = np.array(str(Path(args.config).resolve()))  # so that mbctl animate finds the robot
     if args.reactions:
         r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
         arrays.update(joint_wrench=r.joint_wrench, loop_wrench=r.loop_wrench, loop_names=np.array(r.loop_names, dtype=str))
@@ -135,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
             tool_label=f"frame {tool.frame}" if tool else "tool",
             joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
         )
+    if args.animate:
+        paths = traces(robot, result.q, args.trace)
+        write_animation(args.animate, robot, result.t, result.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {setup.solver}, {setup.integrator}")
 
     traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
     for message in limit_violations(robot, traj):
@@ -151,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         for name, peak in unactuated.items():
             warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
     print(format_summary(summary))
-    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot) if p]
+    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.animate) if p]
     print(f"wrote {', '.join(written)}")
     return 0
 

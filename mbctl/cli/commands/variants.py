@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
+from mbctl.cli.commands.animate import add_view_arguments, traces
 from mbctl.cli.commands.simulate import npz_arrays
 from mbctl.cli.console import ProgressPrinter
 from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
@@ -46,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, help="override simulation.duration (s)")
     p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel processes (default 1)")
     p.add_argument("--save-runs", action="store_true", help="also write <variant>.npz per run")
+    p.add_argument("--animate", action="store_true", help="also write <variant>.html per run (3-D; see mbctl animate)")
+    add_view_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -110,6 +114,12 @@ def run(args: argparse.Namespace) -> int:
             path = args.out_dir / f"{r.variant.name}.npz"
             with atomic_output(path) as tmp:
                 np.savez_compressed(tmp, **npz_arrays(r.result))
+            written.append(path)
+    if args.animate:
+        for r in runs:
+            path = args.out_dir / f"{r.variant.name}.html"
+            paths = traces(r.robot, r.result.q, args.trace)
+            write_animation(path, r.robot, r.result.t, r.result.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {r.variant.name}")
             written.append(path)
 
     joints = runs[0].joints
