@@ -12,7 +12,15 @@ from pathlib import Path
 
 from mbctl.errors import ConfigError
 
-__all__ = ["EXAMPLE_ROBOT_DATA", "bundled_config", "bundled_names", "example_robot_urdfs", "resolve_config", "resolve_urdf"]
+__all__ = [
+    "EXAMPLE_ROBOT_DATA",
+    "bundled_config",
+    "bundled_names",
+    "bundled_servo_logs",
+    "example_robot_urdfs",
+    "resolve_config",
+    "resolve_urdf",
+]
 
 EXAMPLE_ROBOT_DATA = "example-robot-data"
 
@@ -24,6 +32,20 @@ def _config_dir() -> Path:
 def bundled_names() -> tuple[str, ...]:
     """Names of the bundled robot descriptions, e.g. ``("fourbar", ..., "ur5")``."""
     return tuple(sorted(p.stem for p in _config_dir().glob("*.toml")))
+
+
+def bundled_servo_logs(name: str) -> list[Path]:
+    """The logs of the bundled servo bench ``name`` (``configs/servo-logs/<name>/``, with its NOTICE.md).
+
+    Raises:
+        ConfigError: If there is no such bench (the message lists them).
+    """
+    root = _config_dir() / "servo-logs"
+    logs = sorted((root / name).glob("*.json.gz")) if name and (root / name).is_dir() else []
+    if not logs:
+        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise ConfigError(f"no log file or bundled servo logs named {name!r}; bundled: {', '.join(names)}", file=name)
+    return logs
 
 
 def bundled_config(name: str) -> Path:

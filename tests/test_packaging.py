@@ -33,7 +33,7 @@ def _expected_files() -> set[str]:
             rel = path.relative_to(ROOT / folder)
             if folder == "mbctl" and rel.parts[0] in LAYERS:
                 continue
-            if path.suffix in {".py", ".toml", ".urdf"} or path.name == "py.typed":
+            if path.suffix in {".py", ".toml", ".urdf"} or path.name in {"py.typed", "NOTICE.md"} or path.name.endswith(".json.gz"):
                 if "__pycache__" not in rel.parts:
                     files.add(f"{target}/{rel.as_posix()}")
     return files
@@ -46,7 +46,7 @@ def test_the_only_top_level_name_is_mbctl(wheel):
 
 
 def test_every_module_and_bundled_robot_is_in_the_wheel(wheel):
-    """A subpackage missing from pyproject's package list, or a config left out, fails here."""
+    """A subpackage missing from pyproject's package list, or a config or bundled servo log left out, fails here."""
     missing = _expected_files() - set(zipfile.ZipFile(wheel).namelist())
     assert not missing, sorted(missing)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is 
     from mbctl.dynamics.simulation.integrate import SimulationResult
     from mbctl.hardware.loop import RunSummary
     from mbctl.identification.report import IdentificationResult
+    from mbctl.identification.servo import ServoFit, ServoLog
 
 __all__ = [
     "FORMATS",
@@ -33,6 +34,7 @@ __all__ = [
     "plot_identification",
     "plot_redundancy",
     "plot_run",
+    "plot_servo_fit",
     "plot_simulation",
     "plot_trajectory",
     "plot_torque_tables",
@@ -448,3 +450,27 @@ def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Pat
     written.append(directory / "violation.png")
     save_figure(fig, written[-1])
     return written
+
+
+def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) -> None:
+    """A servo fit: per log, the measured position, the simulated one and the goal (rad)
+    against time (s); held-out logs are marked in their titles."""
+    cols = 2
+    rows = math.ceil(len(logs) / cols)
+    fig = _figure((12, 2.6 * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, log in zip(axes, logs):
+        simulated = fit.simulated(log)
+        ax.plot(log.t, log.goal, color="0.6", lw=0.8, label="goal")
+        ax.plot(log.t, log.position, color="k", lw=1.0, label="measured")
+        ax.plot(log.t, simulated, color="C1", lw=1.0, label="simulated")
+        held = log.name in fit.validation_mae
+        mae = (fit.validation_mae if held else fit.train_mae)[log.name]
+        ax.set_title(f"{log.name} (kp {log.model.kp:g}){' held out' if held else ''}: {mae * 1e3:.1f} mrad", fontsize="small")
+        ax.set_xlabel("t [s]")
+        ax.set_ylabel("position [rad]")
+    for ax in axes[len(logs) :]:
+        ax.set_visible(False)
+    axes[0].legend(loc="best", fontsize="small")
+    fig.suptitle(f"servo fit, {fit.law}: open-loop simulation of each log")
+    save_figure(fig, path)

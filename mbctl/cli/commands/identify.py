@@ -13,6 +13,7 @@ from mbctl.cli.plots import FORMATS, plot_identification
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 from mbctl.identification.fitting import STATIC_LAWS
+from mbctl.identification.servo import LAWS as SERVO_LAWS
 
 # Each step imports its own stack when it runs: fitting a log needs neither pinocchio
 # nor the hardware layer.
@@ -77,6 +78,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--summary", type=Path, help="JSON summary to write")
     f.add_argument("--plot", type=Path, help="figure of the fit (PNG, PDF, SVG)")
     f.set_defaults(run=fit_logs)
+
+    s = isub.add_parser(
+        "logs",
+        help="fit a position-controlled servo (motor, firmware loop, friction) to logs of ordinary motions",
+        description="Simulate each log open loop from its first sample with the logged goal positions as input and fit "
+        "the motor, the armature and the friction law to the measured positions (least squares, exact Jacobian, "
+        "several starts). LOG: a BAM-format JSON log (.json or .json.gz), or the name of bundled logs "
+        "(xl330-pendulum), optionally with @kp=N to keep those of one firmware gain. Model and units: "
+        "mbctl.identification.servo.",
+    )
+    s.add_argument("logs", nargs="+", metavar="LOG", help="logs to fit")
+    s.add_argument("--validate", nargs="+", default=[], metavar="LOG", help="held-out logs: errors reported, not fitted")
+    s.add_argument("--law", choices=tuple(SERVO_LAWS), default="stribeck-load", help="friction law (default stribeck-load)")
+    s.add_argument("--starts", type=int, default=3, help="optimiser starts (default 3)")
+    s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
+    s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
+    s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
+    s.set_defaults(run=fit_servo_logs)
 
 
 def run_experiments(args: argparse.Namespace) -> int:
@@ -211,4 +230,75 @@ def fit_logs(args: argparse.Namespace) -> int:
     if args.out is None:
         print()
         print(table, end="")
+    return 0
+
+
+def servo_logs(tokens: list[str], field: str):
+    """Logs named on the command line: files, or bundled logs with an optional ``@kp=N`` filter."""
+    from mbctl.bundled import bundled_servo_logs
+    from mbctl.errors import ConfigError
+    from mbctl.identification.servo import read_servo_log
+
+    logs = []
+    for token in tokens:
+        if Path(token).is_file():
+            logs.append(read_servo_log(token))
+            continue
+        name, _, selector = token.partition("@")
+        try:
+            found = [read_servo_log(p) for p in bundled_servo_logs(name)]
+        except ConfigError as exc:
+            raise InputError(exc.reason, field=field) from None
+        if selector:
+            key, _, value = selector.partition("=")
+            if key != "kp":
+                raise InputError(f"unknown selector {selector!r} (expected kp=N)", field=field)
+            try:
+                kp = float(value)
+            except ValueError:
+                raise InputError(f"expected kp=N, got {selector!r}", field=field) from None
+            found = [log for log in found if log.model.kp == kp]
+            if not found:
+                raise InputError(f"no bundled log of {name} has kp = {value}", field=field)
+        logs.extend(found)
+    return logs
+
+
+def fit_servo_logs(args: argparse.Namespace) -> int:
+    from mbctl.identification.servo import PARAMETERS, fit_servo
+
+    for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS)):
+        if path:
+            check_output(path, kinds)
+    if args.starts < 1:
+        raise InputError(f"must be >= 1, got {args.starts}", field="--starts")
+    logs, held_out = servo_logs(args.logs, "LOG"), servo_logs(args.validate, "--validate")
+    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset)
+    print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
+    for name, value in fit.parameters.items():
+        print(f"  {name:<9} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}")
+    for label, errors in (("fitted", fit.train_mae), ("held out", fit.validation_mae)):
+        for name, mae in errors.items():
+            print(f"  {label:<8} {name}: mean |error| {mae * 1e3:.1f} mrad")
+        if errors:
+            print(f"  {label:<8} mean: {sum(errors.values()) / len(errors) * 1e3:.1f} mrad")
+    if args.out:
+        report = {
+            "law": fit.law,
+            "parameters": fit.parameters,
+            "standard_errors": fit.standard_errors,
+            "units": {n: PARAMETERS[n][3] for n in fit.parameters},
+            "mean_abs_error_rad": {"fitted": fit.train_mae, "held_out": fit.validation_mae},
+            "starts": fit.starts,
+            "wall_s": fit.wall_s,
+        }
+        with atomic_output(args.out) as tmp:
+            tmp.write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        from mbctl.cli.plots import plot_servo_fit
+
+        plot_servo_fit(fit, [*logs, *held_out], args.plot)
+    written = [str(p) for p in (args.out, args.plot) if p]
+    if written:
+        print(f"wrote {', '.join(written)}")
     return 0
