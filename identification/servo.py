@@ -36,13 +36,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import casadi as ca
 import numpy as np
-import scipy.optimize
 
-from mbctl.dynamics.codegen import compile_function
 from mbctl.errors import DataError, InputError
+
+if TYPE_CHECKING:
+    import casadi as ca
+
+# casadi, the code generator and scipy's optimiser load when a model is built, so that the
+# command line (which lists LAWS) starts without them
 
 __all__ = ["LAWS", "PARAMETERS", "ServoFit", "ServoLog", "ServoModel", "fit_servo", "read_servo_log", "residual_function", "simulate_servo"]
 
@@ -156,6 +160,8 @@ def _name(*parts: str) -> str:
 def _step(law: str, model: ServoModel, h: float) -> ca.Function:
     """``(x = [theta, omega], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
     (``on`` 1 with torque on, 0 with the motor off)."""
+    import casadi as ca
+
     names = LAWS[law]
     x, u = ca.SX.sym("x", 2), ca.SX.sym("u", 2 + len(names))
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
@@ -177,6 +183,8 @@ def _step(law: str, model: ServoModel, h: float) -> ca.Function:
 def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
     """``(p, offset) -> theta`` (n,): the log simulated open loop from its first sample; the
     encoder ``offset`` (rad) is added to every simulated position (measured = true + offset)."""
+    import casadi as ca
+
     dt = float(log.t[1] - log.t[0])
     step = _step(law, log.model, dt / substeps)
     n = len(log.t) - 1
@@ -227,6 +235,10 @@ class ServoFit:
 def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True):
     """Compiled ``z -> (r, dr/dz)`` (or ``z -> r``): the stacked simulation errors (rad) of every
     log, ``z`` the parameters of ``law`` in :data:`LAWS` order (then the offset)."""
+    import casadi as ca
+
+    from mbctl.dynamics.codegen import compile_function
+
     names = LAWS[law]
     z = ca.MX.sym("z", len(names) + (1 if fit_offset else 0))
     offset = z[-1] if fit_offset else 0.0
@@ -276,6 +288,8 @@ def fit_servo(
         DataError: If no start converges to finite values.
     """
     import time
+
+    import scipy.optimize
 
     if law not in LAWS:
         raise InputError(f"unknown law {law!r} (expected one of: {', '.join(LAWS)})", field="--law")
