@@ -91,10 +91,15 @@ def check_log_animation(robot: RobotModel, out: Path | None) -> None:
         raise InputError(f"{robot.name} has passive or elastic DOF, which a run log does not hold; animate a simulation instead", field="--animate")
 
 
+def write_view(path: Path, robot: RobotModel, t: np.ndarray, q: np.ndarray, args: argparse.Namespace, title: str, reference: np.ndarray | None = None) -> None:
+    """Write the page of a motion with the view options of ``args`` (``--trace``, ``--magnify``)."""
+    write_animation(path, robot, t, q, reference=reference, traces=traces(robot, q, args.trace), magnification=args.magnify, title=f"{robot.name}: {title}")
+
+
 def animate_log(robot: RobotModel, log: Path, args: argparse.Namespace) -> None:
     """Write ``args.animate`` from a closed-loop run's log, its reference as a ghost."""
     t, q, q_ref = motion(robot, dict(np.load(log)), log)
-    write_animation(args.animate, robot, t, q, reference=q_ref, traces=traces(robot, q, args.trace), magnification=args.magnify, title=f"{robot.name}: {log.name}")
+    write_view(args.animate, robot, t, q, args, log.name, reference=q_ref)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,6 +115,6 @@ def run(args: argparse.Namespace) -> int:
         config = robot_config(str(data["config"]))
     robot = load_robot(config)
     t, q, q_ref = motion(robot, data, args.run_file)
-    write_animation(args.out, robot, t, q, reference=q_ref, traces=traces(robot, q, args.trace), magnification=args.magnify, title=f"{robot.name}: {args.run_file.name}")
+    write_view(args.out, robot, t, q, args, args.run_file.name, reference=q_ref)
     print(f"wrote {args.out}")
     return 0

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
-from mbctl.cli.commands.animate import HTML, add_view_arguments, traces
+from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_feedforward, plot_redundancy
 from mbctl.ctrl.actuation import MODES, actuation_settings
@@ -121,9 +120,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             "not for a closed chain with [actuation]: its torque table already holds the passive-joint reactions", field="--reactions"
         )
-    if args.animate:
-        paths = traces(robot, traj.q, args.trace)
-        write_animation(args.animate, robot, traj.t, traj.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {args.trajectory.name}")
     start = time.perf_counter()
     ff = feedforward(
         robot, traj, reactions=args.reactions, lugre=args.lugre, progress=ProgressPrinter("feedforward"), engine=args.engine
@@ -137,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
         write_closed_chain(args.out, result)
         if args.plot:
             plot_redundancy(result, args.plot, title=f"{robot.name}: drive torques by distribution mode")
+        if args.animate:
+            write_view(args.animate, robot, traj.t, traj.q, args, args.trajectory.name)
         print(format_closed_chain(ff, result, elapsed))
         print(f"wrote {', '.join(str(p) for p in (args.out, args.plot, args.animate) if p)}")
         return 0
@@ -144,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     write_torques(args.out, ff)
     if args.plot:
         plot_feedforward(ff, args.plot)
+    if args.animate:
+        write_view(args.animate, robot, traj.t, traj.q, args, args.trajectory.name)
     print(format_summary(ff, elapsed))
     print(f"wrote {', '.join(str(p) for p in (args.out, args.plot, args.animate) if p)}")
     return 0

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
-from mbctl.cli.commands.animate import HTML, add_view_arguments, traces
+from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
@@ -142,8 +141,7 @@ def run(args: argparse.Namespace) -> int:
             joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
         )
     if args.animate:
-        paths = traces(robot, result.q, args.trace)
-        write_animation(args.animate, robot, result.t, result.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {setup.solver}, {setup.integrator}")
+        write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
 
     traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
     for message in limit_violations(robot, traj):

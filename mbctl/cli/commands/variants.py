@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.animation import write_animation
 from mbctl.cli.arguments import robot_config
-from mbctl.cli.commands.animate import add_view_arguments, traces
+from mbctl.cli.commands.animate import add_view_arguments, write_view
 from mbctl.cli.commands.simulate import npz_arrays
 from mbctl.cli.console import ProgressPrinter
 from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
@@ -118,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.animate:
         for r in runs:
             path = args.out_dir / f"{r.variant.name}.html"
-            paths = traces(r.robot, r.result.q, args.trace)
-            write_animation(path, r.robot, r.result.t, r.result.q, traces=paths, magnification=args.magnify, title=f"{robot.name}: {r.variant.name}")
+            write_view(path, r.robot, r.result.t, r.result.q, args, r.variant.name)
             written.append(path)
 
     joints = runs[0].joints
