@@ -331,11 +331,16 @@ def rhs_function(system: ConstrainedDynamics) -> ca.Function:
 
 
 def diagnostics_function(system: ConstrainedDynamics) -> ca.Function:
-    """``(t, x) -> (xdot, applied, force, lam, phi, dphi, target, jac)`` of one evaluation: what a recorded
-    sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`): the force
-    elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations and ``A``."""
+    """``(t, x) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det)`` of one
+    evaluation: what a recorded sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`):
+    the force elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations,
+    ``A``, the normal loads and their residual, and ``det(A[kept])`` where the constraints fix
+    every DOF (the orientation check; 0 otherwise)."""
     t, x, e = _expressions(system)
-    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual"]
+    setup = system._setup
+    square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
+    e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
+    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det"]
     return ca.Function(f"diagnostics_{system.robot.name}", [t, x], [e[k] for k in names], ["t", "x"], names)
 
 
@@ -350,13 +355,17 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     policy = system.singularity
 
     def evaluate(t: float, x: np.ndarray) -> ConstrainedState:
-        xdot, applied, force, lam, phi, dphi, target, A, loads, residual = diag(t, x)
+        # the function's own buffers, copied once each: this runs at every recorded sample
+        diag.inputs[0][...] = t
+        diag.inputs[1][...] = x
+        diag.eval()
+        xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det = (b.copy() for b in diag.outputs)
         A = A.reshape(m, nv)
         setup = system._setup
         sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)
         if m and setup.rank and sigma[setup.rank - 1] < policy.tolerance * sigma[0]:
             system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
-        elif setup.orientation and np.sign(np.linalg.det(A[setup.kept])) != setup.orientation:
+        elif setup.orientation and np.sign(det) != setup.orientation:
             system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
         elif loads.size and np.abs(residual).max() > system.loop_tolerance * max(1.0, np.abs(loads).max()):
             system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])  # no consistent loads: its error
