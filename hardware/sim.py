@@ -71,15 +71,15 @@ def _with_payload(robot: RobotModel, payload: PayloadSpec, file) -> RobotModel:
 class TruthPlant:
     """The truth model's dynamics, driven by actuator efforts (the emulator's plant).
 
-    Steps are those of :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper`; for
-    rigid robots they run in generated C (:func:`mbctl.dynamics.simulation.compiled.plant_stepper`,
-    the same arithmetic), else in Python.
+    Steps are those of :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper`, run in
+    generated C (:func:`mbctl.dynamics.simulation.compiled.plant_stepper`, the same
+    arithmetic) unless ``compiled`` is False.
 
     Args:
         truth: Robot simulated.
         max_step_s: Longest integration step (s); longer advances are split.
         q0: Initial DOF positions (rad, m); default zeros.
-        compiled: Use the compiled steps where the robot allows it.
+        compiled: Use the compiled steps (False: the interpreted stepper).
         period_s: The advance a caller makes most (s), e.g. its control period: compiled
             as one call of all its steps.
     """
@@ -106,7 +106,7 @@ class TruthPlant:
         # built here, not at the first step: a first compile takes seconds, which would
         # miss a paced plant's or an emulator's first deadlines
         self._compiled: dict[int, CompiledFunction] = {}
-        if compiled and not truth.is_elastic:
+        if compiled:
             v_smooth = self.stepper.friction.smoothing
             for n in {1, 1 if period_s is None else self._steps(period_s)}:
                 self._compiled[n] = plant_stepper(truth, n, v_smooth=v_smooth)

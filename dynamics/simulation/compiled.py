@@ -139,6 +139,20 @@ def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX)
     return Q
 
 
+def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde: np.ndarray, support: np.ndarray) -> ca.SX:
+    """Diagonal of ``-dQ/dq`` (stiffness: ``sde = k``, ``support = S``) or ``-dQ/d(dq)``
+    (damping: ``c``, ``D``) of :class:`ElasticForces`: the sde coefficients on their DOF plus
+    ``diag(sum_E J_E^T C_E J_E)`` over the base support points."""
+    out = ca.SX.zeros(q.numel())
+    for i, c in zip(element._idx, sde):
+        out[int(i)] += c
+    if element._fids:
+        for name, C in zip(element.robot.flexible_base.frame_names, support):
+            J = ca.jacobian(sym.frame_position(name)(q), q)
+            out += ((ca.DM(C) * J) * J).T @ ca.DM.ones(3)
+    return out
+
+
 def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
     """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
     wrenches (force, moment; joint frames) of the element's load-dependent joints."""
@@ -471,12 +485,11 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     damping implicit, LuGre states exact) of length ``h`` (s) each, holding the
     generalized forces ``tau`` (N·m, N), in C.
 
-    Raises:
-        NotCompilable: For elastic robots (flexible links or base); load-dependent
-            friction is refused as by the interpreted stepper.
+    Springs and dampers of RFE links and the flexible base are stepped as there: their
+    damping and ``h`` times their stiffness (diagonals, ``sum_E J_E^T S_E J_E`` for the
+    base supports) join the implicit part. Load-dependent friction is refused as by the
+    interpreted stepper.
     """
-    if robot.is_elastic:
-        raise NotCompilable("the compiled plant does not cover flexible links or bases")
     friction = JointFriction(robot, smoothing=v_smooth)
     nv, ns = robot.nv, len(friction._lugre)
     sym = SymbolicDynamics(robot)
@@ -491,7 +504,13 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
         damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
     for i, law, _ in friction._lugre:
         damping[i] = ca.SX(law.sigma1 + law.fv)
-    M = sym.mass_matrix(q) + h * ca.diag(ca.vertcat(*damping))
+    implicit = ca.vertcat(*damping)
+    if robot.is_elastic:
+        elastic = ElasticForces(robot)
+        Q += _elastic(elastic, sym, q, dq)
+        damping_d, stiffness_d = (_elastic_diagonal(elastic, sym, q, sde, getattr(elastic, base, ())) for sde, base in ((elastic._c, "_D"), (elastic._k, "_S")))
+        implicit += damping_d + h * stiffness_d
+    M = sym.mass_matrix(q) + h * ca.diag(implicit)
     dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
     x = ca.vertcat(q, dq, z)
     one = ca.Function("plant_step", [x, tau, h], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
