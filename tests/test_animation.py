@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -68,6 +69,19 @@ def test_every_body_follows_pinocchio_forward_kinematics(name):
             assert np.allclose(positions[k], M.translation, atol=1e-12)
             x, y, z, w = quaternions[k]
             assert np.allclose(pin.Quaternion(w, x, y, z).toRotationMatrix(), M.rotation, atol=1e-12)
+
+
+def test_urdf_visuals_are_drawn_where_present_else_the_skeleton():
+    """The UR5's URDF meshes (example-robot-data) are in its page, one per visual element,
+    each on its body; the SCARA's URDF has no visuals and is drawn as cylinders."""
+    robot = load_robot("ur5")
+    t, q = motion(robot, 0.1)
+    geometry = pin.buildGeomFromUrdf(robot.model, str(robot.urdf), pin.GeometryType.VISUAL, package_dirs=[str(p) for p in Path(robot.urdf).parents[:6]])
+    meshes = [c for c in commands(animation_html(robot, t, q)) if c["type"] == "set_object" and c["object"]["geometries"][0]["type"] == "_meshfile"]
+    assert len(meshes) == len(geometry.geometryObjects) > 0
+    scara = load_robot("scara")
+    objects = [c["object"]["geometries"][0]["type"] for c in commands(animation_html(scara, *motion(scara, 0.1))) if c["type"] == "set_object"]
+    assert "_meshfile" not in objects and "CylinderGeometry" in objects
 
 
 def test_elastic_deflections_are_magnified_as_stated():

@@ -10,9 +10,11 @@ What is drawn, per pinocchio joint (body) of the robot, in world coordinates:
 
 - a sphere at the joint origin (orange: actuated, grey: passive, blue: elastic — RFE
   segments and flexible-base DOF);
-- a cylinder from the joint origin to every child joint origin and every frame placed
-  on the body (tool points, loop-closure points), or to the centre of mass when the
-  body has neither; a chain of RFE segments is thus drawn as the deformed link;
+- the URDF's visual elements (boxes, cylinders, spheres, meshes) where it has them and
+  pinocchio finds the files; otherwise a cylinder from the joint origin to every child
+  joint origin and every frame placed on the body (tool points, loop-closure points),
+  or to the centre of mass when the body has neither; a chain of RFE segments is thus
+  drawn as the deformed link;
 - traces: the paths of named frames over the whole run, as lines;
 - optionally a translucent ghost of a reference motion.
 
@@ -113,6 +115,39 @@ def _body_points(robot: RobotModel) -> list[list[np.ndarray]]:
     return [[x for x in pts if np.linalg.norm(x) > 1e-9] for pts in points[1:]]
 
 
+def _visuals(robot: RobotModel, g) -> list[tuple[int, np.ndarray, object]]:
+    """``(joint, placement in the joint frame, meshcat geometry)`` of the URDF's visual
+    elements, or ``[]`` where it has none or pinocchio cannot load them (missing meshes)."""
+    import warnings
+
+    urdf = Path(robot.urdf)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = pin.buildGeomFromUrdf(robot.model, str(urdf), pin.GeometryType.VISUAL, package_dirs=[str(p) for p in urdf.parents[:6]])
+    except (ValueError, RuntimeError, OSError):
+        return []
+    out = []
+    for o in model.geometryObjects:
+        shape = type(o.geometry).__name__
+        T = o.placement.homogeneous.copy()
+        if shape == "Box":
+            geometry = g.Box(list(2 * np.asarray(o.geometry.halfSide)))
+        elif shape == "Sphere":
+            geometry = g.Sphere(float(o.geometry.radius))
+        elif shape == "Cylinder":  # URDF cylinders run along z, MeshCat's along y
+            geometry = g.Cylinder(2 * float(o.geometry.halfLength), float(o.geometry.radius))
+            T = T @ np.array([[1.0, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
+        elif o.meshPath and Path(o.meshPath).suffix.lower() in (".dae", ".stl", ".obj") and Path(o.meshPath).is_file():
+            loader = {".dae": g.DaeMeshGeometry, ".stl": g.StlMeshGeometry, ".obj": g.ObjMeshGeometry}[Path(o.meshPath).suffix.lower()]
+            geometry = loader.from_file(o.meshPath)
+            T = T @ np.diag([*np.asarray(o.meshScale, dtype=float), 1.0])
+        else:
+            return []  # a shape this page cannot draw: the skeleton for the whole robot
+        out.append((int(o.parentJoint), T, geometry))
+    return out
+
+
 def _size(robot: RobotModel) -> float:
     """A characteristic length (m) of the robot at its zero configuration."""
     placements = body_placements(robot, np.zeros((1, robot.nv)))[0]
@@ -183,19 +218,28 @@ def animation_html(
     size = _size(robot)
     radius = 0.025 * size
     points = _body_points(robot)
+    visuals = _visuals(robot, g)
     animation = Animation(default_framerate=FPS)
 
     def add_robot(root: str, motion: np.ndarray, opacity: float) -> None:
         placements = body_placements(robot, _magnified(robot, motion[rows], magnification))
+        link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
+        for i, (j, T, geometry) in enumerate(visuals):
+            if j == 0:  # fixed to the world
+                path = ScenePath(("meshcat", root, f"base{i}"))
+                commands.append(SetObject(geometry, link_material, path))
+                commands.append(SetTransform(T, path))
         for j, pts in enumerate(points, start=1):
             body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
             joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
-            commands.append(SetObject(g.Sphere(1.6 * radius), joint_material, body.append("joint")))
-            link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
-            for i, p in enumerate(pts):
+            commands.append(SetObject(g.Sphere((0.6 if visuals else 1.6) * radius), joint_material, body.append("joint")))
+            shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
+            if not visuals:
+                shapes = [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
+            for i, (T, geometry) in enumerate(shapes):
                 segment = body.append(f"link{i}")
-                commands.append(SetObject(g.Cylinder(float(np.linalg.norm(p)), radius), link_material, segment))
-                commands.append(SetTransform(_segment_transform(np.zeros(3), p), segment))
+                commands.append(SetObject(geometry, link_material, segment))
+                commands.append(SetTransform(T, segment))
             commands.append(SetTransform(placements[0, j - 1], body))  # the pose before the clip starts
             for k, frame in enumerate(frames):
                 AnimationFrameVisualizer(animation, body, int(frame)).set_transform(placements[k, j - 1])
