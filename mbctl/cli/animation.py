@@ -10,8 +10,8 @@ What is drawn, per pinocchio joint (body) of the robot, in world coordinates:
 
 - a sphere at the joint origin (orange: actuated, grey: passive, blue: elastic — RFE
   segments and flexible-base DOF);
-- the URDF's visual elements (boxes, cylinders, spheres, meshes) where it has them and
-  pinocchio finds the files; otherwise a cylinder from the joint origin to every child
+- the URDF's visual elements of the body (boxes, cylinders, spheres, meshes) where it
+  has them and pinocchio finds the files; otherwise a cylinder from the joint origin to every child
   joint origin and every frame placed on the body (tool points, loop-closure points),
   or to the centre of mass when the body has neither; a chain of RFE segments is thus
   drawn as the deformed link;
@@ -231,11 +231,11 @@ def animation_html(
                 commands.append(SetTransform(T, path))
         for j, pts in enumerate(points, start=1):
             body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
-            joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
-            commands.append(SetObject(g.Sphere((0.6 if visuals else 1.6) * radius), joint_material, body.append("joint")))
+            # the URDF's visual elements of this body, else cylinders to the points it carries
             shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
-            if not visuals:
-                shapes = [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
+            joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
+            commands.append(SetObject(g.Sphere((0.6 if shapes else 1.6) * radius), joint_material, body.append("joint")))
+            shapes = shapes or [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
             for i, (T, geometry) in enumerate(shapes):
                 segment = body.append(f"link{i}")
                 commands.append(SetObject(geometry, link_material, segment))
