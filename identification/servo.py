@@ -33,6 +33,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,7 +215,9 @@ class ServoFit:
     Attributes:
         law: Friction law; parameters, standard_errors: by name (units in :data:`PARAMETERS`).
         train_mae, validation_mae: Mean absolute position error per log (rad).
-        starts: Starts tried; cost: final sum of squared errors (rad^2); wall_s: fit time (s).
+        starts: Starts tried; cost: final half sum of squared errors (rad^2);
+        evaluations: simulations of all logs; wall_s: fit time (s); substeps: integration
+        steps per log sample of the simulations.
     """
 
     law: str
@@ -226,10 +229,11 @@ class ServoFit:
     cost: float = math.nan
     evaluations: int = 0
     wall_s: float = 0.0
+    substeps: int = 5
 
     def simulated(self, log: ServoLog) -> np.ndarray:
         """The log's positions as this model simulates them (rad)."""
-        return simulate_servo(log, self.law, self.parameters)
+        return simulate_servo(log, self.law, self.parameters, substeps=self.substeps)
 
 
 def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True):
@@ -287,8 +291,6 @@ def fit_servo(
         InputError: For an unknown law or no logs.
         DataError: If no start converges to finite values.
     """
-    import time
-
     import scipy.optimize
 
     if law not in LAWS:
@@ -335,6 +337,7 @@ def fit_servo(
         return float(np.abs(simulate_servo(log, law, parameters, substeps=substeps) - log.position).mean())
 
     return ServoFit(
+        substeps=substeps,
         law=law,
         parameters=parameters,
         standard_errors=errors,

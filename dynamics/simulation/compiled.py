@@ -112,8 +112,7 @@ def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.
         dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
     for k, (i, law, slot) in enumerate(element._lugre):
         v = dq[i]
-        g = law.fc + (law.fs - law.fc) * ca.exp(-((v / law.vs) ** 2))
-        rate = v - law.sigma0 * ca.fabs(v) * z[k] / g
+        rate = law.z_rate(v, z[k])
         rates.append(rate)
         dry.append((i, slot, law.sigma0 * z[k] + law.sigma1 * rate, law.fv * v))
     for i, slot, mu, viscous in dry:
@@ -433,7 +432,7 @@ def state_diagonal_function(system: ConstrainedDynamics) -> ca.Function:
     ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
     dq = ca.SX.sym("dq", system.robot.nv)
     d = [
-        -law.sigma0 * ca.fabs(dq[i]) / (law.fc + (law.fs - law.fc) * ca.exp(-((dq[i] / law.vs) ** 2)))
+        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
         for element in system.forces
         if isinstance(element, JointFriction)
         for i, law, _ in element._lugre

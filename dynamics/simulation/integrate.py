@@ -366,7 +366,7 @@ def simulate(
             # steps in C between Jacobian refreshes and records; the Jacobian by differences of
             # the compiled right-hand side (through the normal loads too), inverted here
             compile_start = time.perf_counter()
-            chunk = math.gcd(every, refresh)
+            chunk = math.gcd(every, refresh, n)  # a whole number of chunks, each ending at no record or refresh
             stepper = ros2_stepper(system, chunk, rhs=rhs)
             compile_s += time.perf_counter() - compile_start
 
@@ -383,12 +383,11 @@ def simulate(
                     d_ref = state_diagonal(x)
                     J[states, states] = d_ref
                     W_inv = np.linalg.inv(eye - (gamma * h) * J)
-                taken = min(chunk, n - k)
-                x = (stepper if taken == chunk else ros2_stepper(system, taken, rhs=rhs))(t, x, h, W_inv, d_ref)[0]
-                compiled_evaluations[0] += 2 * taken
-                check_finite(t + taken * h, x)
-                if progress is not None and ((k + taken) % report < chunk or k + taken == n):
-                    progress(k + taken, n)
+                x = stepper(t, x, h, W_inv, d_ref)[0]
+                compiled_evaluations[0] += 2 * chunk
+                check_finite(t + chunk * h, x)
+                if progress is not None and ((k + chunk) % report < chunk or k + chunk == n):
+                    progress(k + chunk, n)
         else:
 
             def f(t: float, x: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, ConstrainedState]:
