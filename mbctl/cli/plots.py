@@ -241,8 +241,12 @@ def plot_simulation(
     save_figure(fig, path)
 
 
-def plot_reactions(run: SimulationResult, reactions: Reactions, robot: RobotModel, path: str | Path, title: str) -> None:
-    """Four panels of a closed-chain run: the passive joint coordinates; the force each
+def plot_reactions(
+    run: SimulationResult, reactions: Reactions, robot: RobotModel, path: str | Path, title: str, paths: Sequence | None = None
+) -> None:
+    """Four panels of a closed-chain run: the passive joint coordinates (or, given
+    ``paths``, traces with ``.name`` and ``.points`` (N, 3) in m, the bodies' paths in the
+    world x-y plane); the force each
     cut joint (loop constraint) transmits, ``|f|`` of its wrench on frame B's body; the
     reaction force ``|f|`` of every driven joint (its bearing load), or the multipliers of
     velocity-level rows where no joint is driven; the drive torques (programmed-constraint
@@ -251,11 +255,22 @@ def plot_reactions(run: SimulationResult, reactions: Reactions, robot: RobotMode
     (ax_q, ax_cut), (ax_r, ax_tau) = fig.subplots(2, 2, sharex=True)
     driven = [j for j in robot.joints if j.actuated]
     passive = [j for j in robot.joints if not j.actuated] or list(robot.joints)
-    for j in passive:
-        ax_q.plot(run.t, run.q[:, j.idx_v], label=j.name, lw=1)
-    ax_q.set_ylabel("q [rad, m]")
-    ax_q.set_title("passive joint coordinates" if driven else "coordinates")
-    ax_q.legend(loc="best", fontsize="small", ncol=1 + len(passive) // 8)
+    if paths:
+        ax_q.remove()
+        ax_q = fig.add_subplot(2, 2, 1)
+        for trace in paths:
+            ax_q.plot(trace.points[:, 0], trace.points[:, 1], label=trace.name, lw=1)
+            ax_q.plot(trace.points[0, 0], trace.points[0, 1], "o", color=ax_q.lines[-1].get_color(), ms=3)
+        ax_q.set_xlabel("x [m]")
+        ax_q.set_ylabel("y [m]")
+        ax_q.set_aspect("equal", adjustable="datalim")
+        ax_q.set_title("paths of the bodies (dots: start)")
+    else:
+        for j in passive:
+            ax_q.plot(run.t, run.q[:, j.idx_v], label=j.name, lw=1)
+        ax_q.set_ylabel("q [rad, m]")
+        ax_q.set_title("passive joint coordinates" if driven else "coordinates")
+    ax_q.legend(loc="best", fontsize="small")
     for i, name in enumerate(reactions.loop_names):
         ax_cut.plot(run.t, np.linalg.norm(reactions.loop_wrench[:, i, :3], axis=1), label=name, lw=1)
     ax_cut.set_ylabel("|f| [N]")
@@ -294,6 +309,8 @@ def plot_reactions(run: SimulationResult, reactions: Reactions, robot: RobotMode
         ax.grid(alpha=0.3)
     ax_r.set_xlabel("t [s]")
     ax_tau.set_xlabel("t [s]")
+    if not paths:
+        ax_q.set_xlabel("t [s]")
     fig.suptitle(title)
     save_figure(fig, path)
 

@@ -92,6 +92,24 @@ def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
     }
 
 
+def _body_paths(robot, result: SimulationResult) -> list | None:
+    """The world paths of the bodies with mass when there are too many passive coordinates
+    to draw (e.g. a mechanism in absolute coordinates), else None."""
+    if sum(not j.actuated for j in robot.joints) <= 8:
+        return None
+    import pinocchio as pin
+
+    from mbctl.cli.animation import frame_paths
+
+    model = robot.model
+    bodies = [
+        f.name
+        for f in model.frames
+        if f.type == pin.FrameType.BODY and model.inertias[f.parentJoint].mass > 0 and f.placement.isIdentity()
+    ]
+    return frame_paths(robot, result.q, bodies)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -155,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.plot_reactions:
         friction = {"config": "friction as configured", "none": "no friction"}.get(args.friction, f"{args.friction} friction")
-        plot_reactions(result, r, robot, args.plot_reactions, title=f"{robot.name}: {friction}")
+        title = f"{robot.name}: {friction}" if any(j.friction for j in robot.joints) or args.friction != "config" else robot.name
+        plot_reactions(result, r, robot, args.plot_reactions, title=title, paths=_body_paths(robot, result))
     if args.animate:
         write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
 
