@@ -194,3 +194,29 @@ def test_friction_adds_to_the_drive_torque_by_its_own_amount(configs):
     c = robot.joint("crank_joint").idx_v
     assert np.abs(rough.tau_applied[:, c]).min() > 0.01
     assert rough.tau_programmed[:, c] - plain.tau_programmed[:, c] == pytest.approx(-rough.tau_applied[:, c], rel=1e-6, abs=1e-9)
+
+
+def test_cli_runs_the_friction_cases_and_compares_their_drive_torques(cli, tmp_path):
+    """simulate --friction none / default with --plot-reactions, then mbctl plot of both runs: the
+    stored drive torques differ by the stored friction torque."""
+    none, rough = tmp_path / "none.npz", tmp_path / "rough.npz"
+    r = cli("simulate", "threeloop", "--friction", "none", "--duration", "0.05", "--out", none, "--plot-reactions", tmp_path / "n.png")
+    assert r.code == 0, r.err
+    r = cli("simulate", "threeloop", "--duration", "0.05", "--out", rough)
+    assert r.code == 0, r.err
+    with np.load(none) as a, np.load(rough) as b:
+        assert "loop_wrench" in a.files  # --plot-reactions implies --reactions
+        c = list(a["joint_names"]).index("crank_joint")
+        assert b["tau_programmed"][:, c] - a["tau_programmed"][:, c] == pytest.approx(-b["tau_applied"][:, c], rel=1e-6)
+    r = cli("plot", none, rough, "--labels", "none,stribeck", "--out", tmp_path / "drive.png")
+    assert r.code == 0, r.err
+    assert (tmp_path / "n.png").stat().st_size > 0 and (tmp_path / "drive.png").stat().st_size > 0
+
+
+def test_plot_refuses_a_run_without_a_drive(cli, tmp_path):
+    """A free-swinging four-bar run has no programmed force to plot: one-line error naming the file, exit 2."""
+    run = tmp_path / "fourbar.npz"
+    assert cli("simulate", "fourbar", "--duration", "0.01", "--out", run).code == 0
+    r = cli("plot", run, "--out", tmp_path / "x.png")
+    assert r.code == 2 and "fourbar.npz" in r.err and "drive" in r.err
+    assert not (tmp_path / "x.png").exists()
