@@ -94,6 +94,9 @@ def test_static_drive_torque_is_the_gradient_of_the_potential(configs):
     state = system.evaluate(0.0, q0, np.zeros(robot.nv))
     assert np.abs(state.ddq).max() < 1e-12
     assert state.programmed_force[crank] == pytest.approx(dV, rel=1e-7)
+    # moving at 0.1 rad/s the velocity-product terms add only O(omega^2) to it
+    _, _, result = run(configs, "none", duration=0.02, output_step=0.02)
+    assert result.tau_programmed[0, crank] == pytest.approx(dV, rel=1e-3)
 
 
 def test_drive_power_balances_the_energy_rate(configs):
