@@ -71,7 +71,7 @@ from mbctl.ctrl.actuation import MODES, ActuationSettings, actuation_settings
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import SingularConstraintError
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import ConfigError, InputError, MbctlError
@@ -192,6 +192,8 @@ class ActuationRedundancy:
         self.settings = actuation_settings(robot) if settings is None else settings
         self.loops = tuple(c for c in constraints if isinstance(c, LoopClosure))
         for c in constraints:
+            if isinstance(c, FrameOffset):  # its rows have a target the symbolic loop rows leave out
+                raise ConfigError(f"constraint {c.name!r}: frame_offset drives are not supported with [actuation]", file=robot.source, field="constraints")
             if not isinstance(c, LoopClosure) and not c.programmed:
                 raise ConfigError(f"constraint {c.name!r}: only loop closures are supported as material constraints", file=robot.source, field="constraints")
         self.row_names = tuple(r for c in self.loops for r in c.rows)

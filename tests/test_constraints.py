@@ -16,7 +16,7 @@ from mbctl.dynamics.constraints.kinds import (
     JointLinear,
     Pfaffian,
 )
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.constraints.targets import ExpressionTarget
 from mbctl.errors import ConfigError
 
@@ -117,6 +117,30 @@ def test_loop_row_jacobian_is_the_wrench_map(robots):
     gA, gB = c.wrench_maps(ks)
     J = gA @ ks.frame(c.fid_a).J + gB @ ks.frame(c.fid_b).J
     assert J == pytest.approx(c.evaluate(ks, 0.0).jac, abs=1e-14)
+
+
+def test_frame_offset_rows_differentiate_correctly(robots):
+    """Driving rows (R_A e_k).(p_B - p_A) = g(t) between two UR5 frames: Jacobian, Phi_t and gamma match finite differences."""
+    robot = robots["ur5"]
+    c = FrameOffset(robot, "stroke", ["wrist_3_link", "upper_arm_link"], ["x", "z"], ExpressionTarget(["0.1*sin(2*t)", "0.05*t**2"]))
+    check_derivatives(robot, c, seed=9)
+    ks = ConstrainedDynamics(robot, [c]).kinematics(np.full(6, 0.3), np.zeros(6))
+    A, B = ks.frame(c.fid_a), ks.frame(c.fid_b)
+    v = c.evaluate(ks, 0.5)
+    assert v.phi == pytest.approx((A.R.T @ (B.p - A.p))[[0, 2]] - [0.1 * math.sin(1.0), 0.05 * 0.25], abs=1e-14)
+    assert not c.programmed  # an actuator between two bodies: its force is a reaction pair
+
+
+@pytest.mark.parametrize("expressed", ["local", "world"])
+def test_material_frame_velocity_wrench_does_the_rows_virtual_work(robots, expressed):
+    """A knife edge's body wrench w = wrench_world(lambda) at the frame gives the generalized force J^T w = -Psi^T lambda."""
+    robot = robots["ur5"]
+    c = FrameVelocity(robot, "edge", "wrist_3_link", ["y", "wx"], ExpressionTarget(["0", "0"]), expressed=expressed, material=True)
+    ks = ConstrainedDynamics(robot, [c]).kinematics(np.array([0.3, -0.7, 1.1, 0.2, -0.4, 0.9]), np.zeros(6))
+    lam = np.array([2.5, -0.7])
+    w = c.wrench_world(ks, lam)
+    assert ks.frame(c.fid).J.T @ w == pytest.approx(-c.evaluate(ks, 0.0).jac.T @ lam, abs=1e-12)
+    assert not c.programmed
 
 
 @pytest.mark.parametrize("expressed", ["local", "world"])

@@ -13,7 +13,7 @@ from mbctl.bundled import bundled_config
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.model.validate import SuspiciousModelWarning
 
-BUNDLED = ["fourbar", "friction_rig", "olkc5", "panda", "parallelogram", "rrr3", "scara", "scara_paper_start", "tree5", "ur5"]
+BUNDLED = ["fourbar", "friction_rig", "mobile", "olkc5", "panda", "parallelogram", "rrr3", "scara", "scara_paper_start", "threeloop", "tree5", "ur5"]
 
 
 def scara_with(tmp_path, old: str, new: str):

@@ -81,7 +81,7 @@ from mbctl.dynamics.constraints.errors import (
     ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, FrameVelocity
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
@@ -258,7 +258,10 @@ class ConstrainedDynamics:
         self.loop_tolerance = loop_tolerance
         self.max_loop_iterations = max_loop_iterations
         self.loop_iterations = 0
-        self._has_loops = any(isinstance(c, LoopClosure) for c in self.constraints)
+        # constraints whose forces act on bodies: loops, and material velocity rows (knife edges)
+        self._has_loops = any(
+            isinstance(c, LoopClosure) or (isinstance(c, FrameVelocity) and not c.programmed) for c in self.constraints
+        )
         if self._reactive and self._has_loops and solver == "nullspace":
             raise ConfigError(
                 "load-dependent friction needs the loop-closure multipliers for the joint reactions; the nullspace "

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pinocchio as pin
 
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintValues
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintValues, FrameVelocity
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.errors import ConfigError
@@ -75,17 +75,25 @@ class ConstraintSet:
         return ConstraintValues(phi=phi, jac=jac, phi_t=phi_t, gamma=gamma, target=target)
 
     def loop_forces(self, ks: KinematicState, lam: np.ndarray) -> tuple[list[pin.Force], list[np.ndarray]]:
-        """External forces of the loop-closure rows for RNEA, from their multipliers.
+        """External forces of the loop-closure rows (and material velocity-level rows) for RNEA, from their multipliers.
 
         A loop row's multiplier ``lambda`` puts ``-lambda*g_A`` on frame A's body and
         ``-lambda*g_B`` on B's (:meth:`LoopClosure.wrench_maps`). Returns the force on every
         joint's body (joint frame, as ``pinocchio.rnea``'s ``fext`` wants it) and each
-        loop's wrench on B's body (at B's origin, B's axes).
+        loop's wrench on B's body (at B's origin, B's axes). A material :class:`FrameVelocity`
+        row (a knife edge) puts :meth:`FrameVelocity.wrench_world` on its frame's body.
         """
         model, data = ks.model, ks.data
         fext = [pin.Force.Zero() for _ in range(model.njoints)]
         on_b = []
         for c in self.constraints:
+            if isinstance(c, FrameVelocity) and not c.programmed:  # a knife edge or wheel contact
+                w = c.wrench_world(ks, lam[self.slices[c.name]])
+                frame = ks.frame(c.fid)
+                f_world = pin.SE3(np.eye(3), frame.p).act(pin.Force(w[:3], w[3:]))
+                parent = model.frames[c.fid].parentJoint
+                fext[parent] = fext[parent] + data.oMi[parent].actInv(f_world)
+                continue
             if not isinstance(c, LoopClosure):
                 continue
             gA, gB = c.wrench_maps(ks)

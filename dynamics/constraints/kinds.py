@@ -276,15 +276,29 @@ class FrameVelocity(Constraint):
     (``expressed="local"``: nonholonomic in general, e.g. a wheel that cannot slide
     sideways) or in world axes. ``gamma = -(dJ/dt dq)_axes + target'(t)``, where for
     local axes the drift is pinocchio's LOCAL spatial acceleration at ``ddq = 0``.
+
+    ``material=True`` marks a physical contact (a knife edge, a wheel): its force is a
+    reaction, the wrench ``-lambda*e_k`` (frame axes for ``local``, world axes for
+    ``world``) at the frame's origin on the frame's body (:meth:`wrench_world`), which
+    joint reactions and the reaction-solvability analysis take as a body force. Otherwise
+    (the default) the row is programmed: its force is a drive's.
     """
 
     level = 1
 
     def __init__(
-        self, robot: RobotModel, name: str, frame: str, axes: Sequence[str], target: Target, expressed: str = "local"
+        self,
+        robot: RobotModel,
+        name: str,
+        frame: str,
+        axes: Sequence[str],
+        target: Target,
+        expressed: str = "local",
+        material: bool = False,
     ):
         if expressed not in ("local", "world"):
             raise ConfigError(f"unknown value {expressed!r} (expected local, world)", field="expressed")
+        self.programmed = not material
         self.name = name
         self.frame = frame
         self.fid = frame_id(robot, frame)
@@ -303,6 +317,17 @@ class FrameVelocity(Constraint):
         g, dg, _ = self.target(t)
         ax = self.axes
         return ConstraintValues(phi=np.full(len(ax), np.nan), jac=J[ax], phi_t=-g, gamma=dg - a0[ax], target=g)
+
+    def wrench_world(self, ks: KinematicState, lam: np.ndarray) -> np.ndarray:
+        """The wrench (force N then moment N·m, world axes, at the frame origin) that the rows'
+        multipliers ``lam`` put on the frame's body: ``-sum_k lam_k e_k``, ``e_k`` the unit
+        twist direction of axis k in the frame's axes (``local``) or world axes."""
+        w = np.zeros(6)
+        w[self.axes] = -np.asarray(lam, dtype=float)
+        if self.expressed == "local":
+            R = ks.frame(self.fid).R
+            w = np.concatenate([R @ w[:3], R @ w[3:]])
+        return w
 
 
 class Pfaffian(Constraint):

@@ -1,4 +1,5 @@
-"""Closure of kinematic loops cut at a joint: revolute, prismatic, spherical and planar variants."""
+"""Closure of kinematic loops cut at a joint (revolute, prismatic, spherical and planar variants), and
+driving constraints between two bodies (:class:`FrameOffset`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from mbctl.dynamics.constraints.kinds import (
     PLANES,
     Constraint,
     ConstraintValues,
+    _check_target,
+    _choose,
     frame_id,
 )
+from mbctl.dynamics.constraints.targets import Target
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["LoopClosure"]
+__all__ = ["FrameOffset", "LoopClosure"]
 
 
 def _perpendicular_pair(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,20 +73,14 @@ class LoopClosure(Constraint):
         axis_b: Sequence[float] | None = None,
         plane: str | None = None,
     ):
-        if isinstance(frames, str) or len(frames) != 2:
-            raise ConfigError("must name two frames [A, B], one each side of the cut joint", field="frames")
+        self.name = name
+        self._frames(robot, frames)
         if joint not in ("revolute", "prismatic", "spherical"):
             raise ConfigError(f"unknown cut joint {joint!r} (expected revolute, prismatic, spherical)", field="joint")
         if plane is not None and plane not in PLANES:
             raise ConfigError(f"unknown plane {plane!r} (expected {', '.join(PLANES)})", field="plane")
         if plane is not None and joint == "spherical":
             raise ConfigError("a spherical cut joint has no planar variant; use revolute in a planar mechanism", field="plane")
-        self.name = name
-        self.frames = (frames[0], frames[1])
-        self.fid_a = frame_id(robot, frames[0], "frames")
-        self.fid_b = frame_id(robot, frames[1], "frames")
-        if self.fid_a == self.fid_b:
-            raise ConfigError("frames A and B must differ", field="frames")
         self.joint = joint
         self.plane = plane
 
@@ -130,6 +128,15 @@ class LoopClosure(Constraint):
                 labels += ["n", "r"]
         self._spec = spec
         self.labels = tuple(labels)
+
+    def _frames(self, robot: RobotModel, frames: Sequence[str]) -> None:
+        if isinstance(frames, str) or len(frames) != 2:
+            raise ConfigError("must name two frames [A, B], one on each of the two bodies", field="frames")
+        self.frames = (frames[0], frames[1])
+        self.fid_a = frame_id(robot, frames[0], "frames")
+        self.fid_b = frame_id(robot, frames[1], "frames")
+        if self.fid_a == self.fid_b:
+            raise ConfigError("frames A and B must differ", field="frames")
 
     @property
     def row_spec(self) -> tuple[tuple, ...]:
@@ -199,3 +206,37 @@ class LoopClosure(Constraint):
             gamma=-drift,
             target=np.full(k, np.nan),
         )
+
+
+class FrameOffset(LoopClosure):
+    """A driving constraint between two bodies: the offset of frame B's origin from frame A's,
+    along chosen axes of A, follows a target (m).
+
+    Rows ``(R_A e_k)·(p_B - p_A) = g_k(t)`` for the chosen axes ``k`` of A (x, y, z): e.g.
+    the stroke of a linear actuator in a translational joint whose other rows a planar
+    prismatic :class:`LoopClosure` gives. ``Phi_q`` and the drift are those of a loop's
+    ``rel`` row; ``phi_t = -g'``, ``gamma = -drift + g''``.
+
+    Its force is not a generalized force on joint coordinates but an internal force pair:
+    a row's multiplier ``lambda`` puts ``-lambda*g_A`` on A's body and ``-lambda*g_B`` on
+    B's, the actuator force, reported with the cut joints' reactions (on B's body, B's axes).
+    So, like a loop, it counts as material (``programmed = False``): no joint drive supplies it.
+    """
+
+    programmed = False
+
+    def __init__(self, robot: RobotModel, name: str, frames: Sequence[str], axes: Sequence[str], target: Target):
+        self.name = name
+        self._frames(robot, frames)
+        chosen = _choose(axes, AXES, "axes")
+        self.joint = "offset"
+        self.plane = None
+        self._spec = [("rel", np.eye(3)[k]) for k in chosen]
+        self.labels = tuple(AXES[k] for k in chosen)
+        _check_target(target, len(chosen))
+        self.target = target
+
+    def evaluate(self, ks: KinematicState, t: float) -> ConstraintValues:
+        phi, gA, gB, drift, J = self._rows(ks)
+        g, dg, ddg = self.target(t)
+        return ConstraintValues(phi=phi - g, jac=gA @ J[0] + gB @ J[1], phi_t=-dg, gamma=ddg - drift, target=g)

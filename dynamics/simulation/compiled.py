@@ -45,7 +45,7 @@ import scipy.linalg.lapack
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.kinds import FramePosition, JointLinear
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.constraints.targets import ExpressionTarget, QuinticPolyline, parse_expression
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
@@ -85,7 +85,7 @@ def unsupported(system: ConstrainedDynamics) -> str:
         if element.reaction_joints and any(isinstance(c, LoopClosure) for c in system.constraints):
             return "load-dependent friction in closed loops"
     for c in system.constraints:
-        if not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
+        if isinstance(c, FrameOffset) or not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
             return f"{type(c).__name__} constraints"
         if not isinstance(c, LoopClosure) and not isinstance(c.target, (ExpressionTarget, QuinticPolyline)):
             return f"{type(c.target).__name__} targets"

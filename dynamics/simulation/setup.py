@@ -32,7 +32,7 @@ from mbctl.dynamics.constraints.kinds import (
     FrameVelocity,
     JointLinear,
 )
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.constraints.targets import (
     ExpressionTarget,
     QuinticPolyline,
@@ -104,7 +104,9 @@ def _constraint(robot: RobotModel, spec: ConstraintSpec) -> Constraint:
             axis = None if spec.axis is None else np.array(spec.axis)
             axis_b = None if spec.axis_b is None else np.array(spec.axis_b)
             return LoopClosure(robot, spec.name, list(spec.frames), spec.joint, axis, axis_b, spec.plane)
-        return FrameVelocity(robot, spec.name, spec.frame, list(spec.axes), target, spec.expressed)
+        if spec.kind == "frame_offset":
+            return FrameOffset(robot, spec.name, list(spec.frames), list(spec.axes), target)
+        return FrameVelocity(robot, spec.name, spec.frame, list(spec.axes), target, spec.expressed, spec.material)
 
     return _located(spec, "", build)
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is 
     from mbctl.ctrl.closed_chain import ClosedChainTorques
     from mbctl.ctrl.feedforward import FeedforwardResult
     from mbctl.ctrl.trajectory import Trajectory
+    from mbctl.dynamics.constraints.reactions import Reactions
+    from mbctl.dynamics.model.robot import RobotModel
     from mbctl.dynamics.simulation.integrate import SimulationResult
     from mbctl.hardware.loop import RunSummary
     from mbctl.identification.report import IdentificationResult
@@ -32,6 +34,7 @@ __all__ = [
     "VARIANT_PLOTS",
     "plot_feedforward",
     "plot_identification",
+    "plot_reactions",
     "plot_redundancy",
     "plot_run",
     "plot_servo_fit",
@@ -234,6 +237,80 @@ def plot_simulation(
     ax_f.legend(loc="best", fontsize="small")
     for ax in (ax_q, ax_phi, ax_f):
         ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_reactions(
+    run: SimulationResult, reactions: Reactions, robot: RobotModel, path: str | Path, title: str, paths: Sequence | None = None
+) -> None:
+    """Four panels of a closed-chain run: the passive joint coordinates (or, given
+    ``paths``, traces with ``.name`` and ``.points`` (N, 3) in m, the bodies' paths in the
+    world x-y plane); the force each
+    cut joint (loop constraint) transmits, ``|f|`` of its wrench on frame B's body; the
+    reaction force ``|f|`` of every driven joint (its bearing load), or the multipliers of
+    velocity-level rows where no joint is driven; the drive torques (programmed-constraint
+    force on the driven joints) with their friction part, or the violation where none is."""
+    fig = _figure((12, 8))
+    (ax_q, ax_cut), (ax_r, ax_tau) = fig.subplots(2, 2, sharex=True)
+    driven = [j for j in robot.joints if j.actuated]
+    passive = [j for j in robot.joints if not j.actuated] or list(robot.joints)
+    if paths:
+        ax_q.remove()
+        ax_q = fig.add_subplot(2, 2, 1)
+        for trace in paths:
+            ax_q.plot(trace.points[:, 0], trace.points[:, 1], label=trace.name, lw=1)
+            ax_q.plot(trace.points[0, 0], trace.points[0, 1], "o", color=ax_q.lines[-1].get_color(), ms=3)
+        ax_q.set_xlabel("x [m]")
+        ax_q.set_ylabel("y [m]")
+        ax_q.set_aspect("equal", adjustable="datalim")
+        ax_q.set_title("paths of the bodies (dots: start)")
+    else:
+        for j in passive:
+            ax_q.plot(run.t, run.q[:, j.idx_v], label=j.name, lw=1)
+        ax_q.set_ylabel("q [rad, m]")
+        ax_q.set_title("passive joint coordinates" if driven else "coordinates")
+    ax_q.legend(loc="best", fontsize="small")
+    for i, name in enumerate(reactions.loop_names):
+        ax_cut.plot(run.t, np.linalg.norm(reactions.loop_wrench[:, i, :3], axis=1), label=name, lw=1)
+    ax_cut.set_ylabel("|f| [N]")
+    ax_cut.set_title("cut-joint forces")
+    if reactions.loop_names:
+        ax_cut.legend(loc="best", fontsize="small")
+    if driven:
+        for j in driven:
+            k = reactions.joint_names.index(j.name)
+            ax_r.plot(run.t, np.linalg.norm(reactions.joint_wrench[:, k, :3], axis=1), label=j.name)
+        ax_r.set_ylabel("|f| [N]")
+        ax_r.set_title("reaction force of the driven joints")
+        ax_r.legend(loc="best", fontsize="small")
+        for n, j in enumerate(driven):
+            unit = "N·m" if j.kind == "revolute" else "N"
+            ax_tau.plot(run.t, run.tau_programmed[:, j.idx_v], color=f"C{n}", label=f"{j.name} drive [{unit}]")
+            ax_tau.plot(run.t, run.tau_applied[:, j.idx_v], color=f"C{n}", ls="--", lw=1, label=f"{j.name} friction [{unit}]")
+        ax_tau.set_ylabel("torque [N·m, N]")
+        ax_tau.set_title("drive torques")
+        ax_tau.legend(loc="best", fontsize="small")
+    else:
+        velocity = [i for i, name in enumerate(run.row_names) if np.isnan(run.phi[:, i]).all()]
+        for i in velocity:
+            ax_r.plot(run.t, run.lam[:, i], label=run.row_names[i], lw=1)
+        ax_r.set_ylabel("lambda [N, N·m]")
+        ax_r.set_title("velocity-level constraint forces")
+        if velocity:
+            ax_r.legend(loc="best", fontsize="small")
+        floor = 1e-16
+        for i, name in enumerate(run.row_names):
+            values = np.abs(run.phi[:, i]) if not np.isnan(run.phi[:, i]).all() else np.abs(run.dphi[:, i])
+            ax_tau.semilogy(run.t, np.maximum(values, floor), lw=0.8)
+        ax_tau.set_ylabel("|Phi| [m, rad]  (|dPsi| for velocity rows)")
+        ax_tau.set_title("constraint violation")
+    for ax in (ax_q, ax_cut, ax_r, ax_tau):
+        ax.grid(alpha=0.3)
+    ax_r.set_xlabel("t [s]")
+    ax_tau.set_xlabel("t [s]")
+    if not paths:
+        ax_q.set_xlabel("t [s]")
     fig.suptitle(title)
     save_figure(fig, path)
 

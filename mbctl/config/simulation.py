@@ -3,7 +3,7 @@
 ```toml
 [[constraints]]
 name = "tool_xy"
-kind = "frame_position"          # frame_position | frame_orientation | joint_linear | loop | frame_velocity
+kind = "frame_position"          # frame_position | frame_orientation | joint_linear | loop | frame_velocity | frame_offset
 frame = "tool"
 axes = ["x", "y"]                # world axes of the frame origin (m)
 target = ["0.05*sin(0.4*pi*t)", "0.35 + 0.05*cos(0.4*pi*t)"]   # expressions in t (s)
@@ -35,6 +35,13 @@ frame = "wheel"
 axes = ["y"]                     # x, y, z (m/s), wx, wy, wz (rad/s)
 expressed = "local"              # local (frame axes) | world
 target = ["0"]                   # default zeros
+material = false                 # true: a physical contact (knife edge, wheel) whose force is a reaction
+
+[[constraints]]                  # a linear drive between two bodies: offset of B's origin from A's, in A's axes
+kind = "frame_offset"
+frames = ["platform", "slider"]
+axes = ["y"]                     # x, y, z of frame A (m)
+target = ["0.01*sin(t)"]
 
 [simulation]
 solver = "udwadia-kalaba"        # udwadia-kalaba | lagrange | nullspace
@@ -79,7 +86,7 @@ __all__ = [
     "parse_simulation",
 ]
 
-KINDS = ("frame_position", "frame_orientation", "joint_linear", "loop", "frame_velocity")
+KINDS = ("frame_position", "frame_orientation", "joint_linear", "loop", "frame_velocity", "frame_offset")
 SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")
 INTEGRATORS = ("rk4", "ros2", "radau", "bdf", "lsoda", "rk45", "dop853")
 PLANES = ("xy", "yz", "zx")
@@ -89,7 +96,8 @@ _FIELDS = {
     "frame_orientation": ("frame", "angles", "target"),
     "joint_linear": ("coefficients", "target"),
     "loop": ("frames", "joint", "axis", "axis_b", "plane"),
-    "frame_velocity": ("frame", "axes", "expressed", "target"),
+    "frame_velocity": ("frame", "axes", "expressed", "target", "material"),
+    "frame_offset": ("frames", "axes", "target"),
 }
 SIMULATION_KEYS = (
     "solver", "integrator", "step", "duration", "output_step", "rtol", "atol", "max_step", "jacobian_interval",
@@ -194,6 +202,7 @@ class ConstraintSpec:
     axis_b: tuple[float, float, float] | None = None
     plane: str | None = None
     expressed: str = "local"
+    material: bool = False
     file: Path | None = None
     field: str = ""
 
@@ -313,7 +322,9 @@ def _constraint(t: Table) -> ConstraintSpec:
             plane=t.string("plane", None, choices=list(PLANES)) if "plane" in t else None,
         )
     axes = _strings(t, "axes")
-    return ConstraintSpec(**where, frame=t.string("frame"), axes=axes, target=_expressions(t, "target", len(axes), default=["0"] * len(axes)), expressed=t.string("expressed", "local"))
+    if kind == "frame_offset":
+        return ConstraintSpec(**where, frames=_strings(t, "frames"), axes=axes, target=_expressions(t, "target", len(axes)))
+    return ConstraintSpec(**where, frame=t.string("frame"), axes=axes, target=_expressions(t, "target", len(axes), default=["0"] * len(axes)), expressed=t.string("expressed", "local"), material=t.boolean("material", False))
 
 
 def parse_constraints(root: Table) -> tuple[ConstraintSpec, ...]:

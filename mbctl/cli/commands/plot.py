@@ -1,4 +1,9 @@
-"""``mbctl plot``: overlay the drive torques of several torque CSVs, one panel per joint."""
+"""``mbctl plot``: overlay the drive torques of several torque CSVs, one panel per joint.
+
+A run written by ``mbctl simulate`` (``.npz``) stands for the torque table of its drives:
+the programmed-constraint force ``tau_programmed`` on every joint where it is nonzero
+(e.g. the crank of a mechanism driven by a ``joint_linear`` constraint).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,36 @@ import argparse
 from pathlib import Path
 
 from mbctl.cli.plots import FORMATS, plot_torque_tables
-from mbctl.errors import InputError
-from mbctl.fileio import check_output, read_csv
+from mbctl.errors import DataError, InputError
+from mbctl.fileio import CsvTable, check_output, read_csv
+
+
+def drive_table(path: Path) -> CsvTable:
+    """The drive torques of a ``mbctl simulate`` run as a torque table (``t``, ``tau.<joint>``).
+
+    Raises:
+        DataError: If the file is not such a run or no joint carries a programmed force.
+    """
+    import numpy as np
+
+    try:
+        with np.load(path) as run:
+            t, tau, names = run["t"], run["tau_programmed"], [str(n) for n in run["joint_names"]]
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"not a run written by mbctl simulate ({exc})", file=path) from None
+    driven = [i for i in range(tau.shape[1]) if np.abs(tau[:, i]).max() > 0]
+    if not driven:
+        raise DataError("no joint carries a programmed-constraint (drive) force in this run", file=path)
+    return CsvTable(
+        path=path,
+        header=("t", *(f"tau.{names[i]}" for i in driven)),
+        data=np.column_stack([t, tau[:, driven]]),
+        line_numbers=tuple(range(2, len(t) + 2)),
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tables", type=Path, nargs="+", help="torque CSVs written by mbctl feedforward")
+    p.add_argument("tables", type=Path, nargs="+", help="torque CSVs written by mbctl feedforward, or runs (.npz) written by mbctl simulate")
     p.add_argument("--labels", help="comma-separated legend labels (default: file names)")
     p.add_argument("--title", default="drive torques", help="figure title")
     p.add_argument("--out", type=Path, required=True, help="figure to write (.png, .pdf or .svg)")
@@ -23,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     labels = args.labels.split(",") if args.labels else [p.stem for p in args.tables]
     if len(labels) != len(args.tables):
         raise InputError(f"{len(labels)} labels for {len(args.tables)} files", field="--labels")
-    plot_torque_tables([read_csv(p) for p in args.tables], labels, args.out, args.title)
+    tables = [drive_table(p) if p.suffix == ".npz" else read_csv(p) for p in args.tables]
+    plot_torque_tables(tables, labels, args.out, args.title)
     print(f"wrote {args.out}")
     return 0

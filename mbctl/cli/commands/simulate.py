@@ -19,8 +19,9 @@ import numpy as np
 
 from mbctl.cli.arguments import robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
+from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
-from mbctl.cli.plots import FORMATS, plot_simulation
+from mbctl.cli.plots import FORMATS, plot_reactions, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import (
@@ -52,6 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=float, help="override simulation.step (s)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="compiled: RK4 and ROS2 steps in generated C, scipy methods on the compiled right-hand side; python: the interpreted reference; auto (default): compiled where supported")
     p.add_argument("--reactions", action="store_true", help="add tree-joint and cut-joint reaction wrenches to the NPZ")
+    p.add_argument("--plot-reactions", type=Path, help="also plot joint coordinates, cut-joint forces, drive reactions and drive torques (implies --reactions)")
+    p.add_argument(
+        "--friction",
+        choices=FRICTION_CHOICES,
+        default="config",
+        help="none, or reduce every joint's law to at most this one, keeping its parameters and load model "
+        "(lugre > stribeck > coulomb-viscous; default: config)",
+    )
     add_view_arguments(p, animate=True)
     p.set_defaults(run=run)
 
@@ -83,6 +92,24 @@ def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
     }
 
 
+def _body_paths(robot, result: SimulationResult) -> list | None:
+    """The world paths of the bodies with mass when there are too many passive coordinates
+    to draw (e.g. a mechanism in absolute coordinates), else None."""
+    if sum(not j.actuated for j in robot.joints) <= 8:
+        return None
+    import pinocchio as pin
+
+    from mbctl.cli.animation import frame_paths
+
+    model = robot.model
+    bodies = [
+        f.name
+        for f in model.frames
+        if f.type == pin.FrameType.BODY and model.inertias[f.parentJoint].mass > 0 and f.placement.isIdentity()
+    ]
+    return frame_paths(robot, result.q, bodies)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -93,11 +120,14 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.summary, (".json",))
     if args.plot:
         check_output(args.plot, FORMATS)
+    if args.plot_reactions:
+        check_output(args.plot_reactions, FORMATS)
+        args.reactions = True
     if args.animate:
         check_output(args.animate, HTML)
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
-    robot = load_robot(args.config)
+    robot = override_friction(load_robot(args.config), args.friction)
     setup = simulation_setup(robot)
     overrides = {k: v for k, v in (("solver", args.solver), ("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
     setup = dataclasses.replace(setup, **overrides)
@@ -113,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
     arrays = npz_arrays(result)
     arrays["config"] = np.array(str(Path(args.config).resolve()))  # so that mbctl animate finds the robot
+    r = None
     if args.reactions:
         r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
         arrays.update(joint_wrench=r.joint_wrench, loop_wrench=r.loop_wrench, loop_names=np.array(r.loop_names, dtype=str))
@@ -140,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
             tool_label=f"frame {tool.frame}" if tool else "tool",
             joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
         )
+    if args.plot_reactions:
+        friction = {"config": "friction as configured", "none": "no friction"}.get(args.friction, f"{args.friction} friction")
+        title = f"{robot.name}: {friction}" if any(j.friction for j in robot.joints) or args.friction != "config" else robot.name
+        plot_reactions(result, r, robot, args.plot_reactions, title=title, paths=_body_paths(robot, result))
     if args.animate:
         write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
 
@@ -158,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         for name, peak in unactuated.items():
             warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
     print(format_summary(summary))
-    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.animate) if p]
+    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.plot_reactions, args.animate) if p]
     print(f"wrote {', '.join(written)}")
     return 0
 
