@@ -81,7 +81,7 @@ from mbctl.dynamics.constraints.errors import (
     ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
@@ -98,7 +98,7 @@ from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["ConstrainedDynamics", "ConstrainedState"]
+__all__ = ["ConstrainedDynamics", "ConstrainedState", "Mobility"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +137,39 @@ class ConstrainedState:
     sigma: np.ndarray
     singular: bool = False
     normal_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass(frozen=True)
+class Mobility:
+    """Counts of the constraint analysis at one state (:meth:`ConstrainedDynamics.mobility`).
+
+    Attributes:
+        coordinates: ``n``, the tree's DOF coordinates.
+        rows: ``m``, constraint rows; ``programmed`` of them programmed, the rest material.
+        rank: ``r``, rank of the whole constraint Jacobian; ``redundancy = m - r``.
+        material_rank: Rank of the material rows (loop closures, Pfaffian) alone.
+        mobility: ``n - material_rank``: DOF of the mechanism before any program.
+        free: ``n - r``: directions the constraints leave free (undriven by the program;
+            0 when the program fixes the motion).
+    """
+
+    coordinates: int
+    rows: int
+    programmed: int
+    rank: int
+    material_rank: int
+
+    @property
+    def redundancy(self) -> int:
+        return self.rows - self.rank
+
+    @property
+    def mobility(self) -> int:
+        return self.coordinates - self.material_rank
+
+    @property
+    def free(self) -> int:
+        return self.coordinates - self.rank
 
 
 @dataclass
@@ -319,6 +352,26 @@ class ConstrainedDynamics:
         return cls(reason, file=self.robot.source, field="constraints")
 
     # ------------------------------------------------------------------ set-up
+
+    def mobility(self, t: float, q: np.ndarray) -> Mobility:
+        """Ranks of the constraint Jacobian ``A(t, q)`` and of its material rows (SVD,
+        singular values above ``rank_tolerance`` times the largest count)."""
+        cv = self._evaluate_constraints(self.kinematics(np.asarray(q, dtype=float), np.zeros(self.robot.nv)), t)
+
+        def rank(A: np.ndarray) -> int:
+            if A.shape[0] == 0:
+                return 0
+            s = np.linalg.svd(A, compute_uv=False)
+            return int(np.sum(s > self.rank_tolerance * s[0])) if s[0] > 0 else 0
+
+        prog = self.constraints.programmed
+        return Mobility(
+            coordinates=self.robot.nv,
+            rows=self.constraints.m,
+            programmed=int(prog.sum()),
+            rank=rank(cv.jac),
+            material_rank=rank(cv.jac[~prog]),
+        )
 
     def initialize(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
         """Find the rank at the initial state and the rows Lagrange / null space keep.
@@ -701,3 +754,81 @@ class ConstrainedDynamics:
                 "(velocity constraints contradict each other)",
             )
         return q, dq
+
+    def equilibrate(
+        self,
+        t: float,
+        q: np.ndarray,
+        keep: Sequence[str] = (),
+        tol: float = 1e-10,
+        max_iterations: int = 50,
+    ) -> np.ndarray:
+        """Static equilibrium on the constraints near ``q``: the configuration at rest where
+
+        ```
+        R(q, lambda) = Q(q, 0) - g(q) - A(q)^T lambda = 0     (rows of the free coordinates)
+        Phi(t, q) = 0                                         (position-level rows)
+        ```
+
+        with ``Q`` the force elements at rest in their initial states (springs; friction
+        is zero at rest), ``g`` the generalized gravity (N·m, N) and ``A^T lambda`` the
+        constraint forces: the programmed rows' multipliers are the drives' static
+        forces, the loop rows' the cut-joint reactions. Coordinates in ``keep`` are held
+        (their rows of ``R`` dropped). At such a state and at rest, with the targets at
+        rest, the constrained accelerations vanish. Newton's method on
+        ``(q_free, lambda)`` with minimum-norm steps (redundant rows allowed), ``dR/dq``
+        by central differences, the other blocks exact (``-A^T``, ``A``).
+
+        Raises:
+            InconsistentConstraintsError: If Newton's method does not converge.
+        """
+        nv = self.robot.nv
+        q = np.array(q, dtype=float)
+        zero = np.zeros(nv)
+        fixed = []
+        for name in keep:
+            try:
+                fixed.append(self.robot.joint(name).idx_v)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
+        free = np.setdiff1d(np.arange(nv), fixed)
+        pos = self.constraints.level == 2
+        elements = [(f, f.initial_state()) for f in self.forces if not f.reaction_joints]  # load-dependent friction is 0 at rest
+
+        def terms(qq: np.ndarray) -> tuple[np.ndarray, ConstraintValues]:
+            applied = np.zeros(nv)
+            for element, s0 in elements:
+                applied += element(t, qq, zero, s0)[0]
+            cv = self._evaluate_constraints(self.kinematics(qq, zero), t)
+            gravity = pin.computeGeneralizedGravity(self._model, self._rdata, self.configuration(qq))
+            return applied - gravity, cv
+
+        F, cv = terms(q)
+        lam = np.linalg.lstsq(cv.jac[:, free].T, F[free], rcond=None)[0]
+        scale = 1.0 + np.abs(F).max()
+        m = len(lam)
+        for _ in range(max_iterations + 1):
+            R = F[free] - cv.jac[:, free].T @ lam
+            residual = np.concatenate([R / scale, cv.phi[pos]])
+            if np.abs(R).max(initial=0.0) <= tol * scale and np.abs(cv.phi[pos]).max(initial=0.0) < 1e-12:
+                return q
+            J = np.zeros((len(free) + int(pos.sum()), len(free) + m))
+            for c, i in enumerate(free):
+                h = 1e-7 * max(1.0, abs(q[i]))
+                qp, qm = q.copy(), q.copy()
+                qp[i] += h
+                qm[i] -= h
+                (Fp, cvp), (Fm, cvm) = terms(qp), terms(qm)
+                J[: len(free), c] = ((Fp[free] - cvp.jac[:, free].T @ lam) - (Fm[free] - cvm.jac[:, free].T @ lam)) / (2 * h * scale)
+            J[: len(free), len(free) :] = -cv.jac[:, free].T / scale
+            J[len(free) :, : len(free)] = cv.jac[pos][:, free]
+            step = np.linalg.lstsq(J, -residual, rcond=1e-12)[0]
+            q[free] += step[: len(free)]
+            lam = lam + step[len(free) :]
+            F, cv = terms(q)
+        raise self._error(
+            InconsistentConstraintsError,
+            f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} Newton "
+            f"steps (force residual {np.abs(R).max(initial=0.0):.3g}, max |Phi| {np.abs(cv.phi[pos]).max(initial=0.0):.3g}); "
+            "is every free direction held by a spring or a constraint?",
+        )

@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the nullspace solver gives no multipliers; use --solver lagrange or udwadia-kalaba", field="--reactions")
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
+    if system.constraints.m:  # the analysis first: a user sees a wrong mobility before waiting for the run
+        print(format_mobility(robot.name, system.mobility(0.0, q0), len(robot.elastic_names)), flush=True)
 
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
@@ -212,6 +214,19 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         "unactuated_programmed_force": unact,
         "reaction_unique": uniqueness,
     }
+
+
+def format_mobility(name: str, m, elastic: int = 0) -> str:
+    """The constraint analysis ``mbctl simulate`` prints before integrating
+    (:class:`mbctl.dynamics.constraints.constrained.Mobility`; ``elastic``: how many of the
+    coordinates are elastic)."""
+    split = f" ({elastic} elastic, {m.mobility - elastic} of the rigid mechanism)" if elastic else ""
+    return (
+        f"{name}: {m.coordinates} coordinates, {m.rows} constraint rows ({m.rows - m.programmed} material, {m.programmed} programmed), "
+        f"rank {m.rank}, redundancy {m.redundancy}\n"
+        f"  mobility (coordinates - rank of the material rows): {m.mobility}{split}; left free by all rows: {m.free}"
+        + (" (the program fixes the motion)" if m.free == 0 else " (undriven directions)")
+    )
 
 
 def format_summary(s: dict) -> str:
