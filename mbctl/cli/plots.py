@@ -467,21 +467,22 @@ def _plot_deflection(runs: Sequence, path: Path, title: str) -> None:
     fig = _figure((11, 3.6 * len(links) + 0.6))
     axes = fig.subplots(len(links), 2, squeeze=False)
     for (ax_t, ax_s), link in zip(axes, links):
-        for run in runs:
-            d = chord_deflection(run.robot, link, run.result.q)
-            ax_t.plot(run.result.t, 1e3 * d.peak, **_variant_style(run.variant))
+        found = [(run, chord_deflection(run.robot, link, run.result.q)) for run in runs]
+        scale, unit = (1e3, "mm") if max(d.w.max() for _, d in found) >= 1e-4 else (1e6, "µm")
+        for run, d in found:
+            ax_t.plot(run.result.t, scale * d.peak, **_variant_style(run.variant))
             if run is runs[0]:
                 t = run.result.t
                 for tk in np.linspace(t[0], t[-1], 5):
                     i = int(np.argmin(np.abs(t - tk)))
-                    ax_s.plot(d.s, 1e3 * d.w[i], "o-", ms=3, label=f"t = {t[i]:.2f} s")
+                    ax_s.plot(d.s, scale * d.w[i], "o-", ms=3, label=f"t = {t[i]:.2f} s")
                 ax_s.set_title(f"{link}: shape, {run.variant.label}", fontsize="small")
         ax_t.set_xlabel("t [s]")
-        ax_t.set_ylabel(f"{link}: max distance from chord [mm]")
+        ax_t.set_ylabel(f"{link}: max distance from chord [{unit}]")
         ax_t.grid(alpha=0.3)
         ax_t.legend(loc="best", fontsize="x-small")
         ax_s.set_xlabel("position along the link [m]")
-        ax_s.set_ylabel("distance from chord [mm]")
+        ax_s.set_ylabel(f"distance from chord [{unit}]")
         ax_s.grid(alpha=0.3)
         ax_s.legend(loc="best", fontsize="x-small")
     fig.suptitle(f"{title}: {VARIANT_PLOTS['deflection.png'].split(' (')[0]}")
