@@ -9,9 +9,9 @@ import pinocchio as pin
 import pytest
 
 from mbctl.config.robot import read_robot_spec
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.loops import LoopClosure
-from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.targets import ExpressionTarget
 from mbctl.dynamics.flexible.rfe import chord_deflection
 from mbctl.dynamics.model.robot import build_robot, load_robot
@@ -125,7 +125,10 @@ def test_energy_balance_of_the_rigid_mechanism(rigid_run, starts):
     data = robot.create_data()
     r = rigid_run
     E = np.array(
-        [pin.computeKineticEnergy(robot.model, data, robot.configuration(q), dq) + pin.computePotentialEnergy(robot.model, data, robot.configuration(q)) for q, dq in zip(r.q, r.dq)]
+        [
+            pin.computeKineticEnergy(robot.model, data, robot.configuration(q), dq) + pin.computePotentialEnergy(robot.model, data, robot.configuration(q))
+            for q, dq in zip(r.q, r.dq)
+        ]
     )
     power = np.einsum("ij,ij->i", r.tau_programmed, r.dq)
     work = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * np.diff(r.t))])
