@@ -210,3 +210,19 @@ def test_bad_equilibrium_is_a_located_error(tmp_path, configs, value, extra, rea
     with pytest.raises(ConfigError) as exc:
         load_robot(path)
     assert "simulation.initial.equilibrium" in str(exc.value) and reason in str(exc.value)
+
+
+def test_constrained_equilibrium_without_constraints_is_the_held_equilibrium(configs):
+    """With no constraint rows and the drives held, the constrained statics (Newton on the force balance with
+    multipliers) lands where the modal module's held-joint equilibrium does (olkc5's base and arm)."""
+    from mbctl.dynamics.flexible.elastic import ElasticForces
+    from mbctl.dynamics.flexible.modal import static_equilibrium
+
+    robot = load_robot(configs / "olkc5.toml")
+    q = np.zeros(robot.nv)
+    q[[robot.joint(n).idx_v for n in ("j2", "j3")]] = (-0.3, 0.75)
+    system = ConstrainedDynamics(robot, [], forces=[ElasticForces(robot)])
+    ours = system.equilibrate(0.0, q, keep=robot.actuated_names)
+    theirs = static_equilibrium(robot, q)
+    assert np.abs(ours - q).max() > 1e-4  # the base and the arm did sag
+    assert np.allclose(ours, theirs, atol=1e-10)
