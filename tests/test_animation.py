@@ -17,7 +17,7 @@ from mbctl.cli.animation import FPS, animation_html
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 
-BUNDLED = ["scara", "fourbar", "rrr3", "olkc5", "tree5", "parallelogram", "friction_rig", "ur5", "panda", "threeloop", "mobile"]
+BUNDLED = ["scara", "fourbar", "rrr3", "olkc5", "rpsup", "tree5", "parallelogram", "friction_rig", "ur5", "panda", "threeloop", "mobile"]
 
 
 def commands(page: str) -> list[dict]:

@@ -100,7 +100,7 @@ def test_variant_run_reports_its_comparison_quantities(configs):
 
 
 def test_variants_command_writes_one_png_per_quantity_and_the_rms_table(cli, configs, tmp_path):
-    """mbctl variants on two variants: five PNGs, a JSON table with RMS per joint, a 3-D page per variant."""
+    """mbctl variants on two variants: six PNGs (deflection.png for the flexible link), a JSON table with RMS per joint, a 3-D page per variant."""
     res = cli(
         "variants", configs / "olkc5.toml", "--out-dir", tmp_path, "--variants", "rigid-rigid-frictionless,flexible-flexible-friction",
         "--integrator", "ros2", "--step", "2e-3", "--duration", "0.3", "--animate", "--magnify", "10",
@@ -108,7 +108,7 @@ def test_variants_command_writes_one_png_per_quantity_and_the_rms_table(cli, con
     assert res.code == 0, res.err
     assert "elastic deflections drawn x10" in (tmp_path / "flexible-flexible-friction.html").read_text()
     assert "MeshCat.Viewer" in (tmp_path / "rigid-rigid-frictionless.html").read_text()
-    for name in ("paths.png", "joints.png", "forces.png", "rms.png", "violation.png"):
+    for name in ("paths.png", "joints.png", "forces.png", "rms.png", "violation.png", "deflection.png"):
         assert (tmp_path / name).stat().st_size > 1000
     table = json.loads((tmp_path / "rms.json").read_text())
     assert set(table["variants"]) == {"rigid-rigid-frictionless", "flexible-flexible-friction"}

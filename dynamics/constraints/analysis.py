@@ -46,7 +46,7 @@ class ConstraintEntry:
         programmed: True for programmed constraints (their force is a drive's).
         rows: Its row names (empty for tree joints).
         rank: Rank of its own rows (6 for a tree joint's weld).
-        unique: True when its reaction is uniquely determined.
+        unique: True when its reaction is uniquely determined; None when not analysed.
     """
 
     name: str
@@ -55,7 +55,7 @@ class ConstraintEntry:
     programmed: bool
     rows: tuple[str, ...]
     rank: int
-    unique: bool
+    unique: bool | None
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,11 @@ class ConstraintAnalysis:
     rtol: float
 
     @property
+    def programmed_rows(self) -> int:
+        """Rows of programmed constraints (the rest, ``rows - programmed_rows``, are material)."""
+        return sum(len(e.rows) for e in self.constraints if e.programmed)
+
+    @property
     def unique(self) -> tuple[str, ...]:
         """Constraints and joints whose reaction is uniquely determined."""
         return tuple(e.name for e in (*self.constraints, *self.joints) if e.unique)
@@ -104,7 +109,7 @@ class ConstraintAnalysis:
     @property
     def not_unique(self) -> tuple[str, ...]:
         """Constraints and joints whose reaction is not uniquely determined."""
-        return tuple(e.name for e in (*self.constraints, *self.joints) if not e.unique)
+        return tuple(e.name for e in (*self.constraints, *self.joints) if e.unique is False)
 
     def to_dict(self) -> dict:
         """Plain-JSON form (lists instead of tuples)."""
@@ -117,7 +122,9 @@ def _rank(M: np.ndarray, threshold: float) -> int:
     return int(np.sum(np.linalg.svd(M, compute_uv=False) > threshold))
 
 
-def analyse_constraints(system: ConstrainedDynamics, q: np.ndarray, t: float = 0.0, rtol: float = 1e-9) -> ConstraintAnalysis:
+def analyse_constraints(
+    system: ConstrainedDynamics, q: np.ndarray, t: float = 0.0, rtol: float = 1e-9, *, reactions: bool = True
+) -> ConstraintAnalysis:
     """Rows, ranks, redundancy, mobility and reaction solvability at ``(t, q)``.
 
     Args:
@@ -125,6 +132,8 @@ def analyse_constraints(system: ConstrainedDynamics, q: np.ndarray, t: float = 0
         q: Coordinates (rad, m), ideally on the constraints (assembled).
         t: Time (s) at which rheonomic rows are evaluated.
         rtol: Relative rank tolerance (singular values ``<= rtol * s_1`` count as zero).
+        reactions: Also decide which reactions are unique (the costlier part); False
+            leaves every entry's ``unique`` None.
     """
     robot = system.robot
     cs = system.constraints
@@ -140,9 +149,11 @@ def analyse_constraints(system: ConstrainedDynamics, q: np.ndarray, t: float = 0
     if 0 < rank < m:
         _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
         dependent = tuple(cs.rows[i] for i in sorted(piv[rank:]))
-    if m:
+    if not reactions:
+        unique: dict[str, bool | None] = dict.fromkeys([*(c.name for c in cs), *(j.name for j in robot.joints)])
+    elif m:
         C, groups = pair_matrix(system, t, q)
-        unique = reaction_solvability(C, groups, rtol=rtol).unique
+        unique = dict(reaction_solvability(C, groups, rtol=rtol).unique)
     else:
         unique = {j.name: True for j in robot.joints}
     entries = []
@@ -156,10 +167,10 @@ def analyse_constraints(system: ConstrainedDynamics, q: np.ndarray, t: float = 0
                 programmed=bool(c.programmed),
                 rows=tuple(cs.rows[sl]),
                 rank=_rank(A[sl], threshold),
-                unique=bool(unique[c.name]),
+                unique=unique[c.name],
             )
         )
-    joints = tuple(ConstraintEntry(j.name, "tree joint", 0, False, (), 6, bool(unique[j.name])) for j in robot.joints)
+    joints = tuple(ConstraintEntry(j.name, "tree joint", 0, False, (), 6, unique[j.name]) for j in robot.joints)
     material = ~cs.programmed
     return ConstraintAnalysis(
         robot=robot.name,

@@ -81,7 +81,7 @@ from mbctl.dynamics.constraints.errors import (
     ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, FrameVelocity
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues, FrameVelocity
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
@@ -704,3 +704,81 @@ class ConstrainedDynamics:
                 "(velocity constraints contradict each other)",
             )
         return q, dq
+
+    def equilibrate(
+        self,
+        t: float,
+        q: np.ndarray,
+        keep: Sequence[str] = (),
+        tol: float = 1e-10,
+        max_iterations: int = 50,
+    ) -> np.ndarray:
+        """Static equilibrium on the constraints near ``q``: the configuration at rest where
+
+        ```
+        R(q, lambda) = Q(q, 0) - g(q) - A(q)^T lambda = 0     (rows of the free coordinates)
+        Phi(t, q) = 0                                         (position-level rows)
+        ```
+
+        with ``Q`` the force elements at rest in their initial states (springs; friction
+        is zero at rest), ``g`` the generalized gravity (N·m, N) and ``A^T lambda`` the
+        constraint forces: the programmed rows' multipliers are the drives' static
+        forces, the loop rows' the cut-joint reactions. Coordinates in ``keep`` are held
+        (their rows of ``R`` dropped). At such a state and at rest, with the targets at
+        rest, the constrained accelerations vanish. Newton's method on
+        ``(q_free, lambda)`` with minimum-norm steps (redundant rows allowed), ``dR/dq``
+        by central differences, the other blocks exact (``-A^T``, ``A``).
+
+        Raises:
+            InconsistentConstraintsError: If Newton's method does not converge.
+        """
+        nv = self.robot.nv
+        q = np.array(q, dtype=float)
+        zero = np.zeros(nv)
+        fixed = []
+        for name in keep:
+            try:
+                fixed.append(self.robot.joint(name).idx_v)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
+        free = np.setdiff1d(np.arange(nv), fixed)
+        pos = self.constraints.level == 2
+        elements = [(f, f.initial_state()) for f in self.forces if not f.reaction_joints]  # load-dependent friction is 0 at rest
+
+        def terms(qq: np.ndarray) -> tuple[np.ndarray, ConstraintValues]:
+            applied = np.zeros(nv)
+            for element, s0 in elements:
+                applied += element(t, qq, zero, s0)[0]
+            cv = self._evaluate_constraints(self.kinematics(qq, zero), t)
+            gravity = pin.computeGeneralizedGravity(self._model, self._rdata, self.configuration(qq))
+            return applied - gravity, cv
+
+        F, cv = terms(q)
+        lam = np.linalg.lstsq(cv.jac[:, free].T, F[free], rcond=None)[0]
+        scale = 1.0 + np.abs(F).max()
+        m = len(lam)
+        for _ in range(max_iterations + 1):
+            R = F[free] - cv.jac[:, free].T @ lam
+            residual = np.concatenate([R / scale, cv.phi[pos]])
+            if np.abs(R).max(initial=0.0) <= tol * scale and np.abs(cv.phi[pos]).max(initial=0.0) < 1e-12:
+                return q
+            J = np.zeros((len(free) + int(pos.sum()), len(free) + m))
+            for c, i in enumerate(free):
+                h = 1e-7 * max(1.0, abs(q[i]))
+                qp, qm = q.copy(), q.copy()
+                qp[i] += h
+                qm[i] -= h
+                (Fp, cvp), (Fm, cvm) = terms(qp), terms(qm)
+                J[: len(free), c] = ((Fp[free] - cvp.jac[:, free].T @ lam) - (Fm[free] - cvm.jac[:, free].T @ lam)) / (2 * h * scale)
+            J[: len(free), len(free) :] = -cv.jac[:, free].T / scale
+            J[len(free) :, : len(free)] = cv.jac[pos][:, free]
+            step = np.linalg.lstsq(J, -residual, rcond=1e-12)[0]
+            q[free] += step[: len(free)]
+            lam = lam + step[len(free) :]
+            F, cv = terms(q)
+        raise self._error(
+            InconsistentConstraintsError,
+            f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} Newton "
+            f"steps (force residual {np.abs(R).max(initial=0.0):.3g}, max |Phi| {np.abs(cv.phi[pos]).max(initial=0.0):.3g}); "
+            "is every free direction held by a spring or a constraint?",
+        )

@@ -75,7 +75,7 @@ from mbctl.dynamics.model.edit import (
 )
 from mbctl.errors import ConfigError
 
-__all__ = ["RFELink", "add_rfe_link", "first_frequencies", "rfe_joint_names", "sde_damping", "sde_stiffness"]
+__all__ = ["ChordDeflection", "RFELink", "add_rfe_link", "chord_deflection", "first_frequencies", "rfe_joint_names", "sde_damping", "sde_stiffness"]
 
 _JOINT_MODELS = {"x": pin.JointModelRX, "y": pin.JointModelRY, "z": pin.JointModelRZ}
 
@@ -240,3 +240,65 @@ def add_rfe_link(model: pin.Model, spec: RFESpec, *, file=None, field: str | Non
     S = np.tile(sde_stiffness(spec), m)
     Dd = np.tile(sde_damping(spec), m)
     return edited.model, RFELink(spec=spec, joint_names=names, stiffness=S, damping=Dd)
+
+
+@dataclass(frozen=True, eq=False)
+class ChordDeflection:
+    """Deflection of an RFE link from its chord along a run.
+
+    Attributes:
+        link: The link's name.
+        s: (P,) undeformed positions of the points along the axis (m): the link's
+            origin, the sdes ``s_k = (k - 1/2) D``, the tip ``L``.
+        w: (N, P) distance of each point from the chord, the straight line through the
+            origin and the tip (m); 0 at both ends.
+    """
+
+    link: str
+    s: np.ndarray
+    w: np.ndarray
+
+    @property
+    def peak(self) -> np.ndarray:
+        """(N,) the largest distance from the chord per sample (m)."""
+        return self.w.max(axis=1)
+
+
+def chord_deflection(robot, link: str, q: np.ndarray) -> ChordDeflection:
+    """Distances of the elastic line's points from the chord of link ``link`` (m).
+
+    The points are the link frame's origin, the sde points (origins of the frames
+    ``<link>_rfe<k>``) and the tip (``D/2`` beyond the last sde along the last rigid
+    element's axis). With ``a`` the origin, ``b`` the tip and ``u = (b - a)/|b - a|``,
+    a point ``p`` is ``|(p - a) - ((p - a)·u) u|`` from the chord: the deflection shape of a
+    link held at both ends (a coupler in a loop), free of its rigid motion.
+
+    Args:
+        robot: A :class:`~mbctl.dynamics.model.robot.RobotModel` with RFE link ``link``.
+        q: (N, nv) or (nv,) DOF coordinates.
+
+    Raises:
+        ConfigError: If the robot has no RFE link of that name.
+    """
+    rfe = next((r for r in robot.rfe_links if r.spec.link == link), None)
+    if rfe is None:
+        raise ConfigError(f"no flexible (RFE) link {link!r} in robot {robot.name}", field="link")
+    spec = rfe.spec
+    m, D = spec.elements, spec.segment
+    axis = _beam_rotation(spec.axis)[:, 0]
+    model, data = robot.model, robot.model.createData()
+    fids = [model.getFrameId(link)] + [model.getFrameId(f"{link}_rfe{k}") for k in range(1, m + 1)]
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    w = np.empty((len(q), m + 2))
+    for n, qn in enumerate(q):
+        pin.framesForwardKinematics(model, data, robot.configuration(qn))
+        pts = [data.oMf[f].translation.copy() for f in fids]
+        last = data.oMf[fids[-1]]
+        pts.append(last.translation + last.rotation @ (axis * (D / 2)))
+        P = np.array(pts)
+        u = P[-1] - P[0]
+        u /= np.linalg.norm(u)
+        d = P - P[0]
+        w[n] = np.linalg.norm(d - np.outer(d @ u, u), axis=1)
+    s = np.concatenate([[0.0], (np.arange(1, m + 1) - 0.5) * D, [spec.length]])
+    return ChordDeflection(link=link, s=s, w=w)

@@ -11,7 +11,11 @@ gravity with the other coordinates held (``equilibrium = true``, the default;
 :func:`mbctl.dynamics.flexible.modal.static_equilibrium`); the assembly leaves them to the
 equilibrium (it alternates both until they agree) and they are re-balanced after
 ``perturb``. With ``equilibrium = false`` they start at the values given (default 0,
-undeformed).
+undeformed). With ``equilibrium = "constrained"`` the assembled state is then moved to
+the static equilibrium of the whole mechanism on its constraints, at rest
+(:meth:`mbctl.dynamics.constraints.constrained.ConstrainedDynamics.equilibrate`: gravity,
+springs, the drives' static forces through the programmed rows, the loop reactions),
+so that a run starting there has zero accelerations until the targets move.
 
 The force elements are the joint friction (load-dependent laws included, see
 :mod:`mbctl.dynamics.constraints.constrained` for the algebraic loop) and, for elastic robots, the
@@ -202,6 +206,9 @@ def initial_state(robot: RobotModel, setup: SimulationSpec, dynamics: Constraine
         for name, value in (setup.perturb or {}).items():
             q[robot.joint(name).idx_v] += value
         q = balance(q)
+        if setup.equilibrium == "constrained":
+            q = dynamics.equilibrate(t0, q, keep=setup.keep)
+            dq = np.zeros(robot.nv)
     return q, dq
 
 

@@ -10,9 +10,9 @@ Every variant runs the same ``[[constraints]]`` and ``[simulation]``.
 Per run the comparison quantities are (SI units):
 
 - the tool path: the first ``frame_position`` constraint's frame, ``target + Phi``;
-- the actuated joints' coordinates;
+- the coordinates of the mechanism's joints (driven and passive; elastic ones excluded);
 - joint force magnitudes ``|f_j|`` (N): the force part of the reaction wrench every
-  actuated joint transmits (RNEA along the run, :func:`mbctl.dynamics.constraints.reactions.joint_reactions`);
+  such joint transmits (RNEA along the run, :func:`mbctl.dynamics.constraints.reactions.joint_reactions`);
 - their RMS over the run, ``sqrt(1/t_k * integral F^2 dt)`` (trapezoidal rule), and the
   RMS of their fluctuation about the run's mean (the weight a joint carries dominates
   ``|f|``; vibrations show in the fluctuation);
@@ -145,13 +145,13 @@ class VariantRun:
         variant: Which one.
         robot: Its model.
         result: The full simulation.
-        joints: Actuated joint names (columns of the per-joint arrays).
-        q: (N, joints) actuated joint coordinates (rad, m).
+        joints: The mechanism's joint names, elastic ones excluded (columns of the per-joint arrays).
+        q: (N, joints) coordinates of the mechanism's joints, driven and passive (rad, m).
         tool: (N, k) tool coordinates of the first frame-position constraint (m), or None.
         tool_target: (N, k) its target, or None.
         tool_axes: Axis names of ``tool``.
         joint_force: (N, joints) reaction force magnitudes ``|f|`` (N).
-        drive_force: (N, joints) programmed-constraint force on the actuated joints (N·m, N).
+        drive_force: (N, joints) programmed-constraint force on these joints (N·m, N; zero on passive ones unless the program needs it).
         violation: (N,) ``max |Phi|`` over position rows (m, rad).
         wall_time_s: Simulation wall time (s), reactions excluded.
     """
@@ -211,11 +211,11 @@ def run_variant(
     start = time.perf_counter()
     result = simulate_setup(system, q0, dq0, setup, progress=progress)
     wall = time.perf_counter() - start
-    actuated = [j for j in robot.joints if j.actuated]
+    shown = [j for j in robot.joints if j.name not in robot.elastic_names]  # drives and passive joints (a closed loop's)
     reactions = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
-    rows = [robot.joints.index(j) for j in actuated]
+    rows = [robot.joints.index(j) for j in shown]
     joint_force = np.linalg.norm(reactions.joint_wrench[:, rows, :3], axis=2)
-    idx = [j.idx_v for j in actuated]
+    idx = [j.idx_v for j in shown]
     tool = next((c for c in system.constraints if isinstance(c, FramePosition)), None)
     if tool is not None:
         sl = system.constraints.slices[tool.name]
@@ -229,7 +229,7 @@ def run_variant(
         variant=variant,
         robot=robot,
         result=result,
-        joints=tuple(j.name for j in actuated),
+        joints=tuple(j.name for j in shown),
         q=result.q[:, idx],
         tool=tool_xyz,
         tool_target=tool_target,

@@ -426,10 +426,11 @@ def plot_identification(result: IdentificationResult, path: str | Path, title: s
 #: File name -> what it shows, one PNG per quantity.
 VARIANT_PLOTS = {
     "paths.png": "tool paths against the programmed path",
-    "joints.png": "actuated joint coordinates",
+    "joints.png": "joint coordinates (elastic ones excluded)",
     "forces.png": "joint force magnitudes |f|",
     "rms.png": "RMS of |f| per joint (bar chart)",
     "violation.png": "constraint violation (log scale)",
+    "deflection.png": "flexible links: deflection from the chord (written when a variant has one)",
 }
 
 
@@ -526,7 +527,43 @@ def plot_variants(runs: Sequence, directory: str | Path, title: str) -> list[Pat
     ax.legend(loc="best", fontsize="x-small")
     written.append(directory / "violation.png")
     save_figure(fig, written[-1])
+
+    flexible = [run for run in runs if run.robot.rfe_links]
+    if flexible:
+        written.append(directory / "deflection.png")
+        _plot_deflection(flexible, written[-1], title)
     return written
+
+
+def _plot_deflection(runs: Sequence, path: Path, title: str) -> None:
+    """Per flexible link: the largest distance of its elastic line from the chord over
+    time for every run (mm), and the shape at five instants for the first run."""
+    from mbctl.dynamics.flexible.rfe import chord_deflection
+
+    links = [r.spec.link for r in runs[0].robot.rfe_links]
+    fig = _figure((11, 3.6 * len(links) + 0.6))
+    axes = fig.subplots(len(links), 2, squeeze=False)
+    for (ax_t, ax_s), link in zip(axes, links):
+        found = [(run, chord_deflection(run.robot, link, run.result.q)) for run in runs]
+        scale, unit = (1e3, "mm") if max(d.w.max() for _, d in found) >= 1e-4 else (1e6, "µm")
+        for run, d in found:
+            ax_t.plot(run.result.t, scale * d.peak, **_variant_style(run.variant))
+            if run is runs[0]:
+                t = run.result.t
+                for tk in np.linspace(t[0], t[-1], 5):
+                    i = int(np.argmin(np.abs(t - tk)))
+                    ax_s.plot(d.s, scale * d.w[i], "o-", ms=3, label=f"t = {t[i]:.2f} s")
+                ax_s.set_title(f"{link}: shape, {run.variant.label}", fontsize="small")
+        ax_t.set_xlabel("t [s]")
+        ax_t.set_ylabel(f"{link}: max distance from chord [{unit}]")
+        ax_t.grid(alpha=0.3)
+        ax_t.legend(loc="best", fontsize="x-small")
+        ax_s.set_xlabel("position along the link [m]")
+        ax_s.set_ylabel(f"distance from chord [{unit}]")
+        ax_s.grid(alpha=0.3)
+        ax_s.legend(loc="best", fontsize="x-small")
+    fig.suptitle(f"{title}: {VARIANT_PLOTS['deflection.png'].split(' (')[0]}")
+    save_figure(fig, path)
 
 
 def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) -> None:

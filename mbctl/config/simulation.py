@@ -53,6 +53,8 @@ rtol = 1e-8                      # adaptive methods (also atol, max_step)
 jacobian_interval = 0.05         # s between Jacobian refreshes of integrator = "ros2"
 baumgarte = { form = "linear", alpha = 0.5, beta = 200.0 }   # or form = "squared"; omit for none
 initial = { q = { j1 = 0.5236 }, dq = { j1 = -0.157 }, assemble = false, keep = [], perturb = {}, equilibrium = true }
+# equilibrium = true: elastic coordinates balanced with the others held; "constrained":
+# at rest, every coordinate balanced under gravity, springs and constraints (assemble = true)
 independent = ["j1"]             # nullspace: independent coordinates (default: QR with pivoting)
 eliminate = ["loop_c.x"]         # lagrange/nullspace: redundant rows to drop (default: QR with pivoting)
 friction_smoothing = 1e-3        # rad/s or m/s: tanh(v/eps) for static friction laws
@@ -226,13 +228,21 @@ class SimulationSpec:
     assemble: bool = False
     keep: tuple[str, ...] = ()
     perturb: dict[str, float] | None = None
-    equilibrium: bool = True
+    equilibrium: bool | str = True
     independent: tuple[str, ...] | None = None
     eliminate: tuple[str, ...] | None = None
     friction_smoothing: float = 1e-3
     singularity: SingularityPolicy = SingularityPolicy()
     rank_tolerance: float = 1e-9
     file: Path | None = None
+
+
+def _equilibrium(t: Table) -> bool | str:
+    """``initial.equilibrium``: true, false or ``"constrained"``."""
+    value = t.get("equilibrium", True)
+    if isinstance(value, bool) or value == "constrained":
+        return value
+    raise t.error("equilibrium", f'must be true, false or "constrained", got {value!r}')
 
 
 def _strings(t: Table, key: str, default: list[str] | None = None) -> tuple[str, ...]:
@@ -395,10 +405,14 @@ def parse_simulation(t: Table) -> SimulationSpec:
             "perturb": _joint_values(it, "perturb"),
             "assemble": it.boolean("assemble", False),
             "keep": _strings(it, "keep", []),
-            "equilibrium": it.boolean("equilibrium", True),
+            "equilibrium": _equilibrium(it),
         }
         if (initial["keep"] or initial["perturb"]) and not initial["assemble"]:
             raise it.error("assemble", "keep and perturb apply to an assembled initial state; set assemble = true")
+        if initial["equilibrium"] == "constrained" and not initial["assemble"]:
+            raise it.error("equilibrium", 'the constrained equilibrium starts from an assembled state; set assemble = true')
+        if initial["equilibrium"] == "constrained" and (initial["dq"] or initial["perturb"]):
+            raise it.error("equilibrium", "a constrained static equilibrium is at rest on the constraints; drop dq and perturb")
     return SimulationSpec(
         solver=t.string("solver", "udwadia-kalaba", choices=SOLVERS),
         integrator=t.string("integrator", "rk4", choices=INTEGRATORS),

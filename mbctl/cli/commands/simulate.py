@@ -23,6 +23,7 @@ from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_reactions, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
+from mbctl.dynamics.constraints.analysis import analyse_constraints
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import (
     joint_reactions,
@@ -135,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the nullspace solver gives no multipliers; use --solver lagrange or udwadia-kalaba", field="--reactions")
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
+    if system.constraints.m:  # the analysis first: a user sees a wrong mobility before waiting for the run
+        analysis = analyse_constraints(system, q0, 0.0, rtol=setup.rank_tolerance, reactions=False)
+        print(format_mobility(analysis, len(robot.elastic_names)), flush=True)
 
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
@@ -247,6 +251,19 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         "unactuated_programmed_force": unact,
         "reaction_unique": uniqueness,
     }
+
+
+def format_mobility(a, elastic: int = 0) -> str:
+    """The constraint analysis ``mbctl simulate`` prints before integrating
+    (:class:`mbctl.dynamics.constraints.analysis.ConstraintAnalysis`; ``elastic``: how many of the
+    coordinates are elastic)."""
+    split = f" ({elastic} elastic, {a.mechanism_mobility - elastic} of the rigid mechanism)" if elastic else ""
+    return (
+        f"{a.robot}: {a.coordinates} coordinates, {a.rows} constraint rows ({a.rows - a.programmed_rows} material, "
+        f"{a.programmed_rows} programmed), rank {a.rank}, redundancy {a.redundancy}\n"
+        f"  mobility (coordinates - rank of the material rows): {a.mechanism_mobility}{split}; left free by all rows: {a.mobility}"
+        + (" (the program fixes the motion)" if a.mobility == 0 else " (undriven directions)")
+    )
 
 
 def format_summary(s: dict) -> str:
