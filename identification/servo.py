@@ -2,24 +2,14 @@
 
 Model of a hobby servo (Dynamixel-type firmware) in its own position mode, driving a
 one-joint bench: a pendulum of point mass ``m`` (kg) at length ``l`` (m), angle ``theta``
-(rad) from hanging down, counter-clockwise positive. SI units throughout::
+(rad) from hanging down, counter-clockwise positive. The servo (DC motor with back-EMF,
+the firmware's clipped P loop, armature, gearbox friction) is the shared model of
+:mod:`mbctl.dynamics.actuator`, the one the simulated plant uses; here it drives::
 
-    e     = (theta_goal - theta) * counts / (2 pi)            position error (encoder counts)
-    d     = clip(kp * e / (divisor * pwm_limit), -1, 1)        PWM duty of the firmware's P loop
-    V     = d * vin                                            motor voltage (V)
-    tau_m = kt * (V - kt * omega) / R                          motor torque at the output (N m)
-    tau_f = -(level(omega) + mu * |tau_m|) * tanh(omega / eps) - fv * omega
-    (m l^2 + J_a) domega/dt = tau_m - m g l sin(theta) + tau_f
+    (m l^2 + J_a) domega/dt = tau_servo(theta, omega, goal) - m g l sin(theta)
 
-``kt`` (N m/A) includes the gear ratio, ``J_a`` (kg m^2) is the apparent rotor inertia
-(armature) at the output, ``level`` the dry friction of the law (N m): ``fc`` for
-Coulomb–viscous, ``fc + (fs - fc) exp(-(omega/vs)^2)`` for Stribeck, and ``mu`` (the
-load-dependent law) makes the dry friction grow with the torque the gearbox transmits.
-The logged goal is held between samples (zero-order hold, as the firmware gets it).
-
-Steps are semi-implicit: the damping ``c = kt^2/R + fv + dry * (1 - tanh^2(omega/eps))/eps``
-is taken implicitly, ``omega' = omega + h * tau / (I + h c)``, then ``theta' = theta + h omega'``,
-which stays stable where back-EMF and friction are stiff.
+stepped semi-implicitly (:func:`mbctl.dynamics.actuator.servo_step`). The logged goal is
+held between samples (zero-order hold, as the firmware gets it).
 
 The parameters are fitted to the measured positions of whole logs, each simulated open
 loop from its first sample: least squares with the exact Jacobian of the simulation
@@ -41,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mbctl.dynamics.actuator import SERVO_LAWS, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -52,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["LAWS", "PARAMETERS", "ServoFit", "ServoLog", "ServoModel", "fit_servo", "read_servo_log", "residual_function", "simulate_servo"]
 
 GRAVITY = 9.81  # m/s^2
-SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 
 # name -> (lower bound, upper bound, first start, unit); kt, R, armature ranges as BAM searches them
 PARAMETERS: dict[str, tuple[float, float, float, str]] = {
@@ -66,11 +56,8 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "mu": (0.0, 1.0, 0.05, "1"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
-LAWS: dict[str, tuple[str, ...]] = {
-    "coulomb-viscous": ("kt", "R", "armature", "fc", "fv"),
-    "stribeck": ("kt", "R", "armature", "fc", "fv", "fs", "vs"),
-    "stribeck-load": ("kt", "R", "armature", "fc", "fv", "fs", "vs", "mu"),
-}
+# the laws of the shared servo model, with friction to fit
+LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.items() if law != "none"}
 
 
 @dataclass(frozen=True)
@@ -91,6 +78,11 @@ class ServoModel:
     counts: int = 4096
     pwm_limit: float = 885.0
     divisor: float = 256.0
+
+    @property
+    def firmware(self) -> ServoFirmware:
+        """The firmware of the shared servo model (PWM of 100 % duty: 885)."""
+        return ServoFirmware(kp=self.kp, vin=self.vin, divisor=self.divisor, pwm_limit=self.pwm_limit, counts=self.counts)
 
 
 @dataclass(frozen=True)
@@ -160,25 +152,18 @@ def _name(*parts: str) -> str:
 
 def _step(law: str, model: ServoModel, h: float) -> ca.Function:
     """``(x = [theta, omega], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
-    (``on`` 1 with torque on, 0 with the motor off)."""
+    (``on`` 1 with torque on, 0 with the motor off) of :func:`mbctl.dynamics.actuator.servo_step`."""
     import casadi as ca
 
     names = LAWS[law]
     x, u = ca.SX.sym("x", 2), ca.SX.sym("u", 2 + len(names))
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
     p = dict(zip(names, ca.vertsplit(u[2:])))
-    error = (goal - theta) * model.counts / (2 * math.pi)
-    duty = ca.fmin(ca.fmax(model.kp * error / (model.divisor * model.pwm_limit), -1.0), 1.0)
-    volts = duty * model.vin
-    tau_m = on * p["kt"] * (volts - p["kt"] * omega) / p["R"]
-    level = p["fc"] + ((p["fs"] - p["fc"]) * ca.exp(-((omega / p["vs"]) ** 2)) if "fs" in p else 0.0)
-    dry = level + (p["mu"] * ca.fabs(tau_m) if "mu" in p else 0.0)
-    sign = ca.tanh(omega / SMOOTHING)
-    tau = tau_m - model.mass * GRAVITY * model.length * ca.sin(theta) - dry * sign - p["fv"] * omega
-    damping = on * p["kt"] ** 2 / p["R"] + p["fv"] + dry * (1 - sign**2) / SMOOTHING
-    inertia = model.mass * model.length**2 + p["armature"]
-    omega_next = omega + h * tau / (inertia + h * damping)
-    return ca.Function("servo_step", [x, u], [ca.vertcat(theta + h * omega_next, omega_next)])
+    theta_next, omega_next = servo_step(
+        model.firmware, law, p, theta, omega, goal, on,
+        inertia=model.mass * model.length**2, load=-model.mass * GRAVITY * model.length * ca.sin(theta), h=h,
+    )
+    return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next)])
 
 
 def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
