@@ -32,13 +32,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mbctl.config.actuator import SERVO_FRICTION_LAWS, ActuatorSpec
 from mbctl.dynamics.backend import namespace
 from mbctl.errors import ConfigError
 
-__all__ = ["SERVO_LAWS", "SMOOTHING", "ServoActuator", "ServoFirmware", "servo_actuator", "servo_step", "servo_torque"]
+if TYPE_CHECKING:
+    from mbctl.dynamics.model.robot import RobotModel
+
+__all__ = ["SERVO_LAWS", "SMOOTHING", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_step", "servo_torque"]
 
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
@@ -135,6 +138,27 @@ def servo_actuator(spec: ActuatorSpec) -> ServoActuator:
         return ServoActuator(firmware, spec.law, {"kt": v["kt"], "R": v["R"], "armature": v.get("armature", 0.0), **spec.friction})
     except ConfigError as exc:
         raise exc.located(file=spec.file, prefix=spec.field) from None
+
+
+def robot_servos(robot: RobotModel) -> dict[str, ServoActuator]:
+    """The servos of the robot's joints, by joint name (its ``[joints.<name>.actuator]`` tables).
+
+    Raises:
+        ConfigError: For a servo on a passive or prismatic joint, or values out of range,
+            naming the file and table.
+    """
+    if robot.spec is None:
+        return {}
+    servos = {}
+    for name, joint_spec in robot.spec.joints.items():
+        spec = joint_spec.actuator
+        if spec is None:
+            continue
+        joint = robot.joint(name)
+        if not joint.actuated or joint.kind != "revolute":
+            raise ConfigError("a servo drives an actuated revolute joint", file=spec.file, field=spec.field)
+        servos[name] = servo_actuator(spec)
+    return servos
 
 
 def servo_torque(firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, smoothing: float = SMOOTHING) -> tuple[Any, Any]:

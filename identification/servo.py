@@ -37,10 +37,12 @@ from mbctl.errors import DataError, InputError
 if TYPE_CHECKING:
     import casadi as ca
 
+    from mbctl.dynamics.model.robot import RobotModel
+
 # casadi, the code generator and scipy's optimiser load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
-__all__ = ["LAWS", "PARAMETERS", "ServoFit", "ServoLog", "ServoModel", "fit_servo", "read_servo_log", "residual_function", "simulate_servo"]
+__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -78,11 +80,49 @@ class ServoModel:
     counts: int = 4096
     pwm_limit: float = 885.0
     divisor: float = 256.0
+    pwm_max: float = 885.0
+    current_limit: float | None = None
 
     @property
     def firmware(self) -> ServoFirmware:
-        """The firmware of the shared servo model (PWM of 100 % duty: 885)."""
-        return ServoFirmware(kp=self.kp, vin=self.vin, divisor=self.divisor, pwm_limit=self.pwm_limit, counts=self.counts)
+        """The firmware of the shared servo model."""
+        return ServoFirmware(
+            kp=self.kp, vin=self.vin, divisor=self.divisor, pwm_limit=self.pwm_limit, pwm_max=self.pwm_max, counts=self.counts, current_limit=self.current_limit
+        )
+
+
+def bench_model(robot: RobotModel, joint: str) -> ServoModel:
+    """The bench of a one-joint robot whose joint has a servo (``[joints.<joint>.actuator]``):
+    the pendulum of the same inertia ``I`` (kg m^2, without the servo's armature) and gravity
+    moment ``G`` (``g(q) = G sin q``, N m), ``l = I g / G``, ``m = G / (g l)``; the firmware of
+    the servo's table. ``q = 0`` must hang down.
+
+    Raises:
+        ConfigError: Naming the file and field, if the robot is not such a bench.
+    """
+    import pinocchio as pin
+
+    from mbctl.dynamics.actuator import robot_servos
+    from mbctl.errors import ConfigError
+
+    servos = robot_servos(robot)
+    if joint not in servos:
+        raise ConfigError(f"joint {joint!r} has no servo (expected a [joints.{joint}.actuator] table)", file=robot.source, field=f"joints.{joint}.actuator")
+    if robot.nv != 1:
+        raise ConfigError(f"a servo bench has one joint; {robot.name} has {robot.nv}", file=robot.source, field="joints")
+    firmware = servos[joint].firmware
+    if firmware.gear_ratio != 1:
+        raise ConfigError("a servo bench drives its joint directly (gear_ratio 1)", file=robot.source, field=f"joints.{joint}.actuator.gear_ratio")
+    data = robot.create_data()
+    inertia = float(pin.crba(robot.model, data, robot.configuration(np.zeros(1)))[0, 0])
+    moments = [float(pin.computeGeneralizedGravity(robot.model, data, robot.configuration(np.array([a])))[0]) for a in (0.0, math.pi / 2)]
+    if abs(moments[0]) > 1e-9 * max(1.0, abs(moments[1])) or not moments[1] > 0:
+        raise ConfigError("a servo bench is a pendulum hanging down at q = 0 (gravity moment G sin q, G > 0)", file=robot.source, field="urdf")
+    length = inertia * GRAVITY / moments[1]
+    return ServoModel(
+        mass=moments[1] / (GRAVITY * length), length=length, kp=firmware.kp, vin=firmware.vin, counts=int(firmware.counts),
+        pwm_limit=firmware.pwm_limit, divisor=firmware.divisor, pwm_max=firmware.pwm_max, current_limit=firmware.current_limit,
+    )
 
 
 @dataclass(frozen=True)
@@ -140,6 +180,50 @@ def read_servo_log(path: str | Path) -> ServoLog:
     name = path.name.removesuffix(".gz").removesuffix(".json")
     enabled = np.array([bool(e.get("torque_enable", True)) for e in entries])
     return ServoLog(name=name, t=t - t[0], position=columns["position"], goal=columns["goal_position"], model=model, enabled=enabled)
+
+
+def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
+    """A servo log from an mbctl run log (NPZ, :mod:`mbctl.hardware.runlog`) of a position-mode
+    run (:func:`mbctl.hardware.replay.replay_positions`): ``t``, the measured ``q.<joint>`` and
+    the goal sent after each measurement, ``q_ref.<joint>`` (rad; NaN: torque off until the
+    next row); the bench and firmware are ``model``'s. Rows whose read failed (``read_ok`` 0) are dropped; samples not at a
+    constant step are resampled to their median step (positions linearly, goals held).
+
+    Raises:
+        DataError: Naming the file and the column, for a missing or non-finite column or
+            fewer than 10 samples.
+    """
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            columns = [str(c) for c in npz["columns"]]
+            data = np.asarray(npz["data"], dtype=float)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"cannot read the run log ({exc})", file=path) from None
+    picked = {}
+    for key in ("t", f"q.{joint}", f"q_ref.{joint}"):
+        if key not in columns:
+            raise DataError(f"missing column (joint {joint!r}?)", file=path, field=key)
+        picked[key] = data[:, columns.index(key)]
+    if "read_ok" in columns:
+        keep = data[:, columns.index("read_ok")] == 1
+        picked = {k: v[keep] for k, v in picked.items()}
+    for key, values in picked.items():
+        if not (np.isfinite(values) | (key.startswith("q_ref.") & np.isnan(values))).all():
+            raise DataError("must be finite", file=path, field=key)
+    t, position, goal = picked["t"], picked[f"q.{joint}"], picked[f"q_ref.{joint}"]
+    enabled = np.isfinite(goal)
+    goal = np.where(enabled, goal, position)  # a motor that is off follows no goal
+    if len(t) < 10 or not (np.diff(t) > 0).all():
+        raise DataError("needs at least 10 samples at increasing times", file=path, field="t")
+    dt = np.diff(t)
+    step = float(np.median(dt))
+    if np.ptp(dt) > 1e-6 * step:
+        grid = t[0] + step * np.arange(int(np.floor((t[-1] - t[0]) / step + 1e-9)) + 1)
+        position = np.interp(grid, t, position)
+        held = np.searchsorted(t, grid, side="right") - 1  # the goal in force at each grid time
+        goal, enabled, t = goal[held], enabled[held], grid
+    return ServoLog(name=path.name.removesuffix(".npz"), t=t - t[0], position=position, goal=goal, model=model, enabled=enabled)
 
 
 def _name(*parts: str) -> str:
