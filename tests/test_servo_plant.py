@@ -3,6 +3,7 @@ runs read back for a fit, and the [joints.<name>.actuator] table."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -142,3 +143,29 @@ def test_a_servo_is_recovered_from_an_emulated_run_log(tmp_path):
     fit = fit_servo([run], "stribeck", starts=1)
     for name, value in truth.items():
         assert abs(fit.parameters[name] - value) <= 4 * fit.standard_errors[name], (name, fit.parameters[name], fit.standard_errors[name])
+
+
+def test_the_fit_is_written_back_into_the_robot_toml(tmp_path, cli):
+    """identify logs on a run log of the simulated bench, --write-back: the copy loads, its servo has
+    the fitted parameters (as the JSON report gives them, to 6 digits) and the old firmware values,
+    and every line outside the actuator table is unchanged."""
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.02, "fv": 0.01}, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\n")
+    t = np.arange(0, 2.0, 0.005)
+    goals = np.where(t < 1.5, np.round(1.2 * np.sin(2.5 * t) / COUNT) * COUNT, np.nan)
+    plant = SimPlant(robot, 0.005, PlantConfig(substeps=5))
+    with plant:
+        replay_positions(plant, goals[:, None], 0.005, RunLog(tmp_path / "run.npz", log_columns(plant.joint_names)), paced=False)
+    config, copy, out = tmp_path / "bench.toml", tmp_path / "fitted.toml", tmp_path / "fit.json"
+    r = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--law", "coulomb-viscous",
+            "--starts", "1", "--out", out, "--write-back", copy)
+    assert r.code == 0, r.err
+    fitted = json.loads(out.read_text())["parameters"]
+    servo = robot_servos(load_robot(copy))["servo"]
+    assert servo.law == "coulomb-viscous" and servo.firmware == robot_servos(robot)["servo"].firmware
+    for name, value in fitted.items():
+        assert servo.parameters[name] == pytest.approx(value, rel=1e-5)
+    old, new = config.read_text().splitlines(), copy.read_text().splitlines()
+    outside = [line for line in old if not line.startswith(("kt", "R ", "vin", "kp", "divisor", "armature", "friction"))]
+    assert [line for line in new if line in outside] == outside
+    again = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--starts", "1", "--write-back", copy)
+    assert again.code == 2 and "--force" in again.err
