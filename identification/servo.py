@@ -269,6 +269,42 @@ def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
     return ca.Function(_name("servo", law, log.name), [p, offset], [theta])
 
 
+def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool) -> ca.Function:
+    """``z -> (theta, dtheta/dz)``: :func:`_trajectory` with its forward sensitivities, propagated
+    with the state in one step function (``S' = (dx'/dx) S + dx'/dz``), so the simulation's
+    shared terms are computed once per step for all parameters."""
+    import casadi as ca
+
+    names = LAWS[law]
+    nz = len(names) + (1 if fit_offset else 0)
+    dt = float(log.t[1] - log.t[0])
+    step = _step(law, log.model, dt / substeps)
+    x, S, u = ca.SX.sym("x", 2), ca.SX.sym("S", 2, nz), ca.SX.sym("u", 2 + len(names))
+    x_next = step(x, u)
+    B = ca.jacobian(x_next, u[2:])
+    if fit_offset:  # the offset enters as the goal minus the offset
+        B = ca.horzcat(B, -ca.jacobian(x_next, u[0]))
+    S_next = ca.mtimes(ca.jacobian(x_next, x), S) + B
+    augmented = ca.Function("servo_sens_step", [ca.vertcat(x, ca.vec(S)), u], [ca.vertcat(x_next, ca.vec(S_next))])
+    n = len(log.t) - 1
+    many = augmented.mapaccum("servo_sens_run", n * substeps)
+    z = ca.MX.sym("z", nz)
+    offset = z[-1] if fit_offset else 0.0
+    goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
+    on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
+    inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(z[: len(names)], 1, n * substeps))
+    S0 = np.zeros((2, nz))
+    if fit_offset:
+        S0[0, -1] = -1.0  # the true start is the first measurement minus the offset
+    x0 = ca.vertcat(log.position[0] - offset, 0.0)
+    states = many(ca.vertcat(x0, ca.DM(S0.reshape(-1, order="F"))), inputs)[:, substeps - 1 :: substeps]
+    theta = ca.horzcat(x0[0], states[0, :]).T + offset
+    dtheta = ca.horzcat(ca.DM(S0[0:1, :].T), states[2::2, :]).T
+    if fit_offset:
+        dtheta = ca.horzcat(dtheta[:, :-1], dtheta[:, -1] + 1.0)
+    return ca.Function(_name("servo_sens", law, log.name), [z], [theta, dtheta])
+
+
 def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
     """Positions (rad) of ``log`` simulated open loop with ``parameters`` (of ``law``, plus
     an optional ``offset``), from its first sample, the goals as input."""
@@ -307,7 +343,8 @@ class ServoFit:
 
 def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True):
     """Compiled ``z -> (r, dr/dz)`` (or ``z -> r``): the stacked simulation errors (rad) of every
-    log, ``z`` the parameters of ``law`` in :data:`LAWS` order (then the offset)."""
+    log, ``z`` the parameters of ``law`` in :data:`LAWS` order (then the offset); the Jacobian
+    from forward sensitivities (:func:`_sensitivities`)."""
     import casadi as ca
 
     from mbctl.dynamics.codegen import compile_function
@@ -315,8 +352,12 @@ def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = 
     names = LAWS[law]
     z = ca.MX.sym("z", len(names) + (1 if fit_offset else 0))
     offset = z[-1] if fit_offset else 0.0
-    r = ca.vertcat(*(_trajectory(law, log, substeps)(z[: len(names)], offset) - ca.DM(log.position) for log in logs))
-    outputs = [r, ca.jacobian(r, z)] if jacobian else [r]
+    if jacobian:
+        runs = [_sensitivities(law, log, substeps, fit_offset)(z) for log in logs]
+        r = ca.vertcat(*(theta - ca.DM(log.position) for (theta, _), log in zip(runs, logs)))
+        outputs = [r, ca.vertcat(*(dtheta for _, dtheta in runs))]
+    else:
+        outputs = [ca.vertcat(*(_trajectory(law, log, substeps)(z[: len(names)], offset) - ca.DM(log.position) for log in logs))]
     return compile_function(ca.Function(_name("servo_fit" if jacobian else "servo_error", law, str(len(logs))), [z], outputs))
 
 
@@ -340,6 +381,56 @@ def _standard_errors(J: np.ndarray, cost: float, rcond: float = 1e-9) -> list[fl
     return [math.inf if lost[i] else float(math.sqrt(max(cov[i, i], 0.0))) for i in range(J.shape[1])]
 
 
+@dataclass(frozen=True)
+class _Solution:
+    x: np.ndarray
+    cost: float
+    jac: np.ndarray
+    iterations: int
+
+
+def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.ndarray, *, max_iterations: int, ftol: float = 1e-6) -> _Solution:
+    """Bounded Levenberg–Marquardt on ``0.5 |r(z)|^2``: steps ``(J^T J + lam D) dz = -J^T r``
+    (``D`` the diagonal of ``J^T J``) on the parameters not held at a bound by the gradient,
+    projected onto the bounds; ``lam`` shrinks after a step that lowers the cost and grows
+    until one does. Stops when a step lowers the cost by less than ``ftol`` of it.
+    Works on the 8 x 8 normal equations: no factorisation of the long Jacobian."""
+    z = np.clip(z0, lower, upper)
+    r, J = (np.asarray(a) for a in with_jacobian(z))
+    r = r.ravel()
+    cost = 0.5 * float(r @ r)
+    if not np.isfinite(cost) or not np.isfinite(J).all():
+        raise np.linalg.LinAlgError("non-finite simulation at the start")
+    lam, iterations = 1e-3, 0
+    for iterations in range(1, max_iterations + 1):
+        g, H = J.T @ r, J.T @ J
+        d = np.sqrt(np.diag(H))
+        d[d == 0] = 1.0
+        free = ~(((z <= lower) & (g > 0)) | ((z >= upper) & (g < 0)))
+        improved = False
+        while lam < 1e12:
+            A = H[np.ix_(free, free)] / np.outer(d[free], d[free]) + lam * np.eye(int(free.sum()))
+            step = np.zeros_like(z)
+            step[free] = -np.linalg.solve(A, g[free] / d[free]) / d[free]
+            trial = np.clip(z + step, lower, upper)
+            r_trial = np.asarray(error(trial)[0]).ravel()
+            cost_trial = 0.5 * float(r_trial @ r_trial)
+            if np.isfinite(cost_trial) and cost_trial < cost:
+                improved = True
+                break
+            lam *= 4.0
+        if not improved:
+            break
+        decrease = cost - cost_trial
+        z, lam = trial, max(lam / 3.0, 1e-12)
+        r, J = (np.asarray(a) for a in with_jacobian(z))
+        r = r.ravel()
+        cost = 0.5 * float(r @ r)
+        if decrease <= ftol * cost:
+            break
+    return _Solution(x=z, cost=cost, jac=J, iterations=iterations)
+
+
 def fit_servo(
     logs: Sequence[ServoLog],
     law: str = "stribeck-load",
@@ -353,15 +444,14 @@ def fit_servo(
     """Fit the servo model of ``law`` to the measured positions of ``logs``.
 
     Starts: the first from the middle guesses of :data:`PARAMETERS`, the others drawn
-    log-uniformly (uniformly for the offset) within the bounds with ``seed``; the best
-    final cost is kept.
+    log-uniformly (uniformly for the offset) within the bounds with ``seed``; each is solved
+    by :func:`_levenberg_marquardt` and the best final cost is kept. (A cheaper first pass
+    with one integration step per sample was tried: its minima lie in other basins.)
 
     Raises:
         InputError: For an unknown law or no logs.
         DataError: If no start converges to finite values.
     """
-    import scipy.optimize
-
     if law not in LAWS:
         raise InputError(f"unknown law {law!r} (expected one of: {', '.join(LAWS)})", field="--law")
     if not logs:
@@ -370,17 +460,22 @@ def fit_servo(
     names = LAWS[law] + (("offset",) if fit_offset else ())
     lower = np.array([PARAMETERS[n][0] for n in names])
     upper = np.array([PARAMETERS[n][1] for n in names])
-    # the trust region asks for many more residuals than Jacobians: two functions
-    error = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps, jacobian=False)
-    with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps)
     evaluations = [0]
 
-    def residual(z):
-        evaluations[0] += 1
-        return error(z)[0]
+    def functions(steps: int):
+        # a step rejected by the damping needs the residual only: two functions
+        error = residual_function(law, logs, fit_offset=fit_offset, substeps=steps, jacobian=False)
+        with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=steps)
 
-    def jacobian(z):
-        return with_jacobian(z)[1]
+        def counted_error(z):
+            evaluations[0] += 1
+            return error(z)
+
+        def counted_jacobian(z):
+            evaluations[0] += 1
+            return with_jacobian(z)
+
+        return counted_error, counted_jacobian
 
     rng = np.random.default_rng(seed)
     guesses = [np.array([PARAMETERS[n][2] for n in names])]
@@ -389,10 +484,11 @@ def fit_servo(
         g = rng.uniform(lower, upper)
         g[positive] = np.exp(rng.uniform(np.log(lower[positive]), np.log(upper[positive])))
         guesses.append(g)
+    error, with_jacobian = functions(substeps)
     best = None
     for guess in guesses:
         try:
-            res = scipy.optimize.least_squares(residual, guess, jac=jacobian, bounds=(lower, upper), x_scale="jac", max_nfev=200)
+            res = _levenberg_marquardt(error, with_jacobian, guess, lower, upper, max_iterations=100)
         except (ValueError, np.linalg.LinAlgError):
             continue
         if np.isfinite(res.cost) and (best is None or res.cost < best.cost):
