@@ -321,7 +321,7 @@ class ServoFit:
         law: Friction law; parameters, standard_errors: by name (units in :data:`PARAMETERS`).
         train_mae, validation_mae: Mean absolute position error per log (rad).
         starts: Starts tried; cost: final half sum of squared errors (rad^2);
-        evaluations: simulations of all logs; wall_s: fit time (s); substeps: integration
+        evaluations: simulations of all logs (with or without sensitivities); wall_s: fit time (s); substeps: integration
         steps per log sample of the simulations.
     """
 
