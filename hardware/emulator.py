@@ -47,6 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mbctl.errors import ConfigError
 from mbctl.hardware.drive_config import BusConfig
 from mbctl.hardware.protocol2 import (
     ALERT_BIT,
@@ -246,6 +247,13 @@ class DriveEmulator:
         self._t_plant = self._start_time()
         self._last_current = np.zeros(len(self.servos))
         self._servo_slots = tuple(getattr(plant, "servo_slots", ()))
+        for k, model in zip(self._servo_slots, getattr(plant, "servo_models", ())):
+            # the goal register is converted with [drives]; the servo model turns with its own gear
+            if abs(float(self.units.gear_ratio[k])) != model.firmware.gear_ratio:
+                raise ConfigError(
+                    f"servo ID {int(self.units.ids[k])}: [drives] gear_ratio {float(self.units.gear_ratio[k]):g} differs from its actuator table's {model.firmware.gear_ratio:g}",
+                    field="drives.joints",
+                )
         self._update_present()
 
     # -- lifecycle ---------------------------------------------------------------------------

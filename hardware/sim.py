@@ -103,6 +103,7 @@ class TruthPlant:
         self._actuated = np.array([truth.joint(n).idx_v for n in truth.actuated_names], dtype=int)
         # positions of the servo joints among the actuated ones (the order of goal arrays)
         self.servo_slots = tuple(truth.actuated_names.index(n) for n in self.stepper.servo_names)
+        self.servo_models = self.stepper.servos
         compiled = compiled and not self.servo_slots
         q0 = np.zeros(truth.nv) if q0 is None else np.asarray(q0, dtype=float)
         if q0.shape != (truth.nv,):

@@ -33,9 +33,9 @@ def bench(tmp_path, law="stribeck-load", friction=None, extra=""):
     if friction is None:
         return load_robot(BENCH_DIR / "bench.toml")
     (tmp_path / "bench.urdf").write_text((BENCH_DIR / "bench.urdf").read_text())
-    table = ", ".join(f"{k} = {v!r}" for k, v in friction.items())
+    table = "".join(f", {k} = {v!r}" for k, v in friction.items())
     (tmp_path / "bench.toml").write_text(
-        f'urdf = "bench.urdf"\n[joints.servo.actuator]\n{extra}vin = 7.4\nkp = 400\nfriction = {{ law = "{law}", {table} }}\n'
+        f'urdf = "bench.urdf"\n[joints.servo.actuator]\n{extra}vin = 7.4\nkp = 400\nfriction = {{ law = "{law}"{table} }}\n'
         "[drives]\n[drives.joints.servo]\nid = 1\ntorque_constant = 0.3\ncurrent_unit_mA = 1.0\ncurrent_limit_A = 1.75\n"
     )
     return load_robot(tmp_path / "bench.toml")
@@ -169,3 +169,11 @@ def test_the_fit_is_written_back_into_the_robot_toml(tmp_path, cli):
     assert [line for line in new if line in outside] == outside
     again = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--starts", "1", "--write-back", copy)
     assert again.code == 2 and "--force" in again.err
+
+
+def test_the_emulator_refuses_a_servo_geared_unlike_its_drive(tmp_path):
+    """An actuator table with gear_ratio 2 behind a [drives] servo with gear_ratio 1: the goal
+    counts would turn the modelled servo twice as far, so the emulator refuses the pair."""
+    robot = bench(tmp_path, "none", {}, extra="kt = 0.35\nR = 3.5\ngear_ratio = 2.0\n")
+    with pytest.raises(ConfigError, match="gear_ratio"):
+        DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005)
