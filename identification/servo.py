@@ -385,11 +385,12 @@ def _standard_errors(J: np.ndarray, cost: float, rcond: float = 1e-9) -> list[fl
 class _Solution:
     x: np.ndarray
     cost: float
+    residual: np.ndarray
     jac: np.ndarray
     iterations: int
 
 
-def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.ndarray, *, max_iterations: int, ftol: float = 1e-6) -> _Solution:
+def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.ndarray, *, max_iterations: int, ftol: float = 1e-5) -> _Solution:
     """Bounded Levenberg–Marquardt on ``0.5 |r(z)|^2``: steps ``(J^T J + lam D) dz = -J^T r``
     (``D`` the diagonal of ``J^T J``) on the parameters not held at a bound by the gradient,
     projected onto the bounds; ``lam`` shrinks after a step that lowers the cost and grows
@@ -421,6 +422,8 @@ def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray
             lam *= 4.0
         if not improved:
             break
+        # a cautious update: the simulation error is rough in (fs, vs), and bolder damping
+        # updates (Nielsen's) were seen to end in a degenerate Stribeck basin (fs -> 0)
         decrease = cost - cost_trial
         z, lam = trial, max(lam / 3.0, 1e-12)
         r, J = (np.asarray(a) for a in with_jacobian(z))
@@ -428,7 +431,7 @@ def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray
         cost = 0.5 * float(r @ r)
         if decrease <= ftol * cost:
             break
-    return _Solution(x=z, cost=cost, jac=J, iterations=iterations)
+    return _Solution(x=z, cost=cost, residual=r, jac=J, iterations=iterations)
 
 
 def fit_servo(
@@ -506,7 +509,7 @@ def fit_servo(
         law=law,
         parameters=parameters,
         standard_errors=errors,
-        train_mae={log.name: mae(log) for log in logs},
+        train_mae={log.name: float(np.abs(part).mean()) for log, part in zip(logs, np.split(best.residual, np.cumsum([len(log.t) for log in logs])[:-1]))},
         validation_mae={log.name: mae(log) for log in validate},
         starts=len(guesses),
         cost=float(best.cost),
