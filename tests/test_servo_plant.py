@@ -13,7 +13,7 @@ from mbctl.bundled import bundled_servo_logs
 from mbctl.config.plant import PlantConfig, SensorModel
 from mbctl.dynamics.actuator import ServoActuator, ServoFirmware, robot_servos
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.errors import ConfigError
+from mbctl.errors import ConfigError, DataError
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.emulator import DriveEmulator
@@ -177,3 +177,33 @@ def test_the_emulator_refuses_a_servo_geared_unlike_its_drive(tmp_path):
     robot = bench(tmp_path, "none", {}, extra="kt = 0.35\nR = 3.5\ngear_ratio = 2.0\n")
     with pytest.raises(ConfigError, match="gear_ratio"):
         DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005)
+
+
+def _run_log(path, t, q, goal) -> None:
+    log = RunLog(path, log_columns(["servo"]))
+    for row in zip(t, q, goal):
+        values = np.full(len(log.columns), np.nan)
+        values[[0, 3, 4, 6]] = (row[0], 1.0, row[1], row[2])  # t, read_ok, q.servo, q_ref.servo
+        log.append(values)
+    log.close()
+
+
+def test_a_run_log_at_an_uneven_step_is_resampled(tmp_path):
+    """Jittered sample times: positions of a straight-line motion interpolate onto the median
+    step exactly, and each grid time gets the goal last sent before it."""
+    t = np.arange(40) * 0.01 + np.tile([0.0, 0.002, -0.001, 0.001], 10)
+    _run_log(tmp_path / "run.npz", t, 0.5 * t, np.floor(t / 0.1))
+    model = bench_model(load_robot(BENCH_DIR / "bench.toml"), "servo")
+    log = read_run_log(tmp_path / "run.npz", "servo", model)
+    step = np.median(np.diff(t))
+    assert np.allclose(np.diff(log.t), step) and np.allclose(log.position, 0.5 * (t[0] + log.t))
+    assert np.array_equal(log.goal, np.floor(t[np.searchsorted(t, t[0] + log.t + 1e-12, side="right") - 1] / 0.1))
+
+
+def test_a_run_log_without_the_joint_names_the_column(tmp_path):
+    """Asking a run log for a joint it does not have: a DataError naming the missing column."""
+    _run_log(tmp_path / "run.npz", np.arange(20) * 0.01, np.zeros(20), np.zeros(20))
+    model = bench_model(load_robot(BENCH_DIR / "bench.toml"), "servo")
+    with pytest.raises(DataError) as info:
+        read_run_log(tmp_path / "run.npz", "elbow", model)
+    assert info.value.field == "q.elbow" and info.value.file == tmp_path / "run.npz"
