@@ -122,7 +122,6 @@ def test_the_emulated_xl330_moves_like_the_identified_servo(tmp_path):
     assert np.abs(simulate_servo(run, law, p) - run.position).max() <= COUNT / 2 + 1e-9
 
 
-@pytest.mark.slow
 def test_a_servo_is_recovered_from_an_emulated_run_log(tmp_path):
     """A lock-step emulated run (steps, a sweep, then the torque off) of a bench with known Stribeck
     servo parameters, read back from its NPZ run log and fitted: every parameter within four of
