@@ -6,14 +6,16 @@
 2. A full fit of all eight logs (Stribeck + load-dependent): wall time of the
    least-squares fit with the exact Jacobian, against derivative-free searches of the
    same objective with the same compiled simulation: CMA-ES as BAM uses it (``pip
-   install cma``, part of the bench extra; skipped without it) until it matches the
-   least-squares cost, and a local Powell search.
+   install cma``, part of the bench extra; skipped without it), restarted with growing
+   populations until it matches the least-squares cost within 1 % (or 300 s pass), and a
+   local Powell search.
 
 Run: python benchmarks/servo.py
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -38,10 +40,15 @@ def held_out(logs) -> None:
         print(f"{law:<18}{mean_mrad(a.train_mae):>11.1f}{mean_mrad(a.validation_mae):>16.1f}{mean_mrad(b.train_mae):>11.1f}{mean_mrad(b.validation_mae):>16.1f}{a.wall_s + b.wall_s:>8.1f}")
 
 
-def full_fit(logs, law: str = "stribeck-load", budget_s: float = 120.0) -> None:
+def full_fit(logs, law: str = "stribeck-load", budget_s: float = 300.0) -> None:
     print(f"\n2. all {len(logs)} logs, {law}: gradient-based against derivative-free, same objective (sum of squared errors, rad^2)")
-    fit = fit_servo(logs, law)
-    print(f"least squares, exact Jacobian, {fit.starts} starts: {fit.wall_s:6.1f} s, cost {fit.cost:.4f}, mean error {mean_mrad(fit.train_mae):.1f} mrad, {fit.evaluations} simulations")
+    # three times: on a loaded machine one fit's wall time varies by 2-3x; the median counts
+    fits = [fit_servo(logs, law) for _ in range(3)]
+    walls = sorted(f.wall_s for f in fits)
+    fit = fits[0]
+    print(f"least squares, exact Jacobian, {fit.starts} starts: {', '.join(f'{w:.1f}' for w in walls)} s (median {walls[1]:.1f} s), "
+          f"cost {fit.cost:.4f}, mean error {mean_mrad(fit.train_mae):.1f} mrad, {fit.evaluations} simulations")
+    fit = dataclasses.replace(fit, wall_s=walls[1])
     names = LAWS[law]
     lower = np.array([PARAMETERS[n][0] for n in names])
     upper = np.array([PARAMETERS[n][1] for n in names])
@@ -57,24 +64,33 @@ def full_fit(logs, law: str = "stribeck-load", budget_s: float = 120.0) -> None:
     except ImportError:
         cma = None
     if cma is not None:
-        # CMA-ES as BAM searches (normalised parameters in [0, 1]), until it matches the
-        # least-squares cost within 1 % or the time budget runs out
+        # CMA-ES as BAM searches (normalised parameters in [0, 1]), restarted with a doubled
+        # population each time it stops by itself (IPOP), until it matches the least-squares
+        # cost within 1 % or the time budget runs out
         span = upper - lower
-        es = cma.CMAEvolutionStrategy(list((first - lower) / span), 0.3, {"bounds": [0, 1], "seed": 1, "verbose": -9})
         start = time.perf_counter()
-        reached = None
-        while not es.stop() and time.perf_counter() - start < budget_s:
-            xs = es.ask()
-            es.tell(xs, [cost(lower + span * np.asarray(x)) for x in xs])
-            if reached is None and es.result.fbest <= 1.01 * fit.cost:
-                reached = time.perf_counter() - start
+        reached, best, evaluations, runs, popsize = None, np.inf, 0, 0, None
+        while reached is None and time.perf_counter() - start < budget_s:
+            options = {"bounds": [0, 1], "seed": 1 + runs, "verbose": -9}
+            if popsize is not None:
+                options["popsize"] = popsize
+            es = cma.CMAEvolutionStrategy(list((first - lower) / span), 0.3, options)
+            runs += 1
+            while not es.stop() and time.perf_counter() - start < budget_s:
+                xs = es.ask()
+                es.tell(xs, [cost(lower + span * np.asarray(x)) for x in xs])
+                if es.result.fbest <= 1.01 * fit.cost:
+                    reached = time.perf_counter() - start
+                    break
+            best, evaluations = min(best, es.result.fbest), evaluations + es.result.evaluations
+            popsize = 2 * es.popsize
         wall = time.perf_counter() - start
         label = f"reached in {reached:.1f} s" if reached is not None else f"not reached in {wall:.0f} s"
-        print(f"CMA-ES (derivative-free), {es.result.evaluations} simulations: best cost {es.result.fbest:.4f}, {label}")
+        print(f"CMA-ES (derivative-free, {runs} runs with restarts), {evaluations} simulations: best cost {best:.4f}, {label}")
         if reached is not None:
-            print(f"ratio: least squares {fit.wall_s:.1f} s / CMA-ES {reached:.1f} s = {fit.wall_s / reached:.2f}")
+            print(f"ratio: least squares {fit.wall_s:.1f} s / CMA-ES {reached:.1f} s = {fit.wall_s / reached:.3f}")
         else:
-            print(f"ratio: least squares {fit.wall_s:.1f} s / CMA-ES > {wall:.0f} s: < {fit.wall_s / wall:.2f}")
+            print(f"ratio: least squares {fit.wall_s:.1f} s / CMA-ES > {wall:.0f} s: < {fit.wall_s / wall:.3f}")
     start = time.perf_counter()
     res = scipy.optimize.minimize(cost, first, method="Powell", bounds=list(zip(lower, upper)), options={"maxfev": 4000, "xtol": 1e-6, "ftol": 1e-10})
     print(f"Powell (derivative-free, local), one start: {time.perf_counter() - start:6.1f} s, cost {res.fun:.4f}, {res.nfev} simulations")

@@ -24,6 +24,9 @@ NUMPY = SimpleNamespace(
     sign=np.sign,
     sqrt=np.sqrt,
     maximum=np.maximum,
+    minimum=np.minimum,
+    tanh=np.tanh,
+    sin=np.sin,
     where=np.where,
     component=lambda x, i: np.asarray(x)[..., i],
 )
@@ -41,6 +44,9 @@ def casadi_namespace() -> SimpleNamespace:
         sign=ca.sign,
         sqrt=ca.sqrt,
         maximum=ca.fmax,
+        minimum=ca.fmin,
+        tanh=ca.tanh,
+        sin=ca.sin,
         where=ca.if_else,
         component=lambda x, i: x[i],
     )

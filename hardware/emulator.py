@@ -25,7 +25,11 @@ the packets, so every write is applied before the next read).
 Servo-internal control loops are simplified stand-ins, not ROBOTIS firmware:
 current mode applies the goal current; velocity mode ``i = kv*(w_goal - w)``;
 position mode ``i = kp*(x_goal - x) - kd*w`` (motor-side rad, A), all limited to
-the Current Limit.
+the Current Limit. Except for a joint with a servo model (``[joints.<name>.actuator]``,
+:mod:`mbctl.dynamics.actuator`, e.g. identified by ``mbctl identify logs``): in
+position mode its goal goes to the plant, which runs the servo's firmware P loop and
+motor inside its integration steps, so the emulated servo moves like the modelled one
+(its Present Current then reads 0).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mbctl.errors import ConfigError
 from mbctl.hardware.drive_config import BusConfig
 from mbctl.hardware.protocol2 import (
     ALERT_BIT,
@@ -77,6 +82,10 @@ class TorquePlant(Protocol):
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """Joint positions (rad, m) and velocities (rad/s, m/s) of the actuated joints."""
+
+    # A plant with servo models (:class:`mbctl.hardware.sim.TruthPlant`) also has
+    # ``servo_slots`` (the actuated joints with a servo) and takes ``step(tau, dt, goal)``
+    # with the goal positions (rad, NaN: motor off) of those joints.
 
 
 @dataclass
@@ -237,6 +246,14 @@ class DriveEmulator:
         self.port_name = ""
         self._t_plant = self._start_time()
         self._last_current = np.zeros(len(self.servos))
+        self._servo_slots = tuple(getattr(plant, "servo_slots", ()))
+        for k, model in zip(self._servo_slots, getattr(plant, "servo_models", ())):
+            # the goal register is converted with [drives]; the servo model turns with its own gear
+            if abs(float(self.units.gear_ratio[k])) != model.firmware.gear_ratio:
+                raise ConfigError(
+                    f"servo ID {int(self.units.ids[k])}: [drives] gear_ratio {float(self.units.gear_ratio[k]):g} differs from its actuator table's {model.firmware.gear_ratio:g}",
+                    field="drives.joints",
+                )
         self._update_present()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -300,12 +317,31 @@ class DriveEmulator:
         h = self.lockstep_s / chunks
         for _ in range(chunks):
             self._check_watchdogs(self._t_plant)
-            current = self._currents_A()
-            self.plant.step(self.units.direction * current * self.units.torque_constant * self.units.gear_ratio, h)
-            self._t_plant += h
-            self._last_current = current
+            self._step_plant(h)
         self._check_watchdogs(self._t_plant)
         self._update_present()
+
+    def _step_plant(self, dt: float) -> None:
+        """One chunk: the servos' output currents held, servo models driven by their goals."""
+        current = self._currents_A()
+        tau = self.units.direction * current * self.units.torque_constant * self.units.gear_ratio
+        if self._servo_slots:
+            self.plant.step(tau, dt, self._servo_goals())  # type: ignore[call-arg]
+        else:
+            self.plant.step(tau, dt)
+        self._t_plant += dt
+        self._last_current = current
+
+    def _modelled(self, k: int, s: _Servo) -> bool:
+        """Whether servo ``k`` is in position mode with torque on and a servo model in the plant."""
+        return k in self._servo_slots and s.torque_on and s.get("operating_mode") == OperatingMode.POSITION
+
+    def _servo_goals(self) -> np.ndarray:
+        """Goal positions (joint rad) of the modelled servos; NaN for the others (motor off)."""
+        counts = np.array([s.get("goal_position") for s in self.servos])
+        q = self.units.q_from_counts(counts)
+        modelled = np.array([self._modelled(k, s) for k, s in enumerate(self.servos)])
+        return np.where(modelled, q, np.nan)
 
     def _motor_state(self) -> tuple[np.ndarray, np.ndarray]:
         q, dq = self.plant.state()
@@ -317,7 +353,7 @@ class DriveEmulator:
         u, g = self.units, self.gains
         out = np.zeros(len(self.servos))
         for k, s in enumerate(self.servos):
-            if not s.torque_on:
+            if not s.torque_on or self._modelled(k, s):
                 continue
             mode = s.get("operating_mode")
             if mode == OperatingMode.CURRENT:
@@ -342,12 +378,7 @@ class DriveEmulator:
             self._check_watchdogs(now)
             chunks = 0
             while now - self._t_plant > 1e-9 and (max_chunks is None or chunks < max_chunks):
-                dt = min(self.step_s, now - self._t_plant)
-                current = self._currents_A()
-                tau = self.units.direction * current * self.units.torque_constant * self.units.gear_ratio
-                self.plant.step(tau, dt)
-                self._t_plant += dt
-                self._last_current = current
+                self._step_plant(min(self.step_s, now - self._t_plant))
                 chunks += 1
             self._update_present()
 

@@ -73,7 +73,10 @@ class TruthPlant:
 
     Steps are those of :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper`, run in
     generated C (:func:`mbctl.dynamics.simulation.compiled.plant_stepper`, the same
-    arithmetic) unless ``compiled`` is False.
+    arithmetic) unless ``compiled`` is False or a joint has a servo
+    (``[joints.<name>.actuator]``): the compiled steps do not model servos, so such a
+    plant runs the interpreted stepper. A servo joint is driven by its goal position
+    (:meth:`step`'s ``goal``) through the servo's firmware loop and motor.
 
     Args:
         truth: Robot simulated.
@@ -98,6 +101,10 @@ class TruthPlant:
         self.stepper = FrictionStepper(truth)
         self._B = truth.actuation_matrix
         self._actuated = np.array([truth.joint(n).idx_v for n in truth.actuated_names], dtype=int)
+        # positions of the servo joints among the actuated ones (the order of goal arrays)
+        self.servo_slots = tuple(truth.actuated_names.index(n) for n in self.stepper.servo_names)
+        self.servo_models = self.stepper.servos
+        compiled = compiled and not self.servo_slots
         q0 = np.zeros(truth.nv) if q0 is None else np.asarray(q0, dtype=float)
         if q0.shape != (truth.nv,):
             raise ValueError(f"initial positions need {truth.nv} values (one per DOF of {truth.name}), got shape {q0.shape}")
@@ -114,11 +121,19 @@ class TruthPlant:
     def _steps(self, dt: float) -> int:
         return max(1, math.ceil(dt / self.max_step_s - 1e-9))
 
-    def step(self, tau: np.ndarray, dt: float) -> None:
-        """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N)."""
+    def step(self, tau: np.ndarray, dt: float, goal: np.ndarray | None = None) -> None:
+        """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N) and the servos' goal
+        positions ``goal`` (rad, one per actuated joint, read at :attr:`servo_slots`; NaN or
+        None: that servo's motor is off)."""
         steps = self._steps(dt)
         h = dt / steps
         generalized = self._B @ tau
+        if self.servo_slots:
+            goals = None if goal is None else np.asarray(goal, dtype=float)[list(self.servo_slots)]
+            for _ in range(steps):
+                self.full = self.stepper.step(self.full, generalized, h, goals)
+            self.steps += steps
+            return
         if self._compiled:
             f = self._compiled.get(steps)
             state = (self.full.q, self.full.dq, self.full.s)
@@ -139,7 +154,10 @@ class TruthPlant:
 
 
 class SimPlant(JointInterface):
-    """The truth model behind the joint interface, with sensors (torque commands only).
+    """The truth model behind the joint interface, with sensors.
+
+    Takes torque commands; position commands too when every actuated joint has a servo
+    (``[joints.<name>.actuator]``): the goals go to the servos' firmware loops.
 
     Args:
         truth: Robot simulated (its actuated joints are served, in order).
@@ -172,6 +190,7 @@ class SimPlant(JointInterface):
         self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0, period_s=self.period_s)
         self.t = 0.0
         self._tau = np.zeros(len(self.joint_names))
+        self._goal: np.ndarray | None = None
         self._enabled = False
         self._rng = np.random.default_rng(self.config.seed)
         self._history: deque[JointState] = deque(maxlen=self.config.sensors.latency_cycles + 1)
@@ -180,7 +199,8 @@ class SimPlant(JointInterface):
         self._measure()
 
     def _advance_one_period(self) -> None:
-        self.plant.step(self._tau if self._enabled else np.zeros_like(self._tau), self.period_s)
+        goal = self._goal if self._enabled else None
+        self.plant.step(self._tau if self._enabled else np.zeros_like(self._tau), self.period_s, goal)
         self.t += self.period_s
         self._measure()
 
@@ -209,20 +229,29 @@ class SimPlant(JointInterface):
 
     def enable(self) -> None:
         self._tau = np.zeros(len(self.joint_names))
+        self._goal = None
         self._enabled = True
 
     def disable(self) -> None:
         self._enabled = False
         self._tau = np.zeros(len(self.joint_names))
+        self._goal = None
 
     def read(self) -> JointState:
         """The measurement ``latency_cycles`` periods old."""
         return self._history[0]
 
     def write(self, command: JointCommand) -> None:
-        """Apply drive torques, limited to the joints' effort limits (counted in ``saturated``)."""
+        """Apply drive torques, limited to the joints' effort limits (counted in ``saturated``),
+        or goal positions (rad) of servo joints; then advance one period."""
+        if command.mode is CommandMode.POSITION and len(self.plant.servo_slots) == len(self.joint_names):
+            self._goal = np.array(command.value, dtype=float)
+            self._tau = np.zeros(len(self.joint_names))
+            self._advance_one_period()
+            return
         if command.mode is not CommandMode.TORQUE:
-            raise ValueError(f"the simulated plant takes torque commands, got {command.mode.value}")
+            raise ValueError(f"the simulated plant takes torque commands (position commands when every joint has a servo), got {command.mode.value}")
+        self._goal = None
         tau = np.asarray(command.value, dtype=float)
         self.saturated += int((np.abs(tau) > self._limits).sum())
         self._tau = np.clip(tau, -self._limits, self._limits)

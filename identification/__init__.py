@@ -7,5 +7,6 @@
 - :mod:`mbctl.identification.fitting` — Coulomb–viscous, Stribeck, LuGre-static fits with uncertainty;
 - :mod:`mbctl.identification.presliding` — sigma0, sigma1, break-away torque;
 - :mod:`mbctl.identification.pipeline`, :mod:`mbctl.identification.report` — the whole chain, text/JSON, TOML write-back;
+- :mod:`mbctl.identification.servo` — position-controlled servos fitted to logs of ordinary motions;
 - :mod:`mbctl.identification.synthetic`, :mod:`mbctl.identification.accuracy` — synthetic logs with a known truth.
 """

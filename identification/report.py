@@ -26,7 +26,7 @@ from mbctl.identification.fitting import FrictionFit
 from mbctl.identification.presliding import PreslidingFit
 from mbctl.identification.processing import ProcessedLog
 
-__all__ = ["IdentificationResult", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file"]
+__all__ = ["IdentificationResult", "actuator_table", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
 
 ORDER = ("fc", "fs", "vs", "delta", "fv", "sigma0", "sigma1")
 
@@ -93,8 +93,14 @@ _ANY_HEADER = re.compile(r"^\s*\[")
 
 def _replace_friction(text: str, joint: str, law: CoulombViscous | Stribeck | LuGre) -> str:
     """The TOML text with the joint's friction replaced (or added)."""
+    return _replace_subtable(text, joint, "friction", friction_table(joint, law).splitlines(keepends=True)[1:], _inline(law))
+
+
+def _replace_subtable(text: str, joint: str, key: str, body: list[str], inline: str) -> str:
+    """The TOML text with ``joints.<joint>.<key>`` replaced (or added): ``body`` (lines) for a
+    ``[joints.<joint>.<key>]`` table, ``inline`` for ``key = {...}`` in ``[joints.<joint>]``."""
     lines = text.splitlines(keepends=True)
-    table_hdr = _header_pattern("joints", joint, "friction")
+    table_hdr = _header_pattern("joints", joint, key)
     joint_hdr = _header_pattern("joints", joint)
     for i, line in enumerate(lines):
         if table_hdr.match(line):
@@ -103,23 +109,22 @@ def _replace_friction(text: str, joint: str, law: CoulombViscous | Stribeck | Lu
             body_end = end
             while body_end > i + 1 and (not lines[body_end - 1].strip() or lines[body_end - 1].lstrip().startswith("#")):
                 body_end -= 1
-            new = friction_table(joint, law).splitlines(keepends=True)[1:]
-            return "".join(lines[: i + 1] + new + lines[body_end:])
+            return "".join(lines[: i + 1] + body + lines[body_end:])
     for i, line in enumerate(lines):
         if joint_hdr.match(line):
             end = next((k for k in range(i + 1, len(lines)) if _ANY_HEADER.match(lines[k])), len(lines))
             for k in range(i + 1, end):
-                if re.match(r"^\s*friction\s*=", lines[k]):
+                if re.match(rf"^\s*{re.escape(key)}\s*=", lines[k]):
                     indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
-                    lines[k] = f"{indent}friction = {_inline(law)}\n"
+                    lines[k] = f"{indent}{key} = {inline}\n"
                     return "".join(lines)
             insert = end
             while insert > i + 1 and not lines[insert - 1].strip():
                 insert -= 1
-            lines.insert(insert, f"friction = {_inline(law)}\n")
+            lines.insert(insert, f"{key} = {inline}\n")
             return "".join(lines)
     tail = "" if text.endswith("\n") or not text else "\n"
-    return text + tail + "\n" + friction_table(joint, law)
+    return text + tail + "\n" + f"[joints.{_key(joint)}.{key}]\n" + "".join(body)
 
 
 def _rewrite_urdf(text: str, source: Path, target: Path) -> str:
@@ -143,33 +148,87 @@ def write_robot_copy(config: Path, out: Path, joint: str, law: CoulombViscous | 
         InputError: If ``out`` is ``config`` itself, exists (without ``force``), or the
             copy would not be valid.
     """
-    if out.exists() and out.resolve() == config.resolve():
-        raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=out)
-    if out.exists() and not force:
-        raise InputError("exists; choose another file or pass --force", file=out)
+    _check_copy_target(config, out, force)
     text = config.read_text()
     original = tomllib.loads(text)
     warnings = []
     old = original.get("joints", {}).get(joint, {}).get("friction")
     if isinstance(old, dict) and "load" in old:
         warnings.append(f"joints.{joint}.friction.load dropped: the identified parameters are torques at the test's load, not coefficients")
-    new_text = _rewrite_urdf(_replace_friction(text, joint, law), config, out)
+
+    def edit(document: dict) -> None:
+        document.setdefault("joints", {}).setdefault(joint, {})["friction"] = {"law": law.name, **{k: float(_fmt(v)) for k, v in law.parameters().items()}}
+
+    _write_edited_copy(config, out, text, _replace_friction(text, joint, law), edit, f"friction of {joint}", "the identified friction")
+    return warnings
+
+
+def _check_copy_target(config: Path, out: Path, force: bool) -> None:
+    if out.exists() and out.resolve() == config.resolve():
+        raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=out)
+    if out.exists() and not force:
+        raise InputError("exists; choose another file or pass --force", file=out)
+
+
+def _write_edited_copy(config: Path, out: Path, text: str, new_text: str, edit, what: str, new: str) -> None:
+    """Write ``new_text`` (``text`` edited) to ``out`` atomically, if it parses to the document
+    ``edit`` makes of ``text`` (nothing else changed) and the robot it describes loads."""
+    new_text = _rewrite_urdf(new_text, config, out)
     try:
         parsed = tomllib.loads(new_text)
     except tomllib.TOMLDecodeError as exc:
         raise MbctlError(f"the edited copy of {config} is not valid TOML ({exc}); table not written") from None
     expected = tomllib.loads(text)
-    expected.setdefault("joints", {}).setdefault(joint, {})["friction"] = {"law": law.name, **{k: float(_fmt(v)) for k, v in law.parameters().items()}}
+    edit(expected)
     expected["urdf"] = parsed.get("urdf")
     if parsed != expected:
-        raise MbctlError(f"could not edit {config} safely (friction of {joint} defined in an unusual way); use the printed table instead")
+        raise MbctlError(f"could not edit {config} safely ({what} defined in an unusual way); use the printed table instead")
     with atomic_output(out) as tmp:
         tmp.write_text(new_text)
         try:
             load_robot(tmp)
         except ConfigError as exc:
-            raise InputError(f"the copy with the identified friction does not load: {exc.reason}", file=out, field=exc.field) from None
-    return warnings
+            raise InputError(f"the copy with {new} does not load: {exc.reason}", file=out, field=exc.field) from None
+
+
+# the order of the fields of a written [joints.<name>.actuator] table
+ACTUATOR_ORDER = ("kt", "R", "vin", "kp", "divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "armature", "gear_ratio")
+SERVO_FRICTION_ORDER = ("fc", "fv", "fs", "vs", "mu")
+
+
+def actuator_table(joint: str, values: dict[str, float], law: str, friction: dict[str, float], comment: str = "") -> str:
+    """``[joints.<joint>.actuator]`` with the servo's ``values`` (motor, firmware, armature) and
+    its friction ``law`` with parameters (6 significant digits)."""
+    lines = [f"# {line}" for line in comment.splitlines()] if comment else []
+    lines.append(f"[joints.{_key(joint)}.actuator]")
+    lines += [f"{name} = {_fmt(values[name])}" for name in ACTUATOR_ORDER if name in values]
+    lines.append(f"friction = {_servo_friction_inline(law, friction)}")
+    return "\n".join(lines) + "\n"
+
+
+def _servo_friction_inline(law: str, friction: dict[str, float]) -> str:
+    return "{ " + ", ".join([f'law = "{law}"'] + [f"{k} = {_fmt(friction[k])}" for k in SERVO_FRICTION_ORDER if k in friction]) + " }"
+
+
+def write_servo_robot_copy(config: Path, out: Path, joint: str, values: dict[str, float], law: str, friction: dict[str, float], *, force: bool = False) -> None:
+    """Write ``config`` with ``[joints.<joint>.actuator]`` replaced (or added) to ``out``: the
+    table of :func:`actuator_table`; every other line unchanged.
+
+    Raises:
+        InputError: If ``out`` is ``config`` itself, exists (without ``force``), or the copy
+            would not be valid.
+    """
+    _check_copy_target(config, out, force)
+    text = config.read_text()
+    body = actuator_table(joint, values, law, friction).splitlines(keepends=True)[1:]
+    inline = "{ " + ", ".join([f"{k} = {_fmt(values[k])}" for k in ACTUATOR_ORDER if k in values] + [f"friction = {_servo_friction_inline(law, friction)}"]) + " }"
+
+    def edit(document: dict) -> None:
+        table = {k: float(_fmt(values[k])) for k in ACTUATOR_ORDER if k in values}
+        table["friction"] = {"law": law, **{k: float(_fmt(v)) for k, v in friction.items()}}
+        document.setdefault("joints", {}).setdefault(joint, {})["actuator"] = table
+
+    _write_edited_copy(config, out, text, _replace_subtable(text, joint, "actuator", body, inline), edit, f"actuator of {joint}", "the identified servo")
 
 
 def write_friction_file(out: Path, text: str, *, force: bool = False) -> None:

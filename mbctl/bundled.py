@@ -49,12 +49,15 @@ def bundled_servo_logs(name: str) -> list[Path]:
 
 
 def bundled_config(name: str) -> Path:
-    """Path of the bundled description ``<name>.toml``.
+    """Path of the bundled description ``<name>.toml``, or of the bench of the bundled servo
+    logs ``<name>`` (``servo-logs/<name>/bench.toml``).
 
     Raises:
         ConfigError: If no bundled description has that name (the message lists them).
     """
     path = _config_dir() / f"{name}.toml"
+    if not path.is_file() and name and (_config_dir() / "servo-logs" / name / "bench.toml").is_file():
+        path = _config_dir() / "servo-logs" / name / "bench.toml"
     if not path.is_file():
         raise ConfigError(f"no bundled robot named {name!r}; bundled robots: {', '.join(bundled_names())}", file=name)
     return path

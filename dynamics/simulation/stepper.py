@@ -8,6 +8,9 @@ Equations of motion (pinocchio order, SI units), with the joint friction
 
 with ``Q_e`` the springs and dampers of elastic DOF (flexible base, rigid finite
 elements; :class:`mbctl.dynamics.flexible.elastic.ElasticForces`), if the robot has any.
+A joint with a servo (``[joints.<name>.actuator]``, :mod:`mbctl.dynamics.actuator`) adds
+the servo's torque for its goal position to ``tau``, its damping to ``C`` and its
+armature to ``M``'s diagonal.
 
 One step of length ``dt`` (:meth:`FrictionStepper.step`):
 
@@ -28,11 +31,14 @@ sticking. For accurate constrained or adaptive simulation use :mod:`mbctl.dynami
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
 
+from mbctl.dynamics.actuator import ServoActuator, robot_servos
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.model.robot import RobotModel
@@ -55,20 +61,29 @@ class FrictionStepper:
     Args:
         robot: The (truth) model, with its friction laws.
         v_smooth: Velocity scale of the smoothed sign of static laws (rad/s or m/s).
+        servos: Servo of a joint by name (default: the robot's ``[joints.<name>.actuator]``);
+            :attr:`servo_names` lists them in the robot's joint order.
     """
 
-    def __init__(self, robot: RobotModel, *, v_smooth: float = 1e-3):
+    def __init__(self, robot: RobotModel, *, v_smooth: float = 1e-3, servos: Mapping[str, ServoActuator] | None = None):
         self.robot = robot
         self.friction = JointFriction(robot, smoothing=v_smooth)
         self.elastic = ElasticForces(robot) if robot.is_elastic else None
         self._data = robot.create_data()
+        servos = robot_servos(robot) if servos is None else servos
+        self.servo_names = tuple(j.name for j in robot.joints if j.name in servos)
+        self.servos = tuple(servos[n] for n in self.servo_names)
+        self._servo_v = np.array([robot.joint(n).idx_v for n in self.servo_names], dtype=int)
+        self._servo_armature = np.array([s.joint_armature() for s in self.servos])
 
     def initial(self, q0: np.ndarray) -> PlantState:
         """At rest at ``q0`` with relaxed bristles."""
         return PlantState(q=np.array(q0, dtype=float), dq=np.zeros(self.robot.nv), s=self.friction.initial_state())
 
-    def step(self, state: PlantState, tau: np.ndarray, dt: float) -> PlantState:
-        """Advance ``dt`` seconds holding the generalized forces ``tau`` (N·m, N)."""
+    def step(self, state: PlantState, tau: np.ndarray, dt: float, goal: np.ndarray | None = None) -> PlantState:
+        """Advance ``dt`` seconds holding the generalized forces ``tau`` (N·m, N) and the servos'
+        goal positions ``goal`` (rad, one per :attr:`servo_names`; NaN or None: the servo's
+        motor is off, its friction stays)."""
         model, data = self.robot.model, self._data
         s = self.friction.step_states(state.dq, state.s, dt)
         qp = self.robot.configuration(state.q)
@@ -81,5 +96,14 @@ class FrictionStepper:
             Qe, _ = self.elastic(0.0, state.q, state.dq, np.zeros(0))
             Q = Q + Qe
             C = C + self.elastic.damping(state.dq, s) + dt * self.elastic.stiffness(state.q)
+        if self.servos:
+            tau, C = np.array(tau, dtype=float), np.array(C, dtype=float)
+            M[self._servo_v, self._servo_v] += self._servo_armature
+            for k, (servo, iv) in enumerate(zip(self.servos, self._servo_v)):
+                target = math.nan if goal is None else float(goal[k])
+                on = 0.0 if math.isnan(target) else 1.0
+                torque, damping = servo.torque(float(state.q[iv]), float(state.dq[iv]), 0.0 if on == 0.0 else target, on)
+                tau[iv] += torque
+                C[iv] += damping
         dq = state.dq + np.linalg.solve(M + dt * np.diag(C), dt * (tau + Q - h))
         return PlantState(q=state.q + dt * dq, dq=dq, s=s)

@@ -1,4 +1,4 @@
-"""``[joints.<name>]``: limit overrides, armature, and the friction law with its load model.
+"""``[joints.<name>]``: limit overrides, armature, the friction law with its load model, and a servo.
 
 ```toml
 [joints.j1]                         # a URDF joint name
@@ -11,6 +11,7 @@ law = "lugre"                       # none | coulomb-viscous | stribeck | lugre
 fc = 0.5
 ...
 load = { model = "bearing3d", rb = 0.02, rp = 0.01, rn = 0.015 }   # optional
+[joints.j3.actuator]                # optional: a position-controlled servo (mbctl.config.actuator)
 ```
 
 The parameter names of each law and load model are the schema below; their physical
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from mbctl.config.actuator import ActuatorSpec, parse_actuator
 from mbctl.tomlfields import Table
 
 __all__ = ["FRICTION_LAWS", "LOAD_MODELS", "FrictionSpec", "JointSpec", "LoadSpec", "parse_friction", "parse_joint"]
@@ -40,7 +42,7 @@ LOAD_MODELS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = MappingProx
     "bearing3d": (("rb", "rp", "rn"), ()),
     "journal2d": (("diameter",), ()),
 })
-JOINT_KEYS = ("actuated", "limits", "friction", "armature")
+JOINT_KEYS = ("actuated", "limits", "friction", "armature", "actuator")
 LIMIT_KEYS = ("position", "velocity", "effort")
 
 
@@ -80,6 +82,7 @@ class JointSpec:
     effort: float | None = None
     friction: FrictionSpec | None = None
     armature: float | None = None
+    actuator: ActuatorSpec | None = None
 
 
 def _parameters(t: Table, schema: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]], name: str, skip: tuple[str, ...]) -> dict[str, float]:
@@ -134,4 +137,5 @@ def parse_joint(t: Table) -> JointSpec:
         effort=effort,
         friction=friction,
         armature=armature,
+        actuator=parse_actuator(t.table("actuator")) if "actuator" in t else None,
     )

@@ -84,9 +84,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="fit a position-controlled servo (motor, firmware loop, friction) to logs of ordinary motions",
         description="Simulate each log open loop from its first sample with the logged goal positions as input and fit "
         "the motor, the armature and the friction law to the measured positions (least squares, exact Jacobian, "
-        "several starts). LOG: a BAM-format JSON log (.json or .json.gz), or the name of bundled logs "
-        "(xl330-pendulum), optionally with @kp=N to keep those of one firmware gain. Model and units: "
-        "mbctl.identification.servo.",
+        "several starts). LOG: a BAM-format JSON log (.json or .json.gz), the name of bundled logs "
+        "(xl330-pendulum), optionally with @kp=N to keep those of one firmware gain, or an mbctl run log (.npz) of "
+        "a position-mode run (needs --config and --joint: the bench and the firmware come from the robot). "
+        "With --write-back, writes a copy of the robot TOML with the fitted [joints.<joint>.actuator]. Model and "
+        "units: mbctl.dynamics.actuator, mbctl.identification.servo.",
     )
     s.add_argument("logs", nargs="+", metavar="LOG", help="logs to fit")
     s.add_argument("--validate", nargs="+", default=[], metavar="LOG", help="held-out logs: errors reported, not fitted")
@@ -95,6 +97,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
+    s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
+    s.add_argument("--joint", help="the servo's joint in --config")
+    s.add_argument("--write-back", type=Path, metavar="COPY.toml", help="write a copy of --config with the fitted [joints.<joint>.actuator]")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --write-back file")
     s.set_defaults(run=fit_servo_logs)
 
 
@@ -233,16 +239,22 @@ def fit_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def servo_logs(tokens: list[str], field: str):
-    """Logs named on the command line: files, or bundled logs with an optional ``@kp=N`` filter."""
+def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = None):
+    """Logs named on the command line: files (BAM JSON; run logs .npz with the ``bench`` model of
+    ``joint``), or bundled logs with an optional ``@kp=N`` filter."""
     from mbctl.bundled import bundled_servo_logs
     from mbctl.errors import ConfigError
-    from mbctl.identification.servo import read_servo_log
+    from mbctl.identification.servo import read_run_log, read_servo_log
 
     logs = []
     for token in tokens:
         if Path(token).is_file():
-            logs.append(read_servo_log(token))
+            if token.endswith(".npz"):
+                if bench is None:
+                    raise InputError("a run log (.npz) needs --config and --joint (the bench and its servo)", file=token)
+                logs.append(read_run_log(token, joint, bench))
+            else:
+                logs.append(read_servo_log(token))
             continue
         name, _, selector = token.partition("@")
         try:
@@ -264,15 +276,48 @@ def servo_logs(tokens: list[str], field: str):
     return logs
 
 
+def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
+    """The actuator table's numbers: the fitted motor and armature, the firmware of the robot's
+    existing table (else of the first log)."""
+    spec = robot.spec.joints.get(joint) if robot.spec is not None else None
+    if spec is not None and spec.actuator is not None:
+        firmware = {k: v for k, v in spec.actuator.values.items() if k not in ("kt", "R", "armature")}
+    else:
+        m = first_log.model
+        firmware = {"vin": m.vin, "kp": m.kp, "divisor": m.divisor, "pwm_limit": m.pwm_limit, "pwm_max": m.pwm_max, "counts": float(m.counts)}
+        if m.current_limit is not None:
+            firmware["current_limit"] = m.current_limit
+    return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature")}}
+
+
 def fit_servo_logs(args: argparse.Namespace) -> int:
     from mbctl.identification.servo import PARAMETERS, fit_servo
 
-    for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS)):
+    for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
         if path:
             check_output(path, kinds)
     if args.starts < 1:
         raise InputError(f"must be >= 1, got {args.starts}", field="--starts")
-    logs, held_out = servo_logs(args.logs, "LOG"), servo_logs(args.validate, "--validate")
+    if (args.config is None) != (args.joint is None):
+        raise InputError("--config and --joint go together", field="--joint" if args.config is not None else "--config")
+    if args.write_back is not None:
+        if args.config is None:
+            raise InputError("needs --config and --joint (the robot TOML to copy and the servo's joint)", field="--write-back")
+        if args.write_back.exists() and args.write_back.resolve() == args.config.resolve():
+            raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=args.write_back)
+        if args.write_back.exists() and not args.force:
+            raise InputError("exists; choose another file or pass --force", file=args.write_back)
+    robot = bench = None
+    if args.config is not None:
+        from mbctl.dynamics.model.robot import load_robot
+        from mbctl.identification.servo import bench_model
+
+        robot = load_robot(args.config)
+        if args.joint not in robot.joint_names:
+            raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
+        if any(t.endswith(".npz") for t in [*args.logs, *args.validate]):
+            bench = bench_model(robot, args.joint)
+    logs, held_out = servo_logs(args.logs, "LOG", bench, args.joint), servo_logs(args.validate, "--validate", bench, args.joint)
     fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
     for name, value in fit.parameters.items():
@@ -298,7 +343,19 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         from mbctl.cli.plots import plot_servo_fit
 
         plot_servo_fit(fit, [*logs, *held_out], args.plot)
-    written = [str(p) for p in (args.out, args.plot) if p]
+    if robot is not None:
+        from mbctl.identification.report import actuator_table, write_servo_robot_copy
+
+        values = _servo_table_values(robot, args.joint, fit, logs[0])
+        friction = {k: v for k, v in fit.parameters.items() if k not in ("kt", "R", "armature", "offset")}
+        if "offset" in fit.parameters:
+            warn("the encoder offset is not part of the actuator table (set the drive's zero_count)")
+        if args.write_back is not None:
+            write_servo_robot_copy(args.config, args.write_back, args.joint, values, fit.law, friction, force=args.force)
+        else:
+            print()
+            print(actuator_table(args.joint, values, fit.law, friction, comment=f"identified by mbctl identify logs ({fit.law}, {len(logs)} logs)"), end="")
+    written = [str(p) for p in (args.out, args.plot, args.write_back) if p]
     if written:
         print(f"wrote {', '.join(written)}")
     return 0

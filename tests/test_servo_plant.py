@@ -1,0 +1,208 @@
+"""The servo model inside the simulated plant and the Dynamixel emulator, run logs of position-mode
+runs read back for a fit, and the [joints.<name>.actuator] table."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mbctl.bundled import bundled_servo_logs
+from mbctl.config.plant import PlantConfig, SensorModel
+from mbctl.dynamics.actuator import ServoActuator, ServoFirmware, robot_servos
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.errors import ConfigError, DataError
+from mbctl.hardware.drive_config import bus_config
+from mbctl.hardware.dynamixel import DynamixelBus
+from mbctl.hardware.emulator import DriveEmulator
+from mbctl.hardware.interface import CommandMode
+from mbctl.hardware.loop import log_columns
+from mbctl.hardware.replay import replay_positions
+from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.sim import SimPlant, TruthPlant
+from mbctl.identification.servo import bench_model, fit_servo, read_run_log, read_servo_log, simulate_servo
+
+BENCH_DIR = bundled_servo_logs("xl330-pendulum")[0].parent
+COUNT = 2 * math.pi / 4096  # rad per encoder count
+
+
+def bench(tmp_path, law="stribeck-load", friction=None, extra=""):
+    """The bundled bench's robot, or a copy of it with another servo friction law."""
+    if friction is None:
+        return load_robot(BENCH_DIR / "bench.toml")
+    (tmp_path / "bench.urdf").write_text((BENCH_DIR / "bench.urdf").read_text())
+    table = "".join(f", {k} = {v!r}" for k, v in friction.items())
+    (tmp_path / "bench.toml").write_text(
+        f'urdf = "bench.urdf"\n[joints.servo.actuator]\n{extra}vin = 7.4\nkp = 400\nfriction = {{ law = "{law}"{table} }}\n'
+        "[drives]\n[drives.joints.servo]\nid = 1\ntorque_constant = 0.3\ncurrent_unit_mA = 1.0\ncurrent_limit_A = 1.75\n"
+    )
+    return load_robot(tmp_path / "bench.toml")
+
+
+def logged_goals(seconds: float) -> np.ndarray:
+    """The goals of a real kp 400 log, on whole encoder counts (what a goal register holds)."""
+    log = next(g for g in map(read_servo_log, bundled_servo_logs("xl330-pendulum")) if g.model.kp == 400 and "10h29m14" in g.name)
+    n = int(round(seconds / 0.005))
+    return np.round(log.goal[:n] / COUNT) * COUNT
+
+
+def servo_parameters(robot) -> tuple[str, dict[str, float]]:
+    servo = robot_servos(robot)["servo"]
+    return servo.law, dict(servo.parameters)
+
+
+def test_the_actuator_table_gives_the_servo(tmp_path):
+    """Every field of [joints.<name>.actuator] reaches the servo model with its value."""
+    robot = bench(tmp_path, "stribeck", {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
+                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\ngear_ratio = 1.0\n")
+    assert robot_servos(robot)["servo"] == ServoActuator(
+        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0),
+        "stribeck", {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "friction", "field"),
+    [
+        ("kt = 0.35\nR = -1.0\n", {"fc": 0.03, "fv": 0.01}, "joints.servo.actuator.R"),
+        ("kt = 0.35\nR = 3.0\n", {"fc": -0.03, "fv": 0.01}, "joints.servo.actuator.friction.fc"),
+        ("kt = 0.35\nR = 3.0\npwm_limit = 900\n", {"fc": 0.03, "fv": 0.01}, "joints.servo.actuator.pwm_limit"),
+        ("kt = 0.35\n", {"fc": 0.03, "fv": 0.01}, "joints.servo.actuator.R"),
+        ("kt = 0.35\nR = 3.0\nkd = 1\n", {"fc": 0.03, "fv": 0.01}, "joints.servo.actuator.kd"),
+    ],
+)
+def test_a_bad_actuator_table_names_its_field(tmp_path, extra, friction, field):
+    """A value out of range, a missing field or an unknown one is refused, naming the dotted field."""
+    with pytest.raises(ConfigError) as info:
+        robot_servos(bench(tmp_path, "coulomb-viscous", friction, extra=extra))
+    assert info.value.field == field and info.value.file == tmp_path / "bench.toml"
+
+
+def test_the_current_limit_caps_the_torque():
+    """With a current limit the stalled motor's torque is kt * i_max, not kt * V / R (hand calculation)."""
+    firmware = ServoFirmware(kp=4000, vin=7.4, current_limit=0.5)
+    p = {"kt": 0.35, "R": 3.5, "armature": 0.0}
+    tau, damping = ServoActuator(firmware, "none", p).torque(0.0, 0.0, 1.0)
+    free, _ = ServoActuator(ServoFirmware(kp=4000, vin=7.4), "none", p).torque(0.0, 0.0, 1.0)
+    assert tau == pytest.approx(0.35 * 0.5) and free == pytest.approx(0.35 * 7.4 / 3.5) and damping == 0.0
+
+
+def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path):
+    """Position commands to the simulated plant (lock-step, 1 ms steps) of the bench with its fitted
+    servo give the positions the identification's own simulation gives for the same goals, to the
+    encoder's resolution; the run log reads back as the same goals and positions."""
+    robot = bench(tmp_path)
+    goals = logged_goals(2.0)
+    plant = SimPlant(robot, 0.005, PlantConfig(SensorModel(encoder_counts=0, velocity="exact"), substeps=5))
+    log = RunLog(tmp_path / "sim.npz", log_columns(plant.joint_names))
+    with plant:
+        replay_positions(plant, goals[:, None], 0.005, log, paced=False)
+    run = read_run_log(tmp_path / "sim.npz", "servo", bench_model(robot, "servo"))
+    assert np.array_equal(run.goal, goals) and run.enabled.all()
+    law, p = servo_parameters(robot)
+    assert np.abs(simulate_servo(run, law, p) - run.position).max() < 1e-9
+
+
+def test_the_emulated_xl330_moves_like_the_identified_servo(tmp_path):
+    """The same through the Dynamixel driver and the emulated bus in lock-step (goals as counts,
+    positions read as counts): within half an encoder count of the identification's simulation."""
+    robot = bench(tmp_path)
+    goals = logged_goals(1.5)
+    emulator = DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
+    with emulator:
+        bus = DynamixelBus(robot.actuated_names, bus_config(robot), port=emulator.port_name, mode=CommandMode.POSITION)
+        log = RunLog(tmp_path / "emu.npz", log_columns(bus.joint_names))
+        with bus:
+            replay_positions(bus, goals[:, None], 0.005, log, paced=False)
+    run = read_run_log(tmp_path / "emu.npz", "servo", bench_model(robot, "servo"))
+    law, p = servo_parameters(robot)
+    assert np.abs(run.position).max() > 0.3  # it moved
+    assert np.abs(simulate_servo(run, law, p) - run.position).max() <= COUNT / 2 + 1e-9
+
+
+def test_a_servo_is_recovered_from_an_emulated_run_log(tmp_path):
+    """A lock-step emulated run (steps, a sweep, then the torque off) of a bench with known Stribeck
+    servo parameters, read back from its NPZ run log and fitted: every parameter within four of
+    its standard errors of the truth."""
+    truth = {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3}
+    robot = bench(tmp_path, "stribeck", {k: truth[k] for k in ("fc", "fv", "fs", "vs")}, extra="kt = 0.35\nR = 3.5\narmature = 0.002\n")
+    t = np.arange(0, 4.0, 0.005)
+    goals = np.where(t < 1.5, 1.4 * np.sign(np.sin(2.1 * t)), 0.9 * np.sin(3.0 * t**1.3))
+    goals = np.where(t < 3.0, np.round(goals / COUNT) * COUNT, np.nan)  # last second: torque off
+    emulator = DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
+    with emulator:
+        bus = DynamixelBus(robot.actuated_names, bus_config(robot), port=emulator.port_name, mode=CommandMode.POSITION)
+        log = RunLog(tmp_path / "emu.npz", log_columns(bus.joint_names))
+        with bus:
+            replay_positions(bus, goals[:, None], 0.005, log, paced=False)
+    run = read_run_log(tmp_path / "emu.npz", "servo", bench_model(robot, "servo"))
+    assert not run.enabled[-100:].any() and run.enabled[:500].all()
+    fit = fit_servo([run], "stribeck", starts=1)
+    for name, value in truth.items():
+        assert abs(fit.parameters[name] - value) <= 4 * fit.standard_errors[name], (name, fit.parameters[name], fit.standard_errors[name])
+
+
+def test_the_fit_is_written_back_into_the_robot_toml(tmp_path, cli):
+    """identify logs on a run log of the simulated bench, --write-back: the copy loads, its servo has
+    the fitted parameters (as the JSON report gives them, to 6 digits) and the old firmware values,
+    and every line outside the actuator table is unchanged."""
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.02, "fv": 0.01}, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\n")
+    t = np.arange(0, 2.0, 0.005)
+    goals = np.where(t < 1.5, np.round(1.2 * np.sin(2.5 * t) / COUNT) * COUNT, np.nan)
+    plant = SimPlant(robot, 0.005, PlantConfig(substeps=5))
+    with plant:
+        replay_positions(plant, goals[:, None], 0.005, RunLog(tmp_path / "run.npz", log_columns(plant.joint_names)), paced=False)
+    config, copy, out = tmp_path / "bench.toml", tmp_path / "fitted.toml", tmp_path / "fit.json"
+    r = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--law", "coulomb-viscous",
+            "--starts", "1", "--out", out, "--write-back", copy)
+    assert r.code == 0, r.err
+    fitted = json.loads(out.read_text())["parameters"]
+    servo = robot_servos(load_robot(copy))["servo"]
+    assert servo.law == "coulomb-viscous" and servo.firmware == robot_servos(robot)["servo"].firmware
+    for name, value in fitted.items():
+        assert servo.parameters[name] == pytest.approx(value, rel=1e-5)
+    old, new = config.read_text().splitlines(), copy.read_text().splitlines()
+    outside = [line for line in old if not line.startswith(("kt", "R ", "vin", "kp", "divisor", "armature", "friction"))]
+    assert [line for line in new if line in outside] == outside
+    again = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--starts", "1", "--write-back", copy)
+    assert again.code == 2 and "--force" in again.err
+
+
+def test_the_emulator_refuses_a_servo_geared_unlike_its_drive(tmp_path):
+    """An actuator table with gear_ratio 2 behind a [drives] servo with gear_ratio 1: the goal
+    counts would turn the modelled servo twice as far, so the emulator refuses the pair."""
+    robot = bench(tmp_path, "none", {}, extra="kt = 0.35\nR = 3.5\ngear_ratio = 2.0\n")
+    with pytest.raises(ConfigError, match="gear_ratio"):
+        DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005)
+
+
+def _run_log(path, t, q, goal) -> None:
+    log = RunLog(path, log_columns(["servo"]))
+    for row in zip(t, q, goal):
+        values = np.full(len(log.columns), np.nan)
+        values[[0, 3, 4, 6]] = (row[0], 1.0, row[1], row[2])  # t, read_ok, q.servo, q_ref.servo
+        log.append(values)
+    log.close()
+
+
+def test_a_run_log_at_an_uneven_step_is_resampled(tmp_path):
+    """Jittered sample times: positions of a straight-line motion interpolate onto the median
+    step exactly, and each grid time gets the goal last sent before it."""
+    t = np.arange(40) * 0.01 + np.tile([0.0, 0.002, -0.001, 0.001], 10)
+    _run_log(tmp_path / "run.npz", t, 0.5 * t, np.floor(t / 0.1))
+    model = bench_model(load_robot(BENCH_DIR / "bench.toml"), "servo")
+    log = read_run_log(tmp_path / "run.npz", "servo", model)
+    step = np.median(np.diff(t))
+    assert np.allclose(np.diff(log.t), step) and np.allclose(log.position, 0.5 * (t[0] + log.t))
+    assert np.array_equal(log.goal, np.floor(t[np.searchsorted(t, t[0] + log.t + 1e-12, side="right") - 1] / 0.1))
+
+
+def test_a_run_log_without_the_joint_names_the_column(tmp_path):
+    """Asking a run log for a joint it does not have: a DataError naming the missing column."""
+    _run_log(tmp_path / "run.npz", np.arange(20) * 0.01, np.zeros(20), np.zeros(20))
+    model = bench_model(load_robot(BENCH_DIR / "bench.toml"), "servo")
+    with pytest.raises(DataError) as info:
+        read_run_log(tmp_path / "run.npz", "elbow", model)
+    assert info.value.field == "q.elbow" and info.value.file == tmp_path / "run.npz"
