@@ -3,6 +3,7 @@ runs read back for a fit, and the [joints.<name>.actuator] table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -27,6 +28,13 @@ from mbctl.identification.servo import bench_model, fit_servo, read_run_log, rea
 BENCH_DIR = bundled_servo_logs("xl330-pendulum")[0].parent
 COUNT = 2 * math.pi / 4096  # rad per encoder count
 
+
+
+def lockstep_bus(robot):
+    """The robot's bus with a 100 ms adapter latency: in lock-step the emulator steps the plant before it
+    replies, which on a loaded machine can outlast the default ~34 ms reply timeout (time is virtual, so
+    the longer timeout changes no result)."""
+    return dataclasses.replace(bus_config(robot), latency_s=0.1)
 
 def bench(tmp_path, law="stribeck-load", friction=None, extra=""):
     """The bundled bench's robot, or a copy of it with another servo friction law."""
@@ -110,9 +118,9 @@ def test_the_emulated_xl330_moves_like_the_identified_servo(tmp_path):
     positions read as counts): within half an encoder count of the identification's simulation."""
     robot = bench(tmp_path)
     goals = logged_goals(1.5)
-    emulator = DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
+    emulator = DriveEmulator(lockstep_bus(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
     with emulator:
-        bus = DynamixelBus(robot.actuated_names, bus_config(robot), port=emulator.port_name, mode=CommandMode.POSITION)
+        bus = DynamixelBus(robot.actuated_names, lockstep_bus(robot), port=emulator.port_name, mode=CommandMode.POSITION)
         log = RunLog(tmp_path / "emu.npz", log_columns(bus.joint_names))
         with bus:
             replay_positions(bus, goals[:, None], 0.005, log, paced=False)
@@ -131,9 +139,9 @@ def test_a_servo_is_recovered_from_an_emulated_run_log(tmp_path):
     t = np.arange(0, 4.0, 0.005)
     goals = np.where(t < 1.5, 1.4 * np.sign(np.sin(2.1 * t)), 0.9 * np.sin(3.0 * t**1.3))
     goals = np.where(t < 3.0, np.round(goals / COUNT) * COUNT, np.nan)  # last second: torque off
-    emulator = DriveEmulator(bus_config(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
+    emulator = DriveEmulator(lockstep_bus(robot), TruthPlant(robot, 1e-3, np.zeros(1)), lockstep_s=0.005, step_s=0.001)
     with emulator:
-        bus = DynamixelBus(robot.actuated_names, bus_config(robot), port=emulator.port_name, mode=CommandMode.POSITION)
+        bus = DynamixelBus(robot.actuated_names, lockstep_bus(robot), port=emulator.port_name, mode=CommandMode.POSITION)
         log = RunLog(tmp_path / "emu.npz", log_columns(bus.joint_names))
         with bus:
             replay_positions(bus, goals[:, None], 0.005, log, paced=False)
