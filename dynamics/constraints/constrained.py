@@ -323,6 +323,17 @@ class ConstrainedDynamics:
 
     # ------------------------------------------------------------------ set-up
 
+    def _free_coordinates(self, keep: Sequence[str]) -> np.ndarray:
+        """Velocity indices of every coordinate but those of the joints named in ``keep``
+        (``simulation.initial.keep``: held while assembling or balancing)."""
+        fixed = []
+        for name in keep:
+            try:
+                fixed.append(self.robot.joint(name).idx_v)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
+        return np.setdiff1d(np.arange(self.robot.nv), fixed)
+
     def initialize(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
         """Find the rank at the initial state and the rows Lagrange / null space keep.
 
@@ -665,13 +676,7 @@ class ConstrainedDynamics:
         """
         q = np.array(q, dtype=float)
         dq = np.array(dq, dtype=float)
-        fixed = []
-        for name in keep:
-            try:
-                fixed.append(self.robot.joint(name).idx_v)
-            except ConfigError as exc:
-                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
-        free = np.setdiff1d(np.arange(self.robot.nv), fixed)
+        free = self._free_coordinates(keep)
         pos = self.constraints.level == 2
         for iteration in range(max_iterations + 1):
             cv = self._evaluate_constraints(self.kinematics(q, dq), t)
@@ -735,13 +740,7 @@ class ConstrainedDynamics:
         nv = self.robot.nv
         q = np.array(q, dtype=float)
         zero = np.zeros(nv)
-        fixed = []
-        for name in keep:
-            try:
-                fixed.append(self.robot.joint(name).idx_v)
-            except ConfigError as exc:
-                raise ConfigError(exc.reason, file=self.robot.source, field="simulation.initial.keep") from None
-        free = np.setdiff1d(np.arange(nv), fixed)
+        free = self._free_coordinates(keep)
         pos = self.constraints.level == 2
         elements = [(f, f.initial_state()) for f in self.forces if not f.reaction_joints]  # load-dependent friction is 0 at rest
 
