@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is 
     from mbctl.hardware.loop import RunSummary
     from mbctl.identification.report import IdentificationResult
     from mbctl.identification.servo import ServoFit, ServoLog
+    from mbctl.study.summary import Bands
 
 __all__ = [
     "FORMATS",
@@ -36,6 +37,9 @@ __all__ = [
     "plot_run",
     "plot_servo_fit",
     "plot_simulation",
+    "plot_sweep_histograms",
+    "plot_sweep_scatter",
+    "plot_torque_bands",
     "plot_trajectory",
     "plot_torque_tables",
     "plot_variants",
@@ -473,4 +477,60 @@ def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) ->
         ax.set_visible(False)
     axes[0].legend(loc="best", fontsize="small")
     fig.suptitle(f"servo fit, {fit.law}: open-loop simulation of each log")
+    save_figure(fig, path)
+
+
+def _panels(n: int, title: str, width: float = 3.2, height: float = 2.4) -> tuple[Figure, list]:
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig = _figure((width * cols, height * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def plot_sweep_scatter(columns: Mapping[str, np.ndarray], parameter: str, quantities: Sequence[str], path: str | Path, title: str) -> None:
+    """One panel per quantity of interest against the varied ``parameter`` (successful runs)."""
+    ok = columns["status"] == "ok"
+    x = np.asarray(columns[f"param.{parameter}"], dtype=float)[ok]
+    fig, axes = _panels(len(quantities), title)
+    for ax, q in zip(axes, quantities):
+        ax.scatter(x, np.asarray(columns[q], dtype=float)[ok], s=6, alpha=0.5, color="C0", linewidths=0)
+        ax.set_xlabel(parameter, fontsize="small")
+        ax.set_ylabel(q, fontsize="small")
+        ax.tick_params(labelsize="small")
+        ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def plot_sweep_histograms(columns: Mapping[str, np.ndarray], quantities: Sequence[str], path: str | Path, title: str) -> None:
+    """One histogram per quantity of interest over the successful runs."""
+    ok = columns["status"] == "ok"
+    fig, axes = _panels(len(quantities), title)
+    for ax, q in zip(axes, quantities):
+        x = np.asarray(columns[q], dtype=float)[ok]
+        x = x[np.isfinite(x)]
+        ax.hist(x, bins=min(50, max(5, int(np.sqrt(x.size)))), color="C0", alpha=0.8)
+        ax.set_xlabel(q, fontsize="small")
+        ax.tick_params(labelsize="small")
+        ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def plot_torque_bands(bands: Bands, path: str | Path, title: str) -> None:
+    """Per joint: the median torque over time and the bands between symmetric percentiles (5-95, 25-75)."""
+    fig, axes = _grid(len(bands.joints), title)
+    p = list(bands.percentiles)
+    for k, (ax, name) in enumerate(zip(axes, bands.joints)):
+        v = bands.values[:, :, k]
+        for lo, hi, alpha in ((5.0, 95.0, 0.25), (25.0, 75.0, 0.45)):
+            if lo in p and hi in p:
+                ax.fill_between(bands.t, v[p.index(lo)], v[p.index(hi)], color="C0", alpha=alpha, lw=0, label=f"{lo:g}-{hi:g} %")
+        if 50.0 in p:
+            ax.plot(bands.t, v[p.index(50.0)], color="C0", lw=1.2, label="median")
+        ax.set_ylabel(name, fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
     save_figure(fig, path)

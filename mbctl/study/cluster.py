@@ -1,0 +1,84 @@
+"""The Dask engine: a client on a LocalCluster sized to the machine or on an existing scheduler,
+and a map that yields task results as they finish, retrying tasks whose worker died."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from mbctl.errors import InputError
+
+__all__ = ["RETRIES", "dask_client", "default_workers", "map_tasks"]
+
+RETRIES = 2  # a task whose worker dies (or that raises) runs again this many times before it counts as failed
+
+
+def default_workers() -> int:
+    """One worker process per core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None, timeout_s: float = 60.0) -> Iterator[Any]:
+    """A ``distributed.Client``: on ``scheduler`` (an address such as ``tcp://host:8786``), or on a
+    new LocalCluster of ``workers`` single-threaded processes (default :func:`default_workers`).
+
+    Raises:
+        InputError: If the scheduler cannot be reached (naming ``--scheduler``).
+    """
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=timeout_s)
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler {scheduler!r} ({exc.__class__.__name__})", field="--scheduler") from None
+        with client:
+            yield client
+        return
+    n = default_workers() if workers is None else workers
+    # processes, one thread each: the numerics hold the GIL; no dashboard (no port to claim)
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+        with Client(cluster, timeout=timeout_s) as client:
+            yield client
+
+
+def map_tasks(client: Any, function: Callable[..., Any], items: Iterable[tuple], *, retries: int = RETRIES) -> Iterator[tuple[int, Any, BaseException | None]]:
+    """Run ``function(*item)`` for every item; yield ``(index, result, error)`` as tasks finish.
+
+    Without a client (None) the items run here, one after another, in order. ``error`` is
+    the exception of a task that failed after its retries (a worker that kept dying,
+    ``distributed.KilledWorker``), its result then None. Unfinished tasks are cancelled
+    when the caller stops iterating (Ctrl-C included).
+    """
+    items = list(items)
+    if client is None:
+        for i, item in enumerate(items):
+            yield i, function(*item), None
+        return
+    from distributed import as_completed
+
+    futures = [client.submit(function, *item, retries=retries, pure=False) for item in items]
+    index = {f.key: i for i, f in enumerate(futures)}
+    try:
+        for future in as_completed(futures):
+            i = index[future.key]
+            try:
+                result = future.result()
+            except Exception as exc:  # KilledWorker, or the function's own error after its retries
+                yield i, None, exc
+            else:
+                yield i, result, None
+            finally:
+                futures[i] = None  # release the result on the cluster as soon as it is written
+                future.release()
+    finally:
+        pending = [f for f in futures if f is not None and not f.done()]
+        if pending:
+            client.cancel(pending)

@@ -1,0 +1,388 @@
+"""Running a study: checks before any run, batches of runs as Dask tasks, rows streamed to disk, resume.
+
+Output directory:
+
+- ``sweep.json``: the study file, its SHA-256 (with the robot file's), the run count,
+  parameters and quantities; written when the sweep starts, checked by a resume.
+- ``parts/run-<first>-<id>.parquet``: the rows of one finished task, written to a
+  temporary name and renamed (a killed sweep leaves whole parts only); beside it
+  ``.npy`` with the runs' torque curves (feed-forward), written first.
+- ``runs.parquet`` and ``runs.csv``: every row, sorted by run, written at the end.
+- ``summary.json`` (:mod:`mbctl.study.summary`) and, for feed-forward studies, ``bands.npz``.
+
+Row columns: ``run`` (its index, see :mod:`mbctl.study.design`), ``status`` (``ok`` or
+``failed``), ``reason`` (why it failed, else empty), ``param.<path>`` for every varied
+parameter, the workflow's quantities (:mod:`mbctl.study.workflows`; NaN where a run
+failed before computing them) and ``wall_time_s`` (the run's own time on its worker, s).
+Resume (:func:`run_study` with ``resume=True``) runs the run indices no part holds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.config.study import StudySpec
+from mbctl.dynamics.model.robot import build_robot
+from mbctl.errors import ConfigError, InputError, MbctlError
+from mbctl.fileio import atomic_output
+from mbctl.study.cluster import RETRIES, map_tasks
+from mbctl.study.design import Design, check_paths, design, sample_error, sample_spec
+from mbctl.study.workflows import WORKFLOWS, Context, make_context, quantity_kinds
+
+__all__ = [
+    "BatchResult",
+    "Plan",
+    "SweepResult",
+    "batch_size",
+    "completed_runs",
+    "consolidate",
+    "prepare",
+    "run_batch",
+    "run_one",
+    "run_study",
+]
+
+TASK_TARGET_S = 0.25  # batch runs until a task takes about this long: Dask's per-task cost (~ms) stays < 5 %
+MANIFEST = "sweep.json"
+PARTS = "parts"
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A checked study, ready to run (what every task gets).
+
+    Attributes:
+        context: The study, its trajectory and band grid.
+        design: Every run's parameter values.
+        quantities: Quantity columns, in order.
+        joints: Joints of the torque curves (feed-forward), else ().
+        pilot_s: Time of one run measured while checking (s), or NaN.
+    """
+
+    context: Context
+    design: Design
+    quantities: tuple[str, ...]
+    joints: tuple[str, ...]
+    pilot_s: float
+
+    @property
+    def study(self) -> StudySpec:
+        return self.context.study
+
+    @property
+    def columns(self) -> list[str]:
+        """The table's columns, in order."""
+        return ["run", "status", "reason", *(f"param.{p}" for p in self.design.paths), *self.quantities, "wall_time_s"]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no message"
+    text = text if isinstance(exc, MbctlError) else f"{type(exc).__name__}: {text}"
+    return text[:300]
+
+
+def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
+    """Check everything about ``study`` before any run.
+
+    Checks: every path names a number; the nominal robot builds and the workflow's
+    settings fit it; every run's description parses (ranges of every field); for each
+    parameter the runs with its smallest and largest value build a robot that passes the
+    workflow's checks. With ``pilot`` one run of the nominal robot is timed (its result
+    is not kept) to size the batches.
+
+    Raises:
+        ConfigError: Naming the study file and field (``parameters.<path>`` for a sample
+            that makes the robot invalid).
+    """
+    check_paths(study)
+    d = design(study)
+    workflow = WORKFLOWS[study.workflow]
+    try:
+        robot = build_robot(sample_spec(study, {}))
+    except InputError as exc:
+        raise ConfigError(f"the robot with the study's overrides is invalid: {exc}", file=study.source, field="overrides") from None
+    ctx = make_context(study, robot)
+    workflow.check(robot, ctx)
+    names = workflow.quantities(robot, ctx)
+    if study.quantities is not None:
+        kinds = quantity_kinds(names)
+        unknown = [q for q in study.quantities if q not in kinds]
+        if unknown:
+            raise ConfigError(f"unknown {', '.join(map(repr, unknown))} for the {study.workflow} workflow (expected some of: {', '.join(kinds)})", file=study.source, field="quantities")
+        names = [n for n in names if n.split(".", 1)[0] in study.quantities]
+    for i in range(len(d)):
+        try:
+            sample_spec(study, d.run(i))
+        except InputError as exc:
+            raise sample_error(study, i, d.run(i), exc) from None
+    extremes = sorted({int(k) for col in d.values.T for k in (np.argmin(col), np.argmax(col))}) if d.paths else []
+    for i in extremes:
+        try:
+            workflow.check(build_robot(sample_spec(study, d.run(i))), ctx)
+        except InputError as exc:
+            raise sample_error(study, i, d.run(i), exc) from None
+    joints = tuple(j.name for j in robot.joints if j.actuated) if ctx.band_t is not None else ()
+    plan = Plan(context=ctx, design=d, quantities=tuple(names), joints=joints, pilot_s=math.nan)
+    if pilot:
+        pilot_s = math.nan
+        for _ in range(2):  # the first run pays for imports and caches
+            start = time.perf_counter()
+            try:
+                workflow.run(build_robot(sample_spec(study, {})), ctx)
+            except Exception:  # a failing nominal run says nothing about the samples; rows will
+                break
+            pilot_s = time.perf_counter() - start
+            if pilot_s > 1.0:
+                break
+        plan = Plan(context=ctx, design=d, quantities=tuple(names), joints=joints, pilot_s=pilot_s)
+    return plan
+
+
+def batch_size(plan: Plan, missing: int, workers: int) -> int:
+    """Runs per task: the study's ``runs_per_task``, else enough runs for :data:`TASK_TARGET_S`
+    per task, but at least four tasks per worker (so the workers finish together)."""
+    if plan.study.runs_per_task is not None:
+        return plan.study.runs_per_task
+    per_run = plan.pilot_s if math.isfinite(plan.pilot_s) and plan.pilot_s > 0 else TASK_TARGET_S
+    by_time = max(1, math.ceil(TASK_TARGET_S / per_run))
+    by_balance = max(1, math.ceil(missing / (4 * max(1, workers))))
+    return min(by_time, by_balance)
+
+
+def run_one(plan: Plan, run: int) -> tuple[dict, np.ndarray | None]:
+    """Run ``run`` of the plan; any error becomes a failed row (Ctrl-C is not caught).
+
+    Returns:
+        The row (column -> value) and the torque curve ((K, joints) float32, NaN if the run
+        failed), or None when the workflow keeps no curve.
+    """
+    study = plan.study
+    values = plan.design.run(run)
+    row: dict = {"run": run, "status": "ok", "reason": ""}
+    row.update({f"param.{p}": v for p, v in values.items()})
+    row.update({q: math.nan for q in plan.quantities})
+    curve = np.full((len(plan.context.band_t), len(plan.joints)), np.nan, np.float32) if plan.joints else None
+    start = time.perf_counter()
+    try:
+        robot = build_robot(sample_spec(study, values))
+        out = WORKFLOWS[study.workflow].run(robot, plan.context)
+        for q in plan.quantities:
+            row[q] = float(out.values.get(q, math.nan))
+        if out.curve is not None and curve is not None:
+            curve = out.curve
+        if out.failure:
+            row["status"], row["reason"] = "failed", out.failure[:300]
+    except Exception as exc:  # singular configuration, limit breach, a sample the robot refuses, ...
+        row["status"], row["reason"] = "failed", _one_line(exc)
+    row["wall_time_s"] = time.perf_counter() - start
+    return row, curve
+
+
+@dataclass(frozen=True, eq=False)
+class BatchResult:
+    """One task's rows (column -> list) and curves ((runs, K, joints) float32, or None)."""
+
+    rows: dict[str, list]
+    curves: np.ndarray | None
+
+
+def run_batch(plan: Plan, runs: Sequence[int]) -> BatchResult:
+    """Run ``runs`` one after another (one Dask task)."""
+    out: dict[str, list] = {c: [] for c in plan.columns}
+    curves = []
+    for run in runs:
+        row, curve = run_one(plan, int(run))
+        for c in plan.columns:
+            out[c].append(row[c])
+        if curve is not None:
+            curves.append(curve)
+    return BatchResult(out, np.stack(curves) if curves else None)
+
+
+def _schema(plan: Plan):
+    import pyarrow as pa
+
+    fields = [pa.field("run", pa.int64()), pa.field("status", pa.string()), pa.field("reason", pa.string())]
+    fields += [pa.field(c, pa.float64()) for c in plan.columns[3:]]
+    return pa.schema(fields)
+
+
+def _failed_batch(plan: Plan, runs: Sequence[int], reason: str) -> BatchResult:
+    out: dict[str, list] = {c: [] for c in plan.columns}
+    for run in runs:
+        row = {"run": int(run), "status": "failed", "reason": reason[:300], "wall_time_s": math.nan}
+        row.update({f"param.{p}": v for p, v in plan.design.run(int(run)).items()})
+        for c in plan.columns:
+            out[c].append(row.get(c, math.nan))
+    curves = np.full((len(runs), len(plan.context.band_t), len(plan.joints)), np.nan, np.float32) if plan.joints else None
+    return BatchResult(out, curves)
+
+
+def _write_part(directory: Path, plan: Plan, result: BatchResult) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first = min(result.rows["run"])
+    stem = f"run-{first:09d}-{uuid.uuid4().hex[:8]}"
+    if result.curves is not None:
+        with atomic_output(directory / f"{stem}.npy") as tmp:
+            np.save(tmp, result.curves)
+    table = pa.Table.from_pydict(result.rows, schema=_schema(plan))
+    with atomic_output(directory / f"{stem}.parquet") as tmp:  # the part's commit point
+        pq.write_table(table, tmp)
+
+
+def _parts(out_dir: Path) -> list[Path]:
+    return sorted((out_dir / PARTS).glob("run-*.parquet"))
+
+
+def completed_runs(out_dir: str | Path) -> set[int]:
+    """Run indices some part in ``out_dir`` holds (ok or failed)."""
+    import pyarrow.parquet as pq
+
+    done: set[int] = set()
+    for part in _parts(Path(out_dir)):
+        done.update(pq.read_table(part, columns=["run"]).column("run").to_pylist())
+    return done
+
+
+def _manifest(plan: Plan) -> dict:
+    s = plan.study
+    return {
+        "study": str(s.source),
+        "robot": str(s.robot),
+        "digest": s.digest,
+        "workflow": s.workflow,
+        "runs": len(plan.design),
+        "parameters": list(plan.design.paths),
+        "quantities": list(plan.quantities),
+    }
+
+
+def _start(plan: Plan, out_dir: Path, resume: bool) -> None:
+    manifest = out_dir / MANIFEST
+    if resume:
+        if not manifest.is_file():
+            raise InputError(f"no sweep to resume here (no {MANIFEST})", file=out_dir)
+        old = json.loads(manifest.read_text())
+        if old.get("digest") != plan.study.digest or old.get("quantities") != list(plan.quantities):
+            raise InputError(f"the study or its robot changed since this sweep started ({old.get('study')}); start a new sweep in another directory", file=out_dir)
+        (out_dir / PARTS).mkdir(exist_ok=True)
+        return
+    if manifest.exists() or _parts(out_dir):
+        raise InputError("holds a sweep already; pass --resume to continue it, or choose another directory", file=out_dir)
+    (out_dir / PARTS).mkdir(exist_ok=True)
+    with atomic_output(manifest) as tmp:
+        tmp.write_text(json.dumps(_manifest(plan), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What :func:`run_study` did.
+
+    Attributes:
+        runs: Runs in the study.
+        skipped: Runs already done (resume).
+        ran: Runs done now.
+        tasks: Tasks submitted now.
+        runs_per_task: Batch size used.
+        wall_s: Time from the first submission to the last part written (s).
+        compute_s: Sum of the runs' own times, done now (s).
+        table: The consolidated Parquet table.
+    """
+
+    runs: int
+    skipped: int
+    ran: int
+    tasks: int
+    runs_per_task: int
+    wall_s: float
+    compute_s: float
+    table: Path
+
+
+def run_study(
+    plan: Plan,
+    out_dir: str | Path,
+    *,
+    client: object | None = None,
+    workers: int = 1,
+    resume: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    retries: int = RETRIES,
+) -> SweepResult:
+    """Run every run of ``plan`` not yet in ``out_dir``; write parts as tasks finish, then the table.
+
+    Args:
+        client: A ``distributed.Client`` (None: in this process, one batch after another).
+        workers: Workers the client has (sizes the batches).
+        resume: Continue the sweep in ``out_dir`` (its study must be unchanged).
+        progress: Called ``(done, total)`` after every finished task.
+        retries: Times a task whose worker died is run again before its runs are
+            recorded as failed.
+
+    Raises:
+        InputError: If ``out_dir`` holds another sweep, or nothing to resume.
+    """
+    out_dir = Path(out_dir)
+    _start(plan, out_dir, resume)
+    done = completed_runs(out_dir)
+    missing = [i for i in range(len(plan.design)) if i not in done]
+    size = batch_size(plan, len(missing), workers)
+    batches = [missing[k:k + size] for k in range(0, len(missing), size)]
+    total = len(plan.design)
+    count = total - len(missing)
+    if progress is not None:
+        progress(count, total)
+    compute = 0.0
+    start = time.perf_counter()
+    for i, result, error in map_tasks(client, run_batch, [(plan, b) for b in batches], retries=retries):
+        if error is not None:
+            result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
+        _write_part(out_dir / PARTS, plan, result)
+        compute += float(np.nansum(result.rows["wall_time_s"]))
+        count += len(batches[i])
+        if progress is not None:
+            progress(count, total)
+    wall = time.perf_counter() - start
+    table = consolidate(plan, out_dir)
+    return SweepResult(runs=total, skipped=total - len(missing), ran=len(missing), tasks=len(batches), runs_per_task=size, wall_s=wall, compute_s=compute, table=table)
+
+
+def consolidate(plan: Plan, out_dir: str | Path) -> Path:
+    """Write ``runs.parquet`` and ``runs.csv`` (every part's rows, sorted by run, one row per
+    run) and, for studies with torque curves, ``curves.npy`` in the same order."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    tables, curves = [], []
+    for part in _parts(out_dir):
+        tables.append(pq.read_table(part, schema=_schema(plan)))
+        if plan.joints:
+            npy = part.with_suffix(".npy")
+            curves.append(np.load(npy, mmap_mode="r") if npy.exists() else np.full((tables[-1].num_rows, len(plan.context.band_t), len(plan.joints)), np.nan, np.float32))
+    table = pa.concat_tables(tables) if tables else _schema(plan).empty_table()
+    runs = np.asarray(table.column("run").to_numpy(), dtype=np.int64)
+    order = np.argsort(runs, kind="stable")
+    keep = order[np.concatenate([[True], np.diff(runs[order]) != 0])] if len(order) else order  # a run written twice: its first row
+    table = table.take(pa.array(keep))
+    path = out_dir / "runs.parquet"
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp)
+    with atomic_output(out_dir / "runs.csv") as tmp:
+        pacsv.write_csv(table, tmp)
+    if plan.joints:
+        stacked = np.concatenate(curves) if curves else np.zeros((0, len(plan.context.band_t), len(plan.joints)), np.float32)
+        with atomic_output(out_dir / "curves.npy") as tmp:
+            np.save(tmp, stacked[keep])
+    return path
