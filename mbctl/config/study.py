@@ -8,7 +8,8 @@ seed = 1                          # of the Monte Carlo draws
 runs_per_task = 20                # optional: runs batched into one task (default: sized from a timed run)
 quantities = ["tau_peak", "tau_rms"]   # optional: keep only these kinds (default: all of the workflow)
 
-[overrides.plant]                 # merged into the robot description before anything varies
+[overrides.plant]                 # merged into the robot description before anything varies (a table
+                                  # with a `law` replaces the old one whole)
 payload = { frame = "tool0", mass = 1.0, com = [0.0, 0.0, 0.05] }
 
 [parameters."plant.payload.mass"]             # dotted TOML path into the robot description
@@ -158,10 +159,11 @@ class StudySpec:
 
 
 def merge_tables(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``base`` with ``extra`` merged in: tables merged key by key, other values replaced."""
+    """A copy of ``base`` with ``extra`` merged in: tables merged key by key, other values replaced;
+    a table that names a ``law`` replaces the old table whole (a law's parameters belong to it)."""
     out = copy.deepcopy(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "law" not in value:
             out[key] = merge_tables(out[key], value)
         else:
             out[key] = copy.deepcopy(value)

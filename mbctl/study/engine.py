@@ -318,6 +318,7 @@ def run_study(
     resume: bool = False,
     progress: Callable[[int, int], None] | None = None,
     retries: int = RETRIES,
+    task: Callable[[Plan, Sequence[int]], BatchResult] = run_batch,
 ) -> SweepResult:
     """Run every run of ``plan`` not yet in ``out_dir``; write parts as tasks finish, then the table.
 
@@ -328,6 +329,8 @@ def run_study(
         progress: Called ``(done, total)`` after every finished task.
         retries: Times a task whose worker died is run again before its runs are
             recorded as failed.
+        task: What one task runs, ``task(plan, runs)`` (default :func:`run_batch`; a
+            wrapper can add set-up a cluster needs, or faults for a test).
 
     Raises:
         InputError: If ``out_dir`` holds another sweep, or nothing to resume.
@@ -344,7 +347,7 @@ def run_study(
         progress(count, total)
     compute = 0.0
     start = time.perf_counter()
-    for i, result, error in map_tasks(client, run_batch, [(plan, b) for b in batches], retries=retries):
+    for i, result, error in map_tasks(client, task, [(plan, b) for b in batches], retries=retries):
         if error is not None:
             result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
         _write_part(out_dir / PARTS, plan, result)

@@ -279,7 +279,8 @@ def _id_run(robot: RobotModel, ctx: Context) -> RunOutput:
     truth_robot, plant = truth_model(robot)
     log = simulated_constant_speed(robot, joint, plant.seed, _id_overrides(ctx))
     result = identify(log, joint, law)
-    truth = truth_robot.joint(joint).friction
+    friction = truth_robot.joint(joint).friction
+    truth = friction.law if friction is not None else None
     values = {}
     for p in _FITTED[law]:
         values[f"fit.{p}"] = float(result.fit.values.get(p, getattr(result.fit.law, p)))
