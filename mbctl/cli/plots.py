@@ -480,8 +480,8 @@ def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) ->
     save_figure(fig, path)
 
 
-def _panels(n: int, title: str, width: float = 3.2, height: float = 2.4) -> tuple[Figure, list]:
-    cols = min(n, 4)
+def _panels(n: int, title: str, width: float = 3.6, height: float = 2.8) -> tuple[Figure, list]:
+    cols = min(n, 3)
     rows = math.ceil(n / cols)
     fig = _figure((width * cols, height * rows + 0.6))
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
@@ -491,31 +491,50 @@ def _panels(n: int, title: str, width: float = 3.2, height: float = 2.4) -> tupl
     return fig, axes[:n]
 
 
+def _by_kind(quantities: Sequence[str]) -> dict[str, list[str]]:
+    """Quantity names grouped by kind (``tau_peak.j1`` -> ``tau_peak``), in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for q in quantities:
+        groups.setdefault(q.split(".", 1)[0], []).append(q)
+    return groups
+
+
 def plot_sweep_scatter(columns: Mapping[str, np.ndarray], parameter: str, quantities: Sequence[str], path: str | Path, title: str) -> None:
-    """One panel per quantity of interest against the varied ``parameter`` (successful runs)."""
+    """Every quantity of interest against the varied ``parameter`` (successful runs): one panel
+    per kind of quantity, one colour per joint (or fitted parameter)."""
     ok = columns["status"] == "ok"
     x = np.asarray(columns[f"param.{parameter}"], dtype=float)[ok]
-    fig, axes = _panels(len(quantities), title)
-    for ax, q in zip(axes, quantities):
-        ax.scatter(x, np.asarray(columns[q], dtype=float)[ok], s=6, alpha=0.5, color="C0", linewidths=0)
+    groups = _by_kind(quantities)
+    fig, axes = _panels(len(groups), title)
+    for ax, (kind, names) in zip(axes, groups.items()):
+        for k, q in enumerate(names):
+            label = q.split(".", 1)[1] if "." in q else None
+            ax.scatter(x, np.asarray(columns[q], dtype=float)[ok], s=5, alpha=0.6, color=f"C{k % 10}", linewidths=0, label=label)
         ax.set_xlabel(parameter, fontsize="small")
-        ax.set_ylabel(q, fontsize="small")
+        ax.set_ylabel(kind, fontsize="small")
         ax.tick_params(labelsize="small")
         ax.grid(alpha=0.3)
+        if len(names) > 1:
+            ax.legend(fontsize="x-small", markerscale=2, loc="upper left", framealpha=0.6)
     save_figure(fig, path)
 
 
 def plot_sweep_histograms(columns: Mapping[str, np.ndarray], quantities: Sequence[str], path: str | Path, title: str) -> None:
-    """One histogram per quantity of interest over the successful runs."""
+    """Histograms of every quantity of interest over the successful runs: one panel per kind."""
     ok = columns["status"] == "ok"
-    fig, axes = _panels(len(quantities), title)
-    for ax, q in zip(axes, quantities):
-        x = np.asarray(columns[q], dtype=float)[ok]
-        x = x[np.isfinite(x)]
-        ax.hist(x, bins=min(50, max(5, int(np.sqrt(x.size)))), color="C0", alpha=0.8)
-        ax.set_xlabel(q, fontsize="small")
+    groups = _by_kind(quantities)
+    fig, axes = _panels(len(groups), title)
+    for ax, (kind, names) in zip(axes, groups.items()):
+        for k, q in enumerate(names):
+            x = np.asarray(columns[q], dtype=float)[ok]
+            x = x[np.isfinite(x)]
+            label = q.split(".", 1)[1] if "." in q else None
+            ax.hist(x, bins=min(50, max(5, int(np.sqrt(x.size)))), color=f"C{k % 10}", histtype="step", label=label)
+        ax.set_xlabel(kind, fontsize="small")
         ax.tick_params(labelsize="small")
         ax.grid(alpha=0.3)
+        if len(names) > 1:
+            ax.legend(fontsize="x-small", loc="upper right", framealpha=0.6)
     save_figure(fig, path)
 
 

@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.scheduler is not None:
         raise InputError("give --workers (a LocalCluster) or --scheduler (an existing cluster), not both", field="--workers")
     study = read_study(bundled_study(args.study))
-    plan = prepare(study)  # every check, before anything is written
+    plan = prepare(study, pilot=study.runs_per_task is None)  # every check, before anything is written
     out.mkdir(exist_ok=True)
     grid = " x ".join(str(n) for n in study.grid_shape)
     shape = (f"grid {grid}" if grid else "") + (" x " if grid and study.samples > 1 else "") + (f"{study.samples} samples" if study.samples > 1 or not grid else "")
-    print(f"{study.source.name}: {len(plan.design)} {study.workflow} runs of {study.robot.stem} ({shape}), "
-          f"{len(plan.quantities)} quantities; one run took {plan.pilot_s * 1e3:.1f} ms here", flush=True)
+    timed = f"; one run took {plan.pilot_s * 1e3:.1f} ms here" if plan.pilot_s == plan.pilot_s else ""
+    print(f"{study.source.name}: {len(plan.design)} {study.workflow} runs of {study.robot.stem} ({shape}), {len(plan.quantities)} quantities{timed}", flush=True)
     started = time.perf_counter()
     try:
         with dask_client(args.workers, args.scheduler) as client:
