@@ -4,7 +4,8 @@ Output directory:
 
 - ``sweep.json``: the study file, its SHA-256 (with the robot file's), the run count,
   parameters and quantities; written when the sweep starts, checked by a resume.
-- ``parts/run-<first>-<id>.parquet``: the rows of one finished task, written to a
+- ``parts/run-<first>-<id>.parquet``: the rows of the tasks finished within about a
+  second (:data:`FLUSH_S`; at once when the sweep is interrupted), written to a
   temporary name and renamed (a killed sweep leaves whole parts only); beside it
   ``.npy`` with the runs' torque curves (feed-forward), written first.
 - ``runs.parquet`` and ``runs.csv``: every row, sorted by run, written at the end.
@@ -50,7 +51,8 @@ __all__ = [
     "run_study",
 ]
 
-TASK_TARGET_S = 0.25  # batch runs until a task takes about this long: Dask's per-task cost (~ms) stays < 5 %
+TASK_TARGET_S = 0.5  # batch runs until a task takes about this long: Dask's per-task cost (~ms) stays ~1 %
+FLUSH_S = 1.0  # finished tasks' rows are written together at most this often (a part costs the client ~10 ms)
 MANIFEST = "sweep.json"
 PARTS = "parts"
 
@@ -226,6 +228,12 @@ def _failed_batch(plan: Plan, runs: Sequence[int], reason: str) -> BatchResult:
     return BatchResult(out, curves)
 
 
+def _merge(results: Sequence[BatchResult]) -> BatchResult:
+    rows = {c: [v for r in results for v in r.rows[c]] for c in results[0].rows}
+    curves = [r.curves for r in results if r.curves is not None]
+    return BatchResult(rows, np.concatenate(curves) if curves else None)
+
+
 def _write_part(directory: Path, plan: Plan, result: BatchResult) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -347,14 +355,29 @@ def run_study(
         progress(count, total)
     compute = 0.0
     start = time.perf_counter()
-    for i, result, error in map_tasks(client, task, [(plan, b) for b in batches], retries=retries):
-        if error is not None:
-            result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
-        _write_part(out_dir / PARTS, plan, result)
-        compute += float(np.nansum(result.rows["wall_time_s"]))
-        count += len(batches[i])
-        if progress is not None:
-            progress(count, total)
+    held: list[BatchResult] = []
+    written = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal written
+        if held:
+            _write_part(out_dir / PARTS, plan, _merge(held))
+            held.clear()
+        written = time.perf_counter()
+
+    try:
+        for i, result, error in map_tasks(client, task, [(plan, b) for b in batches], retries=retries):
+            if error is not None:
+                result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
+            held.append(result)
+            if time.perf_counter() - written >= FLUSH_S:
+                flush()
+            compute += float(np.nansum(result.rows["wall_time_s"]))
+            count += len(batches[i])
+            if progress is not None:
+                progress(count, total)
+    finally:
+        flush()  # finished rows are kept when the sweep is interrupted (Ctrl-C, SIGTERM)
     wall = time.perf_counter() - start
     table = consolidate(plan, out_dir)
     return SweepResult(runs=total, skipped=total - len(missing), ran=len(missing), tasks=len(batches), runs_per_task=size, wall_s=wall, compute_s=compute, table=table)
