@@ -40,7 +40,8 @@ The runs are every combination of the grid axes (declaration order, the last var
 fastest) times ``samples`` Monte Carlo draws; a study with no distribution runs its
 grid once. Run ``i`` is row ``i`` of that list. Only the parsing lives here; the
 robot-dependent checks (paths exist and are numbers, every sample gives a valid robot)
-are made by :mod:`mbctl.study.design` before any run.
+are made by :func:`mbctl.study.engine.prepare` before any run (with :func:`check_paths` and
+:func:`sample_spec` here).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from mbctl.bundled import resolve_config
+from mbctl.config.robot import RobotSpec, robot_spec_from_table
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
 
@@ -65,8 +67,11 @@ __all__ = [
     "Grid",
     "ParameterSpec",
     "StudySpec",
+    "apply_values",
+    "check_paths",
     "merge_tables",
     "read_study",
+    "sample_spec",
 ]
 
 WORKFLOWS = ("feedforward", "simulate", "run", "identify")
@@ -259,7 +264,7 @@ def read_study(path: str | Path) -> StudySpec:
     Raises:
         ConfigError: Naming the study file and the dotted field, for a malformed file, an
             unknown field or workflow, a bad distribution (negative standard deviation,
-            empty grid) or overrides that break the robot description's TOML.
+            empty grid), or a parameter path that is not a number in the robot description.
     """
     import hashlib
 
@@ -301,7 +306,7 @@ def read_study(path: str | Path) -> StudySpec:
     digest = hashlib.sha256()
     for f in (path, robot_file, *([trajectory["file"]] if trajectory and "file" in trajectory else [])):
         digest.update(Path(f).read_bytes())
-    return StudySpec(
+    study = StudySpec(
         source=path,
         robot=Path(robot_file),
         document=document,
@@ -315,3 +320,49 @@ def read_study(path: str | Path) -> StudySpec:
         settings=settings,
         digest=digest.hexdigest(),
     )
+    check_paths(study)
+    return study
+
+
+def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:
+    """The container holding ``path``'s last key, and that key (KeyError if absent)."""
+    node: Any = document
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    last = parts[-1]
+    return node, (int(last) if isinstance(node, list) else last)
+
+
+def check_paths(study: StudySpec) -> None:
+    """Every varied path names a number in the robot description (with the study's overrides).
+
+    Raises:
+        ConfigError: Naming the study file and ``parameters.<path>``.
+    """
+    for p in study.parameters:
+        try:
+            node, key = _parent(study.document, p.path)
+            value = node[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ConfigError(f"no such field in {study.robot.name} (nor in the study's overrides)", file=study.source, field=study.field(p.path)) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"is not a number in {study.robot.name} (got {value!r})", file=study.source, field=study.field(p.path))
+
+
+def apply_values(document: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
+    """A copy of ``document`` with each dotted path set to its value."""
+    out = copy.deepcopy(document)
+    for path, value in values.items():
+        node, key = _parent(out, path)
+        node[key] = float(value)
+    return out
+
+
+def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
+    """The robot spec of one run: ``values`` written into the description and parsed.
+
+    Raises:
+        ConfigError: From the robot's own checks, naming the robot file and field.
+    """
+    return robot_spec_from_table(Table(apply_values(study.document, values), study.robot, ""))

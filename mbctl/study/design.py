@@ -8,25 +8,21 @@ numbers: grid points differ only by their grid values).
 
 A run's robot is built by writing its values into a copy of the parsed robot
 description and parsing that copy through the ordinary spec path
-(:func:`mbctl.config.robot.robot_spec_from_table`, then
+(:func:`mbctl.config.study.sample_spec`, then
 :func:`mbctl.dynamics.model.robot.build_robot`), so every check a robot file gets, a
 sample gets too.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from mbctl.config.robot import RobotSpec, robot_spec_from_table
 from mbctl.config.study import Distribution, Grid, StudySpec
 from mbctl.errors import ConfigError, InputError
-from mbctl.tomlfields import Table
 
-__all__ = ["Design", "apply_values", "check_paths", "design", "sample_error", "sample_spec"]
+__all__ = ["Design", "design", "sample_error"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,50 +69,6 @@ def design(study: StudySpec) -> Design:
         else:
             values[:, k] = np.tile(columns[p.path], points.shape[0])
     return Design(tuple(p.path for p in study.parameters), values)
-
-
-def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:
-    """The container holding ``path``'s last key, and that key (KeyError if absent)."""
-    node: Any = document
-    parts = path.split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    return node, (int(last) if isinstance(node, list) else last)
-
-
-def check_paths(study: StudySpec) -> None:
-    """Every varied path names a number in the robot description (with the study's overrides).
-
-    Raises:
-        ConfigError: Naming the study file and ``parameters.<path>``.
-    """
-    for p in study.parameters:
-        try:
-            node, key = _parent(study.document, p.path)
-            value = node[key]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ConfigError(f"no such field in {study.robot.name} (nor in the study's overrides)", file=study.source, field=study.field(p.path)) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"is not a number in {study.robot.name} (got {value!r})", file=study.source, field=study.field(p.path))
-
-
-def apply_values(document: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
-    """A copy of ``document`` with each dotted path set to its value."""
-    out = copy.deepcopy(document)
-    for path, value in values.items():
-        node, key = _parent(out, path)
-        node[key] = float(value)
-    return out
-
-
-def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
-    """The robot spec of one run: ``values`` written into the description and parsed.
-
-    Raises:
-        ConfigError: From the robot's own checks, naming the robot file and field.
-    """
-    return robot_spec_from_table(Table(apply_values(study.document, values), study.robot, ""))
 
 
 def sample_error(study: StudySpec, run: int, values: dict[str, float], exc: InputError) -> ConfigError:

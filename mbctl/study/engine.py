@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.config.study import StudySpec
+from mbctl.config.study import StudySpec, check_paths, sample_spec
 from mbctl.dynamics.model.robot import build_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
 from mbctl.fileio import atomic_output
 from mbctl.study.cluster import RETRIES, map_tasks
-from mbctl.study.design import Design, check_paths, design, sample_error, sample_spec
+from mbctl.study.design import Design, design, sample_error
 from mbctl.study.workflows import WORKFLOWS, Context, make_context, quantity_kinds
 
 __all__ = [
