@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -272,3 +274,71 @@ def test_sigterm_then_resume_from_the_command_line(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs"] == 40 and summary["failed"] == 0
     assert (out / "torque-bands.png").exists() and (out / "scatter-joints.elbow_joint.friction.fc.png").exists()
+
+
+SIM_STUDY = """
+robot = "fourbar"
+workflow = "simulate"
+[simulate]
+duration = 0.02
+[parameters."simulation.baumgarte.alpha"]
+values = [0.0, 2000.0]
+"""
+
+
+def test_a_simulate_row_equals_the_simulation_of_the_edited_file(tmp_path, configs):
+    """The simulate workflow's drift and drive force equal a simulation of fourbar.toml with alpha typed in."""
+    from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulate_setup, simulation_setup
+
+    plan = prepare(read_study(_write(tmp_path, SIM_STUDY)), pilot=False)
+    table = read_table(run_study(plan, tmp_path).table)
+    text = (configs / "fourbar.toml").read_text()
+    assert 'alpha = 500.0' in text
+    for k, alpha in enumerate((0.0, 2000.0)):
+        edited = tmp_path / f"fourbar_{k}.toml"
+        edited.write_text(text.replace('alpha = 500.0', f"alpha = {alpha!r}").replace('urdf = "fourbar.urdf"', f'urdf = "{configs / "fourbar.urdf"}"'))
+        robot = mbctl.load_robot(edited)
+        setup = simulation_setup(robot)
+        setup = dataclasses.replace(setup, duration=0.02)
+        system = build_dynamics(robot, setup)
+        result = simulate_setup(system, *initial_state(robot, setup, system), setup, backend="python")
+        assert table["status"][k] == "ok"
+        assert table["drift_max"][k] == result.violation().max()
+        assert table["velocity_drift_max"][k] == result.velocity_violation().max()
+    assert table["drift_max"][1] != table["drift_max"][0]
+
+
+RUN_STUDY = """
+robot = "scara"
+workflow = "run"
+[run]
+duration = 0.05
+[parameters."control.computed-torque.kp"]
+values = [100.0, 900.0]
+[trajectory]
+waypoints = [[0, 0, 0, 0], [0.2, 0.3, -0.1, 0.01]]
+durations = [0.2]
+rate_hz = 1000.0
+"""
+
+
+@pytest.mark.slow
+def test_a_run_row_equals_a_lockstep_session_of_the_edited_file(tmp_path, configs):
+    """The run workflow's tracking errors equal run_session on scara.toml with kp typed in (lock-step, deterministic)."""
+    from mbctl.hardware.session import SessionOptions, run_session
+
+    plan = prepare(read_study(_write(tmp_path, RUN_STUDY)), pilot=False)
+    table = read_table(run_study(plan, tmp_path).table)
+    text = (configs / "scara.toml").read_text()
+    traj = mbctl.quintic_rest_to_rest([[0, 0, 0, 0], [0.2, 0.3, -0.1, 0.01]], [0.2], 1000.0, ("j1", "j2", "j3", "j4"))
+    for k, kp in enumerate((100.0, 900.0)):
+        head, tail = text.split("[control.computed-torque]", 1)
+        tail = re.sub(r"(?m)^kp = [^\n#]*", f"kp = {kp!r}", tail, count=1)
+        edited = tmp_path / f"scara_{k}.toml"
+        edited.write_text((head + "[control.computed-torque]" + tail).replace('urdf = "scara.urdf"', f'urdf = "{configs / "scara.urdf"}"'))
+        summary = run_session(mbctl.load_robot(edited), traj, SessionOptions(duration_s=0.05, lockstep=True), tmp_path / f"run_{k}.npz")
+        assert table["status"][k] == "ok"
+        assert table["track_max"][k] == summary.max_abs_error
+        for name, value in summary.tracking_rms.items():
+            assert table[f"track_rms.{name}"][k] == value
+    assert table["track_max"][0] != table["track_max"][1]

@@ -133,6 +133,8 @@ class StudySpec:
         trajectory: The ``[trajectory]`` table's fields (``file`` resolved), or None.
         settings: The workflow table's fields (SI units).
         digest: SHA-256 of the study and robot files (resume refuses a changed study).
+        robot_name: The bundled robot's name, if the study names one (workers on other
+            machines find their own copy), else None.
     """
 
     source: Path
@@ -147,6 +149,7 @@ class StudySpec:
     trajectory: dict[str, Any] | None
     settings: dict[str, Any]
     digest: str
+    robot_name: str | None = None
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
@@ -319,6 +322,7 @@ def read_study(path: str | Path) -> StudySpec:
         trajectory=trajectory,
         settings=settings,
         digest=digest.hexdigest(),
+        robot_name=None if local.is_file() or Path(name).suffix or len(Path(name).parts) != 1 else name,
     )
     check_paths(study)
     return study
@@ -365,4 +369,7 @@ def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
     Raises:
         ConfigError: From the robot's own checks, naming the robot file and field.
     """
-    return robot_spec_from_table(Table(apply_values(study.document, values), study.robot, ""))
+    robot = study.robot
+    if not robot.exists() and study.robot_name is not None:  # a worker elsewhere: its own copy of the bundled robot
+        robot = resolve_config(study.robot_name)
+    return robot_spec_from_table(Table(apply_values(study.document, values), robot, ""))

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", help="study TOML file (docs/sweep.md) or the name of a bundled study (ur5_payload)")
     p.add_argument("--out", type=Path, required=True, help="output directory (created; its parent must exist)")
     p.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
-    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (instead of a LocalCluster)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (instead of a LocalCluster; given up after 20 s)")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out: run only the runs it does not hold yet")
     p.add_argument("--no-plots", action="store_true", help="write the table and summary only")
     p.set_defaults(run=run)
@@ -50,14 +50,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give --workers (a LocalCluster) or --scheduler (an existing cluster), not both", field="--workers")
     study = read_study(bundled_study(args.study))
     plan = prepare(study, pilot=study.runs_per_task is None)  # every check, before anything is written
-    out.mkdir(exist_ok=True)
     grid = " x ".join(str(n) for n in study.grid_shape)
     shape = (f"grid {grid}" if grid else "") + (" x " if grid and study.samples > 1 else "") + (f"{study.samples} samples" if study.samples > 1 or not grid else "")
     timed = f"; one run took {plan.pilot_s * 1e3:.1f} ms here" if plan.pilot_s == plan.pilot_s else ""
     print(f"{study.source.name}: {len(plan.design)} {study.workflow} runs of {study.robot.stem} ({shape}), {len(plan.quantities)} quantities{timed}", flush=True)
     started = time.perf_counter()
     try:
-        with dask_client(args.workers, args.scheduler) as client:
+        with dask_client(args.workers, args.scheduler, timeout_s=20.0) as client:
+            out.mkdir(exist_ok=True)  # only once the cluster is there: a bad address leaves nothing behind
             workers = len(client.scheduler_info()["workers"])
             where = f"scheduler {args.scheduler}" if args.scheduler else "LocalCluster"
             print(f"{where}: {workers} workers", flush=True)
