@@ -87,13 +87,13 @@ def main() -> None:
             serial.append(time.perf_counter() - start)
         print(f"UR5 feed-forward study, {args.samples} runs; in this process one after another: "
               f"{np.mean(serial) * 1e3:.2f} ms per run (mean of {len(serial)}), {1 / np.mean(serial):.1f} runs/s")
-        print(f"{'workers':>8}{'tasks':>7}{'runs/task':>10}{'wall s':>9}{'runs/s':>9}{'run ms':>9}{'overhead':>10}{'per task ms':>13}{'failed':>8}")
+        print(f"{'workers':>10}{'tasks':>7}{'runs/task':>10}{'wall s':>9}{'runs/s':>9}{'run ms':>9}{'overhead':>10}{'per task ms':>13}{'failed':>8}")
         rows = [sweep(plan, w, tmp) for w in (1, 2)]
         if args.unbatched:
             small = prepare(read_study(study_file(tmp, args.unbatched, 1)), pilot=False)
             rows.append({**sweep(small, 2, tmp), "workers": "2, 1/task"})
         for r in rows:
-            print(f"{r['workers']!s:>8}{r['tasks']:>7}{r['per_task']:>10}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
+            print(f"{r['workers']!s:>10}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
                   f"{r['overhead'] * 100:>9.1f}%{r['overhead_per_task'] * 1e3:>13.2f}{r['failed']:>8}")
         scaling = rows[1]["throughput"] / rows[0]["throughput"]
         print(f"scaling 1 -> 2 workers: {scaling:.2f}x (efficiency {scaling / 2 * 100:.0f} %)")

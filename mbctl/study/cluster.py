@@ -49,26 +49,49 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, timeou
             yield client
 
 
-def map_tasks(client: Any, function: Callable[..., Any], items: Iterable[tuple], *, retries: int = RETRIES) -> Iterator[tuple[int, Any, BaseException | None]]:
+def map_tasks(
+    client: Any, function: Callable[..., Any], items: Iterable[tuple], *, retries: int = RETRIES, in_flight: int | None = None
+) -> Iterator[tuple[int, Any, BaseException | None]]:
     """Run ``function(*item)`` for every item; yield ``(index, result, error)`` as tasks finish.
 
-    Without a client (None) the items run here, one after another, in order. ``error`` is
-    the exception of a task that failed after its retries (a worker that kept dying,
-    ``distributed.KilledWorker``), its result then None. Unfinished tasks are cancelled
-    when the caller stops iterating (Ctrl-C included).
+    ``items`` is consumed lazily: at most ``in_flight`` tasks are submitted and not yet
+    finished (default: all at once), and the next item is drawn after the caller has
+    handled a result, so an item generator can use what earlier results showed (batch
+    sizes from measured run times). Without a client (None) the items run here, one
+    after another. ``error`` is the exception of a task that failed after its retries
+    (a worker that kept dying, ``distributed.KilledWorker``), its result then None.
+    Unfinished tasks are cancelled when the caller stops iterating (Ctrl-C included).
     """
-    items = list(items)
+    source = iter(items)
     if client is None:
-        for i, item in enumerate(items):
+        for i, item in enumerate(source):
             yield i, function(*item), None
         return
     from distributed import as_completed
 
-    futures = [client.submit(function, *item, retries=retries, pure=False) for item in items]
-    index = {f.key: i for i, f in enumerate(futures)}
+    index: dict[str, int] = {}
+    submitted = 0
+    pending: set = set()
+    queue = as_completed()
+
+    def submit() -> bool:
+        nonlocal submitted
+        item = next(source, None)
+        if item is None:
+            return False
+        future = client.submit(function, *item, retries=retries, pure=False)
+        index[future.key] = submitted
+        submitted += 1
+        pending.add(future)
+        queue.add(future)
+        return True
+
     try:
-        for future in as_completed(futures):
-            i = index[future.key]
+        while (in_flight is None or len(pending) < in_flight) and submit():
+            pass
+        for future in queue:
+            pending.discard(future)
+            i = index.pop(future.key)
             try:
                 result = future.result()
             except Exception as exc:  # KilledWorker, or the function's own error after its retries
@@ -76,9 +99,9 @@ def map_tasks(client: Any, function: Callable[..., Any], items: Iterable[tuple],
             else:
                 yield i, result, None
             finally:
-                futures[i] = None  # release the result on the cluster as soon as it is written
-                future.release()
+                future.release()  # the result leaves the cluster as soon as it is handled
+            while (in_flight is None or len(pending) < in_flight) and submit():
+                pass
     finally:
-        pending = [f for f in futures if f is not None and not f.done()]
         if pending:
-            client.cancel(pending)
+            client.cancel(list(pending))

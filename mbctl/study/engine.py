@@ -40,9 +40,9 @@ from mbctl.study.workflows import WORKFLOWS, Context, make_context, quantity_kin
 
 __all__ = [
     "BatchResult",
+    "BatchSizer",
     "Plan",
     "SweepResult",
-    "batch_size",
     "completed_runs",
     "consolidate",
     "prepare",
@@ -148,15 +148,32 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
     return plan
 
 
-def batch_size(plan: Plan, missing: int, workers: int) -> int:
-    """Runs per task: the study's ``runs_per_task``, else enough runs for :data:`TASK_TARGET_S`
-    per task, but at least four tasks per worker (so the workers finish together)."""
-    if plan.study.runs_per_task is not None:
-        return plan.study.runs_per_task
-    per_run = plan.pilot_s if math.isfinite(plan.pilot_s) and plan.pilot_s > 0 else TASK_TARGET_S
-    by_time = max(1, math.ceil(TASK_TARGET_S / per_run))
-    by_balance = max(1, math.ceil(missing / (4 * max(1, workers))))
-    return min(by_time, by_balance)
+class BatchSizer:
+    """Runs per task: the study's ``runs_per_task``, else enough runs for about
+    :data:`TASK_TARGET_S` per task at the mean run time seen so far (the pilot run's
+    until the first task is back), but never more than a quarter of the remaining runs
+    per worker, so that the last tasks are short and the workers finish together."""
+
+    def __init__(self, plan: Plan, workers: int):
+        self.fixed = plan.study.runs_per_task
+        self.workers = max(1, workers)
+        self.time_s = 0.0
+        self.runs = 0
+        self.pilot_s = plan.pilot_s if math.isfinite(plan.pilot_s) and plan.pilot_s > 0 else TASK_TARGET_S
+
+    def observe(self, run_times_s: Sequence[float]) -> None:
+        """Record the run times (s) of a finished task."""
+        finite = [t for t in run_times_s if math.isfinite(t)]
+        self.time_s += sum(finite)
+        self.runs += len(finite)
+
+    def size(self, remaining: int) -> int:
+        """Runs for the next task, with ``remaining`` runs not yet submitted."""
+        if self.fixed is not None:
+            return self.fixed
+        per_run = self.time_s / self.runs if self.runs else self.pilot_s
+        by_time = max(1, math.ceil(TASK_TARGET_S / max(per_run, 1e-9)))
+        return min(by_time, max(1, math.ceil(remaining / (4 * self.workers))))
 
 
 def run_one(plan: Plan, run: int) -> tuple[dict, np.ndarray | None]:
@@ -301,7 +318,7 @@ class SweepResult:
         skipped: Runs already done (resume).
         ran: Runs done now.
         tasks: Tasks submitted now.
-        runs_per_task: Batch size used.
+        runs_per_task: Mean batch size (runs per task).
         wall_s: Time from the first submission to the last part written (s).
         compute_s: Sum of the runs' own times, done now (s).
         table: The consolidated Parquet table.
@@ -311,7 +328,7 @@ class SweepResult:
     skipped: int
     ran: int
     tasks: int
-    runs_per_task: int
+    runs_per_task: float
     wall_s: float
     compute_s: float
     table: Path
@@ -347,8 +364,16 @@ def run_study(
     _start(plan, out_dir, resume)
     done = completed_runs(out_dir)
     missing = [i for i in range(len(plan.design)) if i not in done]
-    size = batch_size(plan, len(missing), workers)
-    batches = [missing[k:k + size] for k in range(0, len(missing), size)]
+    sizer = BatchSizer(plan, workers)
+    batches: list[list[int]] = []
+
+    def items():
+        k = 0
+        while k < len(missing):
+            batches.append(missing[k:k + sizer.size(len(missing) - k)])
+            k += len(batches[-1])
+            yield plan, batches[-1]
+
     total = len(plan.design)
     count = total - len(missing)
     if progress is not None:
@@ -365,10 +390,13 @@ def run_study(
             held.clear()
         written = time.perf_counter()
 
+    # two tasks per worker in flight: one running, the next already there when it ends
+    tasks = map_tasks(client, task, items(), retries=retries, in_flight=2 * max(1, workers))
     try:
-        for i, result, error in map_tasks(client, task, [(plan, b) for b in batches], retries=retries):
+        for i, result, error in tasks:
             if error is not None:
                 result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
+            sizer.observe(result.rows["wall_time_s"])
             held.append(result)
             if time.perf_counter() - written >= FLUSH_S:
                 flush()
@@ -377,10 +405,14 @@ def run_study(
             if progress is not None:
                 progress(count, total)
     finally:
+        tasks.close()  # cancels what is still queued
         flush()  # finished rows are kept when the sweep is interrupted (Ctrl-C, SIGTERM)
     wall = time.perf_counter() - start
     table = consolidate(plan, out_dir)
-    return SweepResult(runs=total, skipped=total - len(missing), ran=len(missing), tasks=len(batches), runs_per_task=size, wall_s=wall, compute_s=compute, table=table)
+    return SweepResult(
+        runs=total, skipped=total - len(missing), ran=len(missing), tasks=len(batches),
+        runs_per_task=len(missing) / len(batches) if batches else 0.0, wall_s=wall, compute_s=compute, table=table,
+    )
 
 
 def consolidate(plan: Plan, out_dir: str | Path) -> Path:

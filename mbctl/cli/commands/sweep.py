@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("is a file, not a directory", file=out)
     if not out.exists() and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise InputError("output directory's parent does not exist", file=out)
+    if args.resume and not (out / "sweep.json").is_file():
+        raise InputError("no sweep to resume here (no sweep.json)", file=out)
     if args.workers is not None and args.workers < 1:
         raise InputError(f"must be >= 1, got {args.workers}", field="--workers")
     if args.workers is not None and args.scheduler is not None:
@@ -108,7 +110,7 @@ def format_result(result, out: Path) -> str:
     lines = [
         f"{s['runs']} runs: {s['ok']} ok, {s['failed']} failed"
         + (f" ({result.skipped} were done before)" if result.skipped else "")
-        + (f"; {result.ran} ran in {result.wall_s:.2f} s ({result.ran / result.wall_s:.1f} runs/s, {result.tasks} tasks of {result.runs_per_task})" if result.ran and result.wall_s > 0 else "")
+        + (f"; {result.ran} ran in {result.wall_s:.2f} s ({result.ran / result.wall_s:.1f} runs/s, {result.tasks} tasks of {result.runs_per_task:.3g} runs)" if result.ran and result.wall_s > 0 else "")
     ]
     for reason, count in list(s["failure_reasons"].items())[:3]:
         lines.append(f"  failed ({count}): {reason}")
