@@ -14,9 +14,10 @@ at 500 Hz, payload uniform 0-5 kg, two joints' Coulomb friction normal) with
 - overhead: ``(workers * wall - sum of run times) / sum of run times`` (everything that
   is not a run: scheduling, transfer, writing parts, idle workers at the end), and per
   task ``(workers * wall - sum of run times) / tasks`` against the mean run time, also
-  for unbatched tasks (one run per task, ``--unbatched`` runs).
+  for unbatched tasks (one run per task: ``--unbatched`` runs of the same study, and
+  ``--long`` runs of the study at 5 kHz, whose runs take tens of ms).
 
-Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200]
+Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200] [--long 100]
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from mbctl.study.engine import Plan, prepare, run_one, run_study
 from mbctl.study.summary import read_table
 
 
-def study_file(directory: Path, samples: int, runs_per_task: int | None) -> Path:
-    """The bundled ur5_payload study with ``samples`` draws (and a batch size), written to ``directory``."""
+def study_file(directory: Path, samples: int, runs_per_task: int | None, rate_hz: float = 500.0) -> Path:
+    """The bundled ur5_payload study with ``samples`` draws, a batch size and a trajectory rate, written to ``directory``."""
     text = bundled_study("ur5_payload").read_text()
     text = re.sub(r"(?m)^samples = \d+", f"samples = {samples}", text)
+    text = re.sub(r"(?m)^rate_hz = [0-9.]+", f"rate_hz = {rate_hz!r}", text)
     text = text.replace('robot = "ur5"', 'robot = "ur5"' + (f"\nruns_per_task = {runs_per_task}" if runs_per_task else ""))
-    path = directory / f"study-{samples}-{runs_per_task}.toml"
+    path = directory / f"study-{samples}-{runs_per_task}-{rate_hz:g}.toml"
     path.write_text(text)
     return path
 
@@ -76,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--unbatched", type=int, default=200, help="runs of the one-run-per-task measurement (0: skip)")
+    parser.add_argument("--long", type=int, default=100, help="runs of the 5 kHz-trajectory measurement, one run per task (0: skip)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -92,14 +95,18 @@ def main() -> None:
         if args.unbatched:
             small = prepare(read_study(study_file(tmp, args.unbatched, 1)), pilot=False)
             rows.append({**sweep(small, 2, tmp), "workers": "2, 1/task"})
+        if args.long:
+            long = prepare(read_study(study_file(tmp, args.long, 1, rate_hz=5000.0)), pilot=False)
+            rows.append({**sweep(long, 2, tmp), "workers": "2, 5 kHz"})
         for r in rows:
             print(f"{r['workers']!s:>10}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
                   f"{r['overhead'] * 100:>9.1f}%{r['overhead_per_task'] * 1e3:>13.2f}{r['failed']:>8}")
         scaling = rows[1]["throughput"] / rows[0]["throughput"]
         print(f"scaling 1 -> 2 workers: {scaling:.2f}x (efficiency {scaling / 2 * 100:.0f} %)")
-        if args.unbatched:
-            u = rows[2]
-            print(f"unbatched: {u['overhead_per_task'] * 1e3:.2f} ms of overhead per task = {u['overhead_per_task'] / 0.05 * 100:.1f} % of a 50 ms run")
+        for r in rows[2:]:
+            print(f"{r['workers']}: {r['overhead_per_task'] * 1e3:.2f} ms of overhead per task (one run each) = "
+                  f"{r['overhead_per_task'] / r['run_mean'] * 100:.1f} % of its mean run ({r['run_mean'] * 1e3:.1f} ms), "
+                  f"{r['overhead_per_task'] / 0.05 * 100:.1f} % of a 50 ms run")
 
 
 if __name__ == "__main__":
