@@ -125,12 +125,12 @@ def test_two_workers_give_the_table_of_the_runs_done_one_by_one(ur5_plan, client
     assert np.array_equal(csv["run"], np.arange(9))
 
 
-def _kill_worker_once(marker: str, plan, runs):
+def _kill_worker_once(marker: str, plan, runs, values):
     """Run the batch, except that the first task holding run 4 kills its own worker process."""
     if 4 in runs and not os.path.exists(marker):
         Path(marker).touch()
         os.kill(os.getpid(), signal.SIGKILL)
-    return run_batch(plan, runs)
+    return run_batch(plan, runs, values)
 
 
 def test_a_worker_killed_mid_sweep_loses_no_run(ur5_plan, client, tmp_path):

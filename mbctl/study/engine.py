@@ -20,6 +20,7 @@ Resume (:func:`run_study` with ``resume=True``) runs the run indices no part hol
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -176,15 +177,16 @@ class BatchSizer:
         return min(by_time, max(1, math.ceil(remaining / (4 * self.workers))))
 
 
-def run_one(plan: Plan, run: int) -> tuple[dict, np.ndarray | None]:
-    """Run ``run`` of the plan; any error becomes a failed row (Ctrl-C is not caught).
+def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tuple[dict, np.ndarray | None]:
+    """Run ``run`` of the plan (its parameter ``values``, default the plan's design row);
+    any error becomes a failed row (Ctrl-C is not caught).
 
     Returns:
         The row (column -> value) and the torque curve ((K, joints) float32, NaN if the run
         failed), or None when the workflow keeps no curve.
     """
     study = plan.study
-    values = plan.design.run(run)
+    values = plan.design.run(run) if values is None else values
     row: dict = {"run": run, "status": "ok", "reason": ""}
     row.update({f"param.{p}": v for p, v in values.items()})
     row.update({q: math.nan for q in plan.quantities})
@@ -213,12 +215,13 @@ class BatchResult:
     curves: np.ndarray | None
 
 
-def run_batch(plan: Plan, runs: Sequence[int]) -> BatchResult:
-    """Run ``runs`` one after another (one Dask task)."""
+def run_batch(plan: Plan, runs: Sequence[int], values: np.ndarray | None = None) -> BatchResult:
+    """Run ``runs`` one after another (one Dask task); ``values``: their rows of the design
+    ((runs, parameters); default the plan's own), so that a task need not carry the whole design."""
     out: dict[str, list] = {c: [] for c in plan.columns}
     curves = []
-    for run in runs:
-        row, curve = run_one(plan, int(run))
+    for k, run in enumerate(runs):
+        row, curve = run_one(plan, int(run), None if values is None else dict(zip(plan.design.paths, map(float, values[k]))))
         for c in plan.columns:
             out[c].append(row[c])
         if curve is not None:
@@ -343,7 +346,7 @@ def run_study(
     resume: bool = False,
     progress: Callable[[int, int], None] | None = None,
     retries: int = RETRIES,
-    task: Callable[[Plan, Sequence[int]], BatchResult] = run_batch,
+    task: Callable[[Plan, Sequence[int], np.ndarray], BatchResult] = run_batch,
 ) -> SweepResult:
     """Run every run of ``plan`` not yet in ``out_dir``; write parts as tasks finish, then the table.
 
@@ -354,7 +357,7 @@ def run_study(
         progress: Called ``(done, total)`` after every finished task.
         retries: Times a task whose worker died is run again before its runs are
             recorded as failed.
-        task: What one task runs, ``task(plan, runs)`` (default :func:`run_batch`; a
+        task: What one task runs, ``task(plan, runs, values)`` (default :func:`run_batch`; a
             wrapper can add set-up a cluster needs, or faults for a test).
 
     Raises:
@@ -366,13 +369,16 @@ def run_study(
     missing = [i for i in range(len(plan.design)) if i not in done]
     sizer = BatchSizer(plan, workers)
     batches: list[list[int]] = []
+    # what every task carries: the plan without the design (100,000 runs x 5 parameters
+    # would be 4 MB a task), and its own rows of the design
+    light = dataclasses.replace(plan, design=Design(plan.design.paths, plan.design.values[:0]))
 
     def items():
         k = 0
         while k < len(missing):
             batches.append(missing[k:k + sizer.size(len(missing) - k)])
             k += len(batches[-1])
-            yield plan, batches[-1]
+            yield light, batches[-1], plan.design.values[batches[-1]]
 
     total = len(plan.design)
     count = total - len(missing)
