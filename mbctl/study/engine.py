@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.config.robot import read_robot_spec
 from mbctl.config.study import StudySpec, check_paths, sample_spec
 from mbctl.dynamics.model.robot import build_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
@@ -111,6 +112,7 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
     try:
         robot = build_robot(sample_spec(study, {}))
     except InputError as exc:
+        build_robot(read_robot_spec(study.robot))  # the robot file's own error, if it is at fault
         raise ConfigError(f"the robot with the study's overrides is invalid: {exc}", file=study.source, field="overrides") from None
     ctx = make_context(study, robot)
     workflow.check(robot, ctx)

@@ -16,9 +16,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mbctl.cli.console import ProgressPrinter
 from mbctl.errors import InputError
+
+if TYPE_CHECKING:
+    from mbctl.study.engine import Plan, SweepResult
 
 PLOT_LIMIT = 12  # scatter figures: one per varied parameter, at most this many
 
@@ -46,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("output directory's parent does not exist", file=out)
     if args.resume and not (out / "sweep.json").is_file():
         raise InputError("no sweep to resume here (no sweep.json)", file=out)
+    if not args.resume and (out / "sweep.json").exists():
+        raise InputError("holds a sweep already; pass --resume to continue it, or choose another directory", file=out)
     if args.workers is not None and args.workers < 1:
         raise InputError(f"must be >= 1, got {args.workers}", field="--workers")
     if args.workers is not None and args.scheduler is not None:
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_results(plan, out: Path, wall_s: float, plots: bool = True) -> list[Path]:
+def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> list[Path]:
     """Summary JSON, torque bands and plots of the consolidated table."""
     from mbctl.cli.plots import plot_sweep_histograms, plot_sweep_scatter, plot_torque_bands
     from mbctl.study.summary import read_table, summarize, torque_bands, write_summary
@@ -102,7 +108,7 @@ def write_results(plan, out: Path, wall_s: float, plots: bool = True) -> list[Pa
     return written
 
 
-def format_result(result, out: Path) -> str:
+def format_result(result: SweepResult, out: Path) -> str:
     """The lines printed at the end: counts, throughput, failures."""
     import json
 
