@@ -342,3 +342,18 @@ def test_a_run_row_equals_a_lockstep_session_of_the_edited_file(tmp_path, config
         for name, value in summary.tracking_rms.items():
             assert table[f"track_rms.{name}"][k] == value
     assert table["track_rms.j3"][0] != table["track_rms.j3"][1]  # (j1, j2 saturate at their effort limits)
+
+
+@pytest.mark.slow
+def test_variants_on_two_dask_workers_give_the_table_of_one_process(cli, tmp_path):
+    """mbctl variants --jobs 2 (a LocalCluster through the sweep engine) writes the RMS table of --jobs 1."""
+    tables = []
+    for jobs in ("1", "2"):
+        out = tmp_path / jobs
+        out.mkdir()
+        res = cli("variants", "scara", "--out-dir", out, "--duration", "0.02", "--jobs", jobs)
+        assert res.code == 0, res.err
+        table = json.loads((out / "rms.json").read_text())["variants"]
+        tables.append({name: {k: v for k, v in row.items() if k != "wall_time_s"} for name, row in table.items()})
+    assert set(tables[0]) == {"rigid-rigid-frictionless", "rigid-rigid-friction"}
+    assert tables[0] == tables[1]
