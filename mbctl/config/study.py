@@ -32,7 +32,7 @@ rate_hz = 500.0                   # samples per second
 Workflow tables (all fields optional unless marked): ``[feedforward]`` ``model`` ("robot",
 or "plant": the simulated plant's truth, its friction and payload), ``lugre`` ("dynamic",
 "steady"); ``[simulate]`` ``duration``, ``step`` (s), ``integrator``, ``backend``
-("python", "compiled", "auto"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s);
+("python", "compiled", "auto"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s), ``compiled`` (default false);
 ``[identify]`` ``joint`` (required), ``law`` ("stribeck", "coulomb-viscous"), ``count``,
 ``min_speed``, ``max_speed``.
 
@@ -80,7 +80,7 @@ STUDY_KEYS = ("robot", "workflow", "samples", "seed", "runs_per_task", "quantiti
 _WORKFLOW_KEYS = {
     "feedforward": ("model", "lugre"),
     "simulate": ("duration", "step", "integrator", "backend"),
-    "run": ("controller", "rate_hz", "duration"),
+    "run": ("controller", "rate_hz", "duration", "compiled"),
     "identify": ("joint", "law", "count", "min_speed", "max_speed"),
 }
 _DISTRIBUTION_ARGS = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
@@ -249,7 +249,9 @@ def _settings(t: Table, workflow: str) -> dict[str, Any]:
         if key not in t:
             continue
         value = t.get(key)
-        if isinstance(value, str):
+        if key == "compiled":
+            out[key] = t.boolean(key)
+        elif isinstance(value, str):
             out[key] = value
         elif key == "count":
             out[key] = _whole(t, key, None, 2)
