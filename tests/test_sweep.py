@@ -357,3 +357,24 @@ def test_variants_on_two_dask_workers_give_the_table_of_one_process(cli, tmp_pat
         tables.append({name: {k: v for k, v in row.items() if k != "wall_time_s"} for name, row in table.items()})
     assert set(tables[0]) == {"rigid-rigid-frictionless", "rigid-rigid-friction"}
     assert tables[0] == tables[1]
+
+
+OTHER_BAD = {
+    "unknown joint": ('robot = "friction_rig"\nworkflow = "identify"\n[identify]\njoint = "j9"\n', "identify.joint", "no joint 'j9'"),
+    "another workflow's table": ('robot = "fourbar"\nworkflow = "simulate"\n[run]\nduration = 1.0\n', "run", "another workflow"),
+    "unknown quantity": ('robot = "fourbar"\nworkflow = "simulate"\nquantities = ["tau_peak"]\n', "quantities", "unknown 'tau_peak'"),
+    "waypoints of another robot": (
+        'robot = "scara"\nworkflow = "feedforward"\n[trajectory]\nwaypoints = [[0, 0], [1, 1]]\ndurations = [1.0]\n', "trajectory.waypoints", "needs 4 positions"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_BAD))
+def test_a_bad_workflow_setting_is_refused_in_one_line(case, cli, tmp_path):
+    """Workflow settings that do not fit the robot or the workflow: exit 2, one line naming the study file and field."""
+    text, field, reason = OTHER_BAD[case]
+    study = _write(tmp_path, text)
+    res = cli("sweep", study, "--out", tmp_path / "out")
+    assert res.code == 2, res.err
+    line, *rest = res.err.strip().splitlines()
+    assert not rest and line.startswith(f"mbctl: error: {study}: {field}: ") and reason in line, line
+    assert not (tmp_path / "out").exists()
