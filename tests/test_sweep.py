@@ -378,3 +378,29 @@ def test_a_bad_workflow_setting_is_refused_in_one_line(case, cli, tmp_path):
     line, *rest = res.err.strip().splitlines()
     assert not rest and line.startswith(f"mbctl: error: {study}: {field}: ") and reason in line, line
     assert not (tmp_path / "out").exists()
+
+
+ID_STUDY = """
+robot = "friction_rig"
+workflow = "identify"
+[identify]
+joint = "j1"
+law = "coulomb-viscous"
+count = 4
+min_speed = 0.5
+max_speed = 1.5
+[parameters."plant.joints.j1.friction.fv"]
+values = [0.12, 0.2]
+"""
+
+
+@pytest.mark.slow
+def test_identification_rows_recover_the_varied_truth(tmp_path):
+    """Fits on the simulated rig find the plant's viscous coefficient of each run (LuGre truth: fc 0.8) within 5 standard errors."""
+    plan = prepare(read_study(_write(tmp_path, ID_STUDY)), pilot=False)
+    table = read_table(run_study(plan, tmp_path).table)
+    assert list(table["status"]) == ["ok", "ok"]
+    for k, fv in enumerate((0.12, 0.2)):
+        assert abs(table["fit.fv"][k] - fv) < 5 * table["stderr.fv"][k]
+        assert abs(table["fit.fc"][k] - 0.8) < 5 * table["stderr.fc"][k]
+        assert table["error.fv"][k] == pytest.approx(table["fit.fv"][k] - fv, abs=1e-15)
