@@ -43,8 +43,12 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, timeou
             yield client
         return
     n = default_workers() if workers is None else workers
-    # processes, one thread each: the numerics hold the GIL; no dashboard (no port to claim)
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+    # processes, one thread each: the numerics hold the GIL; no dashboard, and the scheduler's
+    # HTTP routes on a free local port (not 8787, which another cluster may hold)
+    with LocalCluster(
+        n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+    ) as cluster:
         with Client(cluster, timeout=timeout_s) as client:
             yield client
 
