@@ -8,7 +8,8 @@ Output directory:
   second (:data:`FLUSH_S`; at once when the sweep is interrupted), written to a
   temporary name and renamed (a killed sweep leaves whole parts only); beside it
   ``.npy`` with the runs' torque curves (feed-forward), written first.
-- ``runs.parquet`` and ``runs.csv``: every row, sorted by run, written at the end.
+- ``runs.parquet`` and ``runs.csv``: every row, sorted by run, written at the end;
+  ``curves.npy`` (feed-forward): the runs' torque curves in the same order.
 - ``summary.json`` (:mod:`mbctl.study.summary`) and, for feed-forward studies, ``bands.npz``.
 
 Row columns: ``run`` (its index, see :mod:`mbctl.study.design`), ``status`` (``ok`` or
