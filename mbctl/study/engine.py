@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 TASK_TARGET_S = 0.5  # batch runs until a task takes about this long: Dask's per-task cost (~ms) stays ~1 %
+IN_FLIGHT = 4  # tasks per worker submitted and not yet finished
 FLUSH_S = 1.0  # finished tasks' rows are written together at most this often (a part costs the client ~10 ms)
 MANIFEST = "sweep.json"
 PARTS = "parts"
@@ -155,8 +156,8 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
 class BatchSizer:
     """Runs per task: the study's ``runs_per_task``, else enough runs for about
     :data:`TASK_TARGET_S` per task at the mean run time seen so far (the pilot run's
-    until the first task is back), but never more than a quarter of the remaining runs
-    per worker, so that the last tasks are short and the workers finish together."""
+    until the first task is back); with several workers at most half the remaining runs
+    per worker, but not under a quarter of that, so that the workers finish together."""
 
     def __init__(self, plan: Plan, workers: int):
         self.fixed = plan.study.runs_per_task
@@ -177,7 +178,11 @@ class BatchSizer:
             return self.fixed
         per_run = self.time_s / self.runs if self.runs else self.pilot_s
         by_time = max(1, math.ceil(TASK_TARGET_S / max(per_run, 1e-9)))
-        return min(by_time, max(1, math.ceil(remaining / (4 * self.workers))))
+        if self.workers == 1:
+            return by_time
+        # towards the end, shorter tasks (down to a quarter of the target) so that no worker
+        # is left with a long one while the others idle
+        return min(by_time, max(math.ceil(by_time / 4), math.ceil(remaining / (2 * self.workers))))
 
 
 def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tuple[dict, np.ndarray | None]:
@@ -399,8 +404,9 @@ def run_study(
             held.clear()
         written = time.perf_counter()
 
-    # two tasks per worker in flight: one running, the next already there when it ends
-    tasks = map_tasks(client, task, items(), retries=retries, in_flight=2 * max(1, workers))
+    # a few tasks per worker in flight: the next is on the scheduler when one ends (Dask sends
+    # it on at once), and batch sizes still follow the run times measured so far
+    tasks = map_tasks(client, task, items(), retries=retries, in_flight=IN_FLIGHT * max(1, workers))
     try:
         for i, result, error in tasks:
             if error is not None:
