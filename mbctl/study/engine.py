@@ -157,7 +157,8 @@ class BatchSizer:
     """Runs per task: the study's ``runs_per_task``, else enough runs for about
     :data:`TASK_TARGET_S` per task at the mean run time seen so far (the pilot run's
     until the first task is back); with several workers at most half the remaining runs
-    per worker, but not under a quarter of that, so that the workers finish together."""
+    per worker, but not under a quarter of the target, and never more than an even share
+    of what remains, so that the workers finish together."""
 
     def __init__(self, plan: Plan, workers: int):
         self.fixed = plan.study.runs_per_task
@@ -182,7 +183,8 @@ class BatchSizer:
             return by_time
         # towards the end, shorter tasks (down to a quarter of the target) so that no worker
         # is left with a long one while the others idle
-        return min(by_time, max(math.ceil(by_time / 4), math.ceil(remaining / (2 * self.workers))))
+        tail = min(by_time, max(math.ceil(by_time / 4), math.ceil(remaining / (2 * self.workers))))
+        return min(tail, math.ceil(remaining / self.workers))  # a small sweep: shared out evenly
 
 
 def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tuple[dict, np.ndarray | None]:
