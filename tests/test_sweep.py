@@ -144,6 +144,22 @@ def test_a_worker_killed_mid_sweep_loses_no_run(ur5_plan, client, tmp_path):
     _same_table(table, _one_by_one(ur5_plan))
 
 
+def _always_lost(plan, runs, values):
+    """A task whose worker never comes back (as distributed.KilledWorker after its retries)."""
+    raise RuntimeError("worker died")
+
+
+def test_runs_of_a_lost_task_are_failed_rows_that_a_resume_runs_again(ur5_plan, tmp_path):
+    """A task that fails after its retries gives failed rows ('task lost'); --resume runs them again and the table is complete."""
+    first = run_study(ur5_plan, tmp_path, task=_always_lost)
+    table = read_table(first.table)
+    assert set(table["status"]) == {"failed"} and all(r.startswith("task lost: ") and "worker died" in r for r in table["reason"])
+    assert completed_runs(tmp_path) == set()
+    again = run_study(ur5_plan, tmp_path, resume=True)
+    assert again.ran == 9
+    _same_table(read_table(again.table), _one_by_one(ur5_plan))
+
+
 class _StopAfter:
     """A progress callback that interrupts the sweep (like Ctrl-C) once ``rows`` rows are written."""
 

@@ -62,14 +62,19 @@ def map_tasks(
     finished (default: all at once), and the next item is drawn after the caller has
     handled a result, so an item generator can use what earlier results showed (batch
     sizes from measured run times). Without a client (None) the items run here, one
-    after another. ``error`` is the exception of a task that failed after its retries
+    after another (no retries). ``error`` is the exception of a task that failed after its retries
     (a worker that kept dying, ``distributed.KilledWorker``), its result then None.
     Unfinished tasks are cancelled when the caller stops iterating (Ctrl-C included).
     """
     source = iter(items)
     if client is None:
         for i, item in enumerate(source):
-            yield i, function(*item), None
+            try:
+                result = function(*item)
+            except Exception as exc:  # as a task's error after its retries
+                yield i, None, exc
+            else:
+                yield i, result, None
         return
     from distributed import as_completed
 

@@ -16,7 +16,8 @@ Row columns: ``run`` (its index, see :mod:`mbctl.study.design`), ``status`` (``o
 ``failed``), ``reason`` (why it failed, else empty), ``param.<path>`` for every varied
 parameter, the workflow's quantities (:mod:`mbctl.study.workflows`; NaN where a run
 failed before computing them) and ``wall_time_s`` (the run's own time on its worker, s).
-Resume (:func:`run_study` with ``resume=True``) runs the run indices no part holds.
+Resume (:func:`run_study` with ``resume=True``) runs the run indices no part holds, and
+those of tasks that were lost (their worker kept dying).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
 TASK_TARGET_S = 0.5  # batch runs until a task takes about this long: Dask's per-task cost (~ms) stays ~1 %
 IN_FLIGHT = 4  # tasks per worker submitted and not yet finished
 FLUSH_S = 1.0  # finished tasks' rows are written together at most this often (a part costs the client ~10 ms)
+LOST = "task lost: "  # reason of the rows of a task that failed after its retries (run again by a resume)
 MANIFEST = "sweep.json"
 PARTS = "parts"
 
@@ -283,12 +285,14 @@ def _parts(out_dir: Path) -> list[Path]:
 
 
 def completed_runs(out_dir: str | Path) -> set[int]:
-    """Run indices some part in ``out_dir`` holds (ok or failed)."""
+    """Run indices some part in ``out_dir`` holds, ok or failed, except runs whose task was
+    lost (its worker kept dying; :data:`LOST`): a resume runs those again."""
     import pyarrow.parquet as pq
 
     done: set[int] = set()
     for part in _parts(Path(out_dir)):
-        done.update(pq.read_table(part, columns=["run"]).column("run").to_pylist())
+        t = pq.read_table(part, columns=["run", "reason"])
+        done.update(r for r, why in zip(t.column("run").to_pylist(), t.column("reason").to_pylist()) if not why.startswith(LOST))
     return done
 
 
@@ -412,7 +416,7 @@ def run_study(
     try:
         for i, result, error in tasks:
             if error is not None:
-                result = _failed_batch(plan, batches[i], f"task failed after {retries} retries: {_one_line(error)}")
+                result = _failed_batch(plan, batches[i], f"{LOST}failed after {retries} retries: {_one_line(error)}")
             sizer.observe(result.rows["wall_time_s"])
             held.append(result)
             if time.perf_counter() - written >= FLUSH_S:
@@ -448,8 +452,9 @@ def consolidate(plan: Plan, out_dir: str | Path) -> Path:
             curves.append(np.load(npy, mmap_mode="r") if npy.exists() else np.full((tables[-1].num_rows, len(plan.context.band_t), len(plan.joints)), np.nan, np.float32))
     table = pa.concat_tables(tables) if tables else _schema(plan).empty_table()
     runs = np.asarray(table.column("run").to_numpy(), dtype=np.int64)
-    order = np.argsort(runs, kind="stable")
-    keep = order[np.concatenate([[True], np.diff(runs[order]) != 0])] if len(order) else order  # a run written twice: its first row
+    lost = np.array([r.startswith(LOST) for r in table.column("reason").to_pylist()], dtype=bool)
+    order = np.lexsort((lost, runs))  # by run; of a run written twice (lost, then run again), the result
+    keep = order[np.concatenate([[True], np.diff(runs[order]) != 0])] if len(order) else order
     table = table.take(pa.array(keep))
     path = out_dir / "runs.parquet"
     with atomic_output(path) as tmp:
