@@ -10,7 +10,8 @@ at 500 Hz, payload uniform 0-5 kg, two joints' Coulomb friction normal) with
 - throughput (runs/s) with 1 and 2 workers from the first task submitted to the table
   written (cluster start-up and the workers' first imports excluded: one warm-up run
   per worker first), batched as ``mbctl sweep`` batches them; scaling = throughput(2) /
-  throughput(1); efficiency = scaling / 2;
+  throughput(1); efficiency = scaling / 2; and, on the same two clusters, the scaling of
+  fixed pure-Python work (no mbctl): what the machine itself gives two processes at the time;
 - overhead: ``(workers * wall - sum of run times) / sum of run times`` (everything that
   is not a run: scheduling, transfer, writing parts, idle workers at the end), and per
   task ``(workers * wall - sum of run times) / tasks`` against the mean run time, also
@@ -23,6 +24,7 @@ Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200] [--long 100]
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import tempfile
 import time
@@ -48,11 +50,28 @@ def study_file(directory: Path, samples: int, runs_per_task: int | None, rate_hz
     return path
 
 
-def sweep(plan: Plan, workers: int, directory: Path) -> dict:
-    """One sweep on a fresh LocalCluster of ``workers`` processes, after one warm-up run per worker."""
+def fixed_work(n: int) -> float:
+    """A fixed amount of pure-Python arithmetic (the machine's own scaling, without mbctl)."""
+    x = 0.0
+    for i in range(n):
+        x += (i % 7) * 0.5
+    return x
+
+
+def machine_throughput(client, workers: int, tasks: int = 8 * 2, n: int = 3_000_000) -> float:
+    """Tasks of :func:`fixed_work` per second on ``client`` (all submitted at once)."""
+    start = time.perf_counter()
+    client.gather([client.submit(fixed_work, n, pure=False) for _ in range(tasks)])
+    return tasks / (time.perf_counter() - start)
+
+
+def sweep(plan: Plan, workers: int, directory: Path, reference: bool = False) -> dict:
+    """One sweep on a fresh LocalCluster of ``workers`` processes, after one warm-up run per
+    worker; with ``reference`` also the throughput of fixed pure-Python work on that cluster."""
     out = Path(tempfile.mkdtemp(dir=directory))
     with dask_client(workers) as client:
         client.run(run_one, plan, 0)  # imports and first-call costs, on every worker
+        machine = machine_throughput(client, workers) if reference else math.nan
         start = time.perf_counter()
         result = run_study(plan, out, client=client, workers=workers)
         wall = time.perf_counter() - start
@@ -71,6 +90,7 @@ def sweep(plan: Plan, workers: int, directory: Path) -> dict:
         "run_mean": float(runs.mean()),
         "overhead": idle / busy,
         "overhead_per_task": idle / result.tasks,
+        "machine": machine,
     }
 
 
@@ -91,7 +111,7 @@ def main() -> None:
         print(f"UR5 feed-forward study, {args.samples} runs; in this process one after another: "
               f"{np.mean(serial) * 1e3:.2f} ms per run (mean of {len(serial)}), {1 / np.mean(serial):.1f} runs/s")
         print(f"{'workers':>10}{'tasks':>7}{'runs/task':>10}{'wall s':>9}{'runs/s':>9}{'run ms':>9}{'overhead':>10}{'per task ms':>13}{'failed':>8}")
-        rows = [sweep(plan, w, tmp) for w in (1, 2)]
+        rows = [sweep(plan, w, tmp, reference=True) for w in (1, 2)]
         if args.unbatched:
             small = prepare(read_study(study_file(tmp, args.unbatched, 1)), pilot=False)
             rows.append({**sweep(small, 2, tmp), "workers": "2, 1/task"})
@@ -102,7 +122,9 @@ def main() -> None:
             print(f"{r['workers']!s:>10}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
                   f"{r['overhead'] * 100:>9.1f}%{r['overhead_per_task'] * 1e3:>13.2f}{r['failed']:>8}")
         scaling = rows[1]["throughput"] / rows[0]["throughput"]
-        print(f"scaling 1 -> 2 workers: {scaling:.2f}x (efficiency {scaling / 2 * 100:.0f} %)")
+        machine = rows[1]["machine"] / rows[0]["machine"]
+        print(f"scaling 1 -> 2 workers: {scaling:.2f}x (efficiency {scaling / 2 * 100:.0f} %); "
+              f"fixed pure-Python work on the same clusters: {machine:.2f}x (what this machine gives two processes now)")
         for r in rows[2:]:
             print(f"{r['workers']}: {r['overhead_per_task'] * 1e3:.2f} ms of overhead per task (one run each) = "
                   f"{r['overhead_per_task'] / r['run_mean'] * 100:.1f} % of its mean run ({r['run_mean'] * 1e3:.1f} ms), "
