@@ -16,7 +16,8 @@ at 500 Hz, payload uniform 0-5 kg, two joints' Coulomb friction normal) with
   is not a run: scheduling, transfer, writing parts, idle workers at the end), and per
   task ``(workers * wall - sum of run times) / tasks`` against the mean run time, also
   for unbatched tasks (one run per task: ``--unbatched`` runs of the same study, and
-  ``--long`` runs of the study at 5 kHz, whose runs take tens of ms).
+  ``--long`` runs of the study at 5 kHz, whose runs take tens of ms), and for those
+  ``--long`` runs batched as ``mbctl sweep`` batches them.
 
 Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200] [--long 100]
 """
@@ -110,25 +111,26 @@ def main() -> None:
             serial.append(time.perf_counter() - start)
         print(f"UR5 feed-forward study, {args.samples} runs; in this process one after another: "
               f"{np.mean(serial) * 1e3:.2f} ms per run (mean of {len(serial)}), {1 / np.mean(serial):.1f} runs/s")
-        print(f"{'workers':>10}{'tasks':>7}{'runs/task':>10}{'wall s':>9}{'runs/s':>9}{'run ms':>9}{'overhead':>10}{'per task ms':>13}{'failed':>8}")
+        print(f"{'workers':>18}{'tasks':>7}{'runs/task':>10}{'wall s':>9}{'runs/s':>9}{'run ms':>9}{'overhead':>10}{'per task ms':>13}{'failed':>8}")
         rows = [sweep(plan, w, tmp, reference=True) for w in (1, 2)]
         if args.unbatched:
             small = prepare(read_study(study_file(tmp, args.unbatched, 1)), pilot=False)
             rows.append({**sweep(small, 2, tmp), "workers": "2, 1/task"})
         if args.long:
             long = prepare(read_study(study_file(tmp, args.long, 1, rate_hz=5000.0)), pilot=False)
-            rows.append({**sweep(long, 2, tmp), "workers": "2, 5 kHz"})
+            rows.append({**sweep(long, 2, tmp), "workers": "2, 5 kHz, 1/task"})
+            batched = prepare(read_study(study_file(tmp, args.long, None, rate_hz=5000.0)))
+            rows.append({**sweep(batched, 2, tmp), "workers": "2, 5 kHz"})
         for r in rows:
-            print(f"{r['workers']!s:>10}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
+            print(f"{r['workers']!s:>18}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
                   f"{r['overhead'] * 100:>9.1f}%{r['overhead_per_task'] * 1e3:>13.2f}{r['failed']:>8}")
         scaling = rows[1]["throughput"] / rows[0]["throughput"]
         machine = rows[1]["machine"] / rows[0]["machine"]
         print(f"scaling 1 -> 2 workers: {scaling:.2f}x (efficiency {scaling / 2 * 100:.0f} %); "
               f"fixed pure-Python work on the same clusters: {machine:.2f}x (what this machine gives two processes now)")
         for r in rows[2:]:
-            print(f"{r['workers']}: {r['overhead_per_task'] * 1e3:.2f} ms of overhead per task (one run each) = "
-                  f"{r['overhead_per_task'] / r['run_mean'] * 100:.1f} % of its mean run ({r['run_mean'] * 1e3:.1f} ms), "
-                  f"{r['overhead_per_task'] / 0.05 * 100:.1f} % of a 50 ms run")
+            print(f"{r['workers']}: {r['overhead_per_task'] * 1e3:.2f} ms of overhead per task of {r['per_task']:.1f} runs = "
+                  f"{r['overhead'] * 100:.1f} % of the run time (mean run {r['run_mean'] * 1e3:.1f} ms)")
 
 
 if __name__ == "__main__":
