@@ -61,6 +61,9 @@ class SessionOptions:
         overrun: How many overruns stop a paced run.
         realtime_priority: ``SCHED_FIFO`` priority of a paced loop (the simulated plant's
             process gets one less), if the OS grants it; None: normal scheduling.
+        compiled: Compile the control law and, lock-step, the simulated plant's steps to C
+            (False: CasADi's and numpy's interpreters, the same arithmetic, slower per
+            cycle but without a compile for a model seen once, as in a parameter study).
     """
 
     plant: str = "sim"
@@ -72,6 +75,7 @@ class SessionOptions:
     emulate: bool = False
     overrun: OverrunPolicy = OverrunPolicy()
     realtime_priority: int | None = DEFAULT_PRIORITY
+    compiled: bool = True
 
 
 @contextlib.contextmanager
@@ -87,7 +91,7 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         # paced: the plant steps on its own clock in its own process, as a robot would
         period_s = 1.0 / options.rate_hz
         priority = None if options.realtime_priority is None else options.realtime_priority - 1
-        plant = SimPlant(truth, period_s, plant_config, q0=q0) if options.lockstep else PlantProcess(truth, period_s, plant_config, q0=q0, realtime_priority=priority)
+        plant = SimPlant(truth, period_s, plant_config, q0=q0, compiled=options.compiled) if options.lockstep else PlantProcess(truth, period_s, plant_config, q0=q0, realtime_priority=priority)
         with plant:
             yield plant
         return
@@ -139,7 +143,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     """
     if options.lockstep and not (options.plant == "sim" or options.emulate):
         raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
-    tracking = TrackingController(build_controller(robot, options.law), traj)
+    tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority)
     with open_backend(robot, options, tracking.trajectory.q[0]) as backend:

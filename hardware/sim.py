@@ -164,6 +164,8 @@ class SimPlant(JointInterface):
         period_s: Control period (s): one lock-step advance, and the sensor sampling.
         config: Sensor model, substeps, seed.
         q0: Initial DOF positions (rad, m); default zeros.
+        compiled: Step in generated C (False: the interpreted stepper, the same arithmetic,
+            without a compile for a model seen once).
     """
 
     def __init__(
@@ -173,8 +175,10 @@ class SimPlant(JointInterface):
         config: PlantConfig | None = None,
         *,
         q0: np.ndarray | None = None,
+        compiled: bool = True,
     ):
         self.truth = truth
+        self.compiled = compiled
         self.joint_names = truth.actuated_names
         self.period_s = period_s
         self.config = config or PlantConfig()
@@ -187,7 +191,7 @@ class SimPlant(JointInterface):
         self._reset()
 
     def _reset(self) -> None:
-        self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0, period_s=self.period_s)
+        self.plant = TruthPlant(self.truth, self.period_s / self.config.substeps, self._q0, period_s=self.period_s, compiled=self.compiled)
         self.t = 0.0
         self._tau = np.zeros(len(self.joint_names))
         self._goal: np.ndarray | None = None

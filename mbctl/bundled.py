@@ -17,6 +17,7 @@ __all__ = [
     "bundled_config",
     "bundled_names",
     "bundled_servo_logs",
+    "bundled_study",
     "example_robot_urdfs",
     "resolve_config",
     "resolve_urdf",
@@ -46,6 +47,23 @@ def bundled_servo_logs(name: str) -> list[Path]:
         names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         raise ConfigError(f"no log file or bundled servo logs named {name!r}; bundled: {', '.join(names)}", file=name)
     return logs
+
+
+def bundled_study(name: str) -> Path:
+    """A study file given as a path, or the name of a bundled one (``configs/studies/<name>.toml``).
+
+    Raises:
+        ConfigError: If neither exists (the message lists the bundled studies).
+    """
+    path = Path(name)
+    if path.exists() or path.suffix or len(path.parts) != 1:
+        return path
+    root = _config_dir() / "studies"
+    found = root / f"{name}.toml"
+    if not found.is_file():
+        names = sorted(p.stem for p in root.glob("*.toml"))
+        raise ConfigError(f"no study file or bundled study named {name!r}; bundled: {', '.join(names)}", file=name)
+    return found
 
 
 def bundled_config(name: str) -> Path:

@@ -21,7 +21,7 @@ from mbctl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # every layer builds from specs: none reads TOML (identification/report.py edits a robot TOML's text to write fitted values back)
-CONVERTED = ["dynamics", "ctrl", "hardware", "identification", "mbctl/cli"]
+CONVERTED = ["dynamics", "ctrl", "hardware", "identification", "mbctl/study", "mbctl/cli"]
 WRITERS = {"identification/report.py"}
 
 

@@ -37,6 +37,7 @@ COMMANDS = {
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
     "animate": "a run in 3-D as a self-contained HTML page",
     "constraints": "constraint analysis: rows, ranks, redundancy, mobility, unique reactions",
+    "sweep": "parameter study (grids, Monte Carlo) on dask.distributed: one table row per run",
 }
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is 
     from mbctl.hardware.loop import RunSummary
     from mbctl.identification.report import IdentificationResult
     from mbctl.identification.servo import ServoFit, ServoLog
+    from mbctl.study.summary import Bands
 
 __all__ = [
     "FORMATS",
@@ -39,6 +40,9 @@ __all__ = [
     "plot_run",
     "plot_servo_fit",
     "plot_simulation",
+    "plot_sweep_histograms",
+    "plot_sweep_scatter",
+    "plot_torque_bands",
     "plot_trajectory",
     "plot_torque_tables",
     "plot_variants",
@@ -587,4 +591,79 @@ def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) ->
         ax.set_visible(False)
     axes[0].legend(loc="best", fontsize="small")
     fig.suptitle(f"servo fit, {fit.law}: open-loop simulation of each log")
+    save_figure(fig, path)
+
+
+def _panels(n: int, title: str, width: float = 3.6, height: float = 2.8) -> tuple[Figure, list]:
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = _figure((width * cols, height * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, axes[:n]
+
+
+def _by_kind(quantities: Sequence[str]) -> dict[str, list[str]]:
+    """Quantity names grouped by kind (``tau_peak.j1`` -> ``tau_peak``), in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for q in quantities:
+        groups.setdefault(q.split(".", 1)[0], []).append(q)
+    return groups
+
+
+def plot_sweep_scatter(columns: Mapping[str, np.ndarray], parameter: str, quantities: Sequence[str], path: str | Path, title: str) -> None:
+    """Every quantity of interest against the varied ``parameter`` (successful runs): one panel
+    per kind of quantity, one colour per joint (or fitted parameter)."""
+    ok = columns["status"] == "ok"
+    x = np.asarray(columns[f"param.{parameter}"], dtype=float)[ok]
+    groups = _by_kind(quantities)
+    fig, axes = _panels(len(groups), title)
+    for ax, (kind, names) in zip(axes, groups.items()):
+        for k, q in enumerate(names):
+            label = q.split(".", 1)[1] if "." in q else None
+            ax.scatter(x, np.asarray(columns[q], dtype=float)[ok], s=5, alpha=0.6, color=f"C{k % 10}", linewidths=0, label=label)
+        ax.set_xlabel(parameter, fontsize="small")
+        ax.set_ylabel(kind, fontsize="small")
+        ax.tick_params(labelsize="small")
+        ax.grid(alpha=0.3)
+        if len(names) > 1:
+            ax.legend(fontsize="x-small", markerscale=2, loc="upper left", framealpha=0.6)
+    save_figure(fig, path)
+
+
+def plot_sweep_histograms(columns: Mapping[str, np.ndarray], quantities: Sequence[str], path: str | Path, title: str) -> None:
+    """Histograms of every quantity of interest over the successful runs: one panel per kind."""
+    ok = columns["status"] == "ok"
+    groups = _by_kind(quantities)
+    fig, axes = _panels(len(groups), title)
+    for ax, (kind, names) in zip(axes, groups.items()):
+        for k, q in enumerate(names):
+            x = np.asarray(columns[q], dtype=float)[ok]
+            x = x[np.isfinite(x)]
+            label = q.split(".", 1)[1] if "." in q else None
+            ax.hist(x, bins=min(50, max(5, int(np.sqrt(x.size)))), color=f"C{k % 10}", histtype="step", label=label)
+        ax.set_xlabel(kind, fontsize="small")
+        ax.tick_params(labelsize="small")
+        ax.grid(alpha=0.3)
+        if len(names) > 1:
+            ax.legend(fontsize="x-small", loc="upper right", framealpha=0.6)
+    save_figure(fig, path)
+
+
+def plot_torque_bands(bands: Bands, path: str | Path, title: str) -> None:
+    """Per joint: the median torque over time and the bands between symmetric percentiles (5-95, 25-75)."""
+    fig, axes = _grid(len(bands.joints), title)
+    p = list(bands.percentiles)
+    for k, (ax, name) in enumerate(zip(axes, bands.joints)):
+        v = bands.values[:, :, k]
+        for lo, hi, alpha in ((5.0, 95.0, 0.25), (25.0, 75.0, 0.45)):
+            if lo in p and hi in p:
+                ax.fill_between(bands.t, v[p.index(lo)], v[p.index(hi)], color="C0", alpha=alpha, lw=0, label=f"{lo:g}-{hi:g} %")
+        if 50.0 in p:
+            ax.plot(bands.t, v[p.index(50.0)], color="C0", lw=1.2, label="median")
+        ax.set_ylabel(name, fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
     save_figure(fig, path)

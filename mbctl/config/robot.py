@@ -26,9 +26,9 @@ from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
-from mbctl.tomlfields import read_toml
+from mbctl.tomlfields import Table, read_toml
 
-__all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec"]
+__all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec", "robot_spec_from_table"]
 
 ROBOT_KEYS = (
     "urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
@@ -80,8 +80,17 @@ def read_robot_spec(config: str | Path) -> RobotSpec:
         ConfigError: Naming the file and the dotted field, for a missing or malformed
             file, an unknown field, law or model, or a value out of range.
     """
-    path = resolve_config(config)
-    root = read_toml(path)
+    return robot_spec_from_table(read_toml(resolve_config(config)))
+
+
+def robot_spec_from_table(root: Table) -> RobotSpec:
+    """A :class:`RobotSpec` from a parsed robot TOML document (``root.file``: its file, for
+    errors, relative URDF paths and the robot's name), e.g. a copy that a study edited.
+
+    Raises:
+        ConfigError: As :func:`read_robot_spec`.
+    """
+    path = root.file
     root.only(ROBOT_KEYS)
     gravity = None
     if "gravity" in root:

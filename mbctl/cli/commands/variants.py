@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import math
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
     p.add_argument("--step", type=float, help="override simulation.step (s)")
     p.add_argument("--duration", type=float, help="override simulation.duration (s)")
-    p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel processes (default 1)")
+    p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel: a Dask LocalCluster of this many processes (default 1: in this process)")
     p.add_argument("--save-runs", action="store_true", help="also write <variant>.npz per run")
     p.add_argument("--animate", action="store_true", help="also write <variant>.html per run (3-D; see mbctl animate)")
     add_view_arguments(p)
@@ -82,12 +81,17 @@ def run(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
 
     if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(_simulate, args.config, v, overrides, True) for v in variants]
-            runs = []
-            for v, fut in zip(variants, futures):
-                runs.append(fut.result())
-                print(f"{v.name}: done in {runs[-1].wall_time_s:.1f} s", flush=True)
+        # the study engine's Dask map: a LocalCluster of --jobs processes (one variant per task)
+        from mbctl.study.cluster import dask_client, map_tasks
+
+        done: dict[int, VariantRun] = {}
+        with dask_client(min(args.jobs, len(variants))) as client:
+            for i, result, error in map_tasks(client, _simulate, [(args.config, v, overrides, True) for v in variants]):
+                if error is not None:
+                    raise error
+                done[i] = result
+                print(f"{variants[i].name}: done in {result.wall_time_s:.1f} s", flush=True)
+        runs = [done[i] for i in range(len(variants))]
     else:
         runs = []
         for v in variants:

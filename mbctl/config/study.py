@@ -1,0 +1,377 @@
+"""A parameter study (``mbctl sweep``): which robot, which workflow, which parameters vary how.
+
+```toml
+robot = "ur5"                     # robot TOML (relative to this file) or a bundled robot's name
+workflow = "feedforward"          # feedforward | simulate | run | identify
+samples = 1000                    # Monte Carlo samples (per grid point), with a distribution
+seed = 1                          # of the Monte Carlo draws
+runs_per_task = 20                # optional: runs batched into one task (default: sized from a timed run)
+quantities = ["tau_peak", "tau_rms"]   # optional: keep only these kinds (default: all of the workflow)
+
+[overrides.plant]                 # merged into the robot description before anything varies (a table
+                                  # with a `law` replaces the old one whole)
+payload = { frame = "tool0", mass = 1.0, com = [0.0, 0.0, 0.05] }
+
+[parameters."plant.payload.mass"]             # dotted TOML path into the robot description
+distribution = "uniform"                      # low .. high
+low = 0.0
+high = 3.0
+[parameters."joints.elbow_joint.friction.fc"]
+distribution = "normal"                       # mean, std >= 0
+mean = 3.5
+std = 0.35
+[parameters."control.computed-torque.kp"]
+values = [100.0, 400.0, 1600.0]               # a grid axis; or range = [start, stop, count]
+
+[trajectory]                      # feedforward and run: a CSV file, or rest-to-rest quintic moves
+waypoints = [[0, 0, 0, 0, 0, 0], [0.5, -0.5, 0.8, 0.3, 0.2, 0.1]]   # rad, m; in the robot's joint order
+durations = [2.0]                 # s per move
+rate_hz = 500.0                   # samples per second
+```
+
+Workflow tables (all fields optional unless marked): ``[feedforward]`` ``model`` ("robot",
+or "plant": the simulated plant's truth, its friction and payload), ``lugre`` ("dynamic",
+"steady"); ``[simulate]`` ``duration``, ``step`` (s), ``integrator``, ``backend``
+("python", "compiled", "auto"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s), ``compiled`` (default false);
+``[identify]`` ``joint`` (required), ``law`` ("stribeck", "coulomb-viscous"), ``count``,
+``min_speed``, ``max_speed``.
+
+The runs are every combination of the grid axes (declaration order, the last varying
+fastest) times ``samples`` Monte Carlo draws; a study with no distribution runs its
+grid once. Run ``i`` is row ``i`` of that list. Only the parsing lives here; the
+robot-dependent checks (paths exist and are numbers, every sample gives a valid robot)
+are made by :func:`mbctl.study.engine.prepare` before any run (with :func:`check_paths` and
+:func:`sample_spec` here).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mbctl.bundled import resolve_config
+from mbctl.config.robot import RobotSpec, robot_spec_from_table
+from mbctl.errors import ConfigError
+from mbctl.tomlfields import Table, read_toml
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "STUDY_KEYS",
+    "WORKFLOWS",
+    "Distribution",
+    "Grid",
+    "ParameterSpec",
+    "StudySpec",
+    "apply_values",
+    "check_paths",
+    "merge_tables",
+    "read_study",
+    "sample_spec",
+]
+
+WORKFLOWS = ("feedforward", "simulate", "run", "identify")
+DISTRIBUTIONS = ("uniform", "normal", "lognormal")
+STUDY_KEYS = ("robot", "workflow", "samples", "seed", "runs_per_task", "quantities", "overrides", "parameters", "trajectory", *WORKFLOWS)
+_WORKFLOW_KEYS = {
+    "feedforward": ("model", "lugre"),
+    "simulate": ("duration", "step", "integrator", "backend"),
+    "run": ("controller", "rate_hz", "duration", "compiled"),
+    "identify": ("joint", "law", "count", "min_speed", "max_speed"),
+}
+_DISTRIBUTION_ARGS = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A grid axis: the parameter takes each of ``values`` in turn."""
+
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A Monte Carlo draw.
+
+    ``uniform``: ``a`` = low, ``b`` = high (``b >= a``); ``normal``: ``a`` = mean, ``b`` =
+    standard deviation (>= 0); ``lognormal``: ``exp(N(log a, b^2))``, ``a`` = median (> 0),
+    ``b`` = standard deviation of the logarithm (>= 0). Units: the parameter's.
+    """
+
+    kind: str
+    a: float
+    b: float
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One varied parameter: its dotted path in the robot description and how it varies."""
+
+    path: str
+    variation: Grid | Distribution
+
+
+@dataclass(frozen=True, eq=False)
+class StudySpec:
+    """A parsed study file.
+
+    Attributes:
+        source: The study file.
+        robot: The robot TOML file.
+        document: The robot description as parsed TOML, with the study's overrides merged
+            (a plain nested dict; treat as read-only).
+        workflow: One of :data:`WORKFLOWS`.
+        parameters: Varied parameters, in declaration order.
+        samples: Monte Carlo draws per grid point (1 without a distribution).
+        seed: Seed of the draws.
+        runs_per_task: Runs batched into one task, or None (sized from a timed run).
+        quantities: Kinds of quantities kept, or None for all of the workflow's.
+        trajectory: The ``[trajectory]`` table's fields (``file`` resolved), or None.
+        settings: The workflow table's fields (SI units).
+        digest: SHA-256 of the study and robot files (resume refuses a changed study).
+        robot_name: The bundled robot's name, if the study names one (workers on other
+            machines find their own copy), else None.
+    """
+
+    source: Path
+    robot: Path
+    document: dict[str, Any]
+    workflow: str
+    parameters: tuple[ParameterSpec, ...]
+    samples: int
+    seed: int
+    runs_per_task: int | None
+    quantities: tuple[str, ...] | None
+    trajectory: dict[str, Any] | None
+    settings: dict[str, Any]
+    digest: str
+    robot_name: str | None = None
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        """Lengths of the grid axes, in declaration order."""
+        return tuple(len(p.variation.values) for p in self.parameters if isinstance(p.variation, Grid))
+
+    @property
+    def run_count(self) -> int:
+        """Number of runs: grid points times Monte Carlo samples."""
+        return int(np.prod(self.grid_shape, dtype=np.int64)) * self.samples
+
+    def field(self, path: str) -> str:
+        """The study-file field of parameter ``path`` (for errors)."""
+        return f"parameters.{path}"
+
+
+def merge_tables(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``extra`` merged in: tables merged key by key, other values replaced;
+    a table that names a ``law`` replaces the old table whole (a law's parameters belong to it)."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "law" not in value:
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _whole(t: Table, key: str, default: Any, minimum: int) -> Any:
+    if key not in t:
+        return default
+    value = t.number(key)
+    if value != int(value) or value < minimum:
+        raise t.error(key, f"must be an integer >= {minimum}, got {t.get(key)!r}")
+    return int(value)
+
+
+def _parameter(t: Table) -> Grid | Distribution:
+    kinds = [k for k in ("values", "range", "distribution") if k in t]
+    if len(kinds) != 1:
+        raise t.error(None, "give exactly one of values = [...], range = [start, stop, count] or distribution = ...")
+    if kinds[0] == "values":
+        t.only(("values",))
+        values = t.vector("values")
+        if len(values) == 0:
+            raise t.error("values", "must hold at least one number")
+        return Grid(tuple(float(v) for v in values))
+    if kinds[0] == "range":
+        t.only(("range",))
+        start, stop, count = t.vector("range", 3)
+        if count != int(count) or count < 1:
+            raise t.error("range", f"count (third number) must be an integer >= 1, got {count:g}")
+        return Grid(tuple(float(v) for v in np.linspace(start, stop, int(count))))
+    kind = t.string("distribution", choices=DISTRIBUTIONS)
+    names = _DISTRIBUTION_ARGS[kind]
+    t.only(("distribution", *names))
+    a, b = (t.number(n) for n in names)
+    if kind == "uniform" and not b >= a:
+        raise t.error("high", f"must be >= low ({a:g}), got {b:g}")
+    if kind == "normal" and not b >= 0:
+        raise t.error("std", f"must be >= 0, got {b:g}")
+    if kind == "lognormal":
+        if not a > 0:
+            raise t.error("median", f"must be > 0, got {a:g}")
+        if not b >= 0:
+            raise t.error("sigma", f"must be >= 0, got {b:g}")
+    return Distribution(kind, a, b)
+
+
+def _trajectory(t: Table, study_dir: Path) -> dict[str, Any]:
+    if "file" in t:
+        t.only(("file",))
+        path = Path(t.string("file"))
+        path = path if path.is_absolute() else study_dir / path
+        if not path.is_file():
+            raise t.error("file", f"no such file: {path}")
+        return {"file": path}
+    t.only(("waypoints", "durations", "rate_hz"))
+    rows = t.get("waypoints")
+    if not isinstance(rows, list) or len(rows) < 2:
+        raise t.error("waypoints", "must be a list of at least two joint-position lists")
+    sub = Table({str(i): r for i, r in enumerate(rows)}, t.file, t.path("waypoints"))
+    waypoints = [sub.vector(str(i), len(rows[0]) if isinstance(rows[0], list) else None) for i in range(len(rows))]
+    durations = t.vector("durations", len(rows) - 1)
+    if np.any(durations <= 0):
+        raise t.error("durations", "must all be > 0")
+    rate = t.number("rate_hz", 500.0)
+    if not rate > 0:
+        raise t.error("rate_hz", "must be > 0")
+    return {"waypoints": np.array(waypoints), "durations": durations, "rate_hz": rate}
+
+
+def _settings(t: Table, workflow: str) -> dict[str, Any]:
+    t.only(_WORKFLOW_KEYS[workflow])
+    out: dict[str, Any] = {}
+    for key in _WORKFLOW_KEYS[workflow]:
+        if key not in t:
+            continue
+        value = t.get(key)
+        if key == "compiled":
+            out[key] = t.boolean(key)
+        elif isinstance(value, str):
+            out[key] = value
+        elif key == "count":
+            out[key] = _whole(t, key, None, 2)
+        else:
+            number = t.number(key)
+            if not (math.isfinite(number) and number > 0):
+                raise t.error(key, f"must be > 0, got {number:g}")
+            out[key] = number
+    return out
+
+
+def read_study(path: str | Path) -> StudySpec:
+    """Parse a study file.
+
+    Raises:
+        ConfigError: Naming the study file and the dotted field, for a malformed file, an
+            unknown field or workflow, a bad distribution (negative standard deviation,
+            empty grid), or a parameter path that is not a number in the robot description.
+    """
+    import hashlib
+
+    path = Path(path)
+    root = read_toml(path)
+    root.only(STUDY_KEYS)
+    name = root.string("robot")
+    local = path.parent / name
+    robot_file = local if local.is_file() else resolve_config(name)
+    robot_root = read_toml(robot_file)
+    workflow = root.string("workflow", choices=WORKFLOWS)
+    for other in WORKFLOWS:
+        if other != workflow and other in root:
+            raise root.error(other, f"settings of another workflow (this study runs {workflow!r})")
+    document = robot_root.data
+    if "overrides" in root:
+        document = merge_tables(document, root.table("overrides").data)
+    parameters = []
+    if "parameters" in root:
+        for key, t in root.table("parameters").tables():
+            parameters.append(ParameterSpec(key, _parameter(t)))
+    has_draws = any(isinstance(p.variation, Distribution) for p in parameters)
+    if has_draws and "samples" not in root:
+        raise root.error("samples", "missing required field (the parameters with a distribution need a sample count)")
+    if "samples" in root and not has_draws:
+        raise root.error("samples", "needs a parameter with a distribution")
+    quantities = None
+    if "quantities" in root:
+        value = root.get("quantities")
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise root.error("quantities", f"must be a non-empty list of names, got {value!r}")
+        quantities = tuple(value)
+    trajectory = _trajectory(root.table("trajectory"), path.parent) if "trajectory" in root else None
+    if workflow in ("feedforward", "run") and trajectory is None:
+        raise root.error("trajectory", f"missing required table (the {workflow} workflow follows a trajectory)")
+    settings = _settings(root.table(workflow), workflow) if workflow in root else {}
+    if workflow == "identify" and "joint" not in settings:
+        raise root.error("identify.joint", "missing required field (the joint to identify)")
+    digest = hashlib.sha256()
+    for f in (path, robot_file, *([trajectory["file"]] if trajectory and "file" in trajectory else [])):
+        digest.update(Path(f).read_bytes())
+    study = StudySpec(
+        source=path,
+        robot=Path(robot_file),
+        document=document,
+        workflow=workflow,
+        parameters=tuple(parameters),
+        samples=_whole(root, "samples", 1, 1),
+        seed=_whole(root, "seed", 0, 0),
+        runs_per_task=_whole(root, "runs_per_task", None, 1),
+        quantities=quantities,
+        trajectory=trajectory,
+        settings=settings,
+        digest=digest.hexdigest(),
+        robot_name=None if local.is_file() or Path(name).suffix or len(Path(name).parts) != 1 else name,
+    )
+    check_paths(study)
+    return study
+
+
+def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:
+    """The container holding ``path``'s last key, and that key (KeyError if absent)."""
+    node: Any = document
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    last = parts[-1]
+    return node, (int(last) if isinstance(node, list) else last)
+
+
+def check_paths(study: StudySpec) -> None:
+    """Every varied path names a number in the robot description (with the study's overrides).
+
+    Raises:
+        ConfigError: Naming the study file and ``parameters.<path>``.
+    """
+    for p in study.parameters:
+        try:
+            node, key = _parent(study.document, p.path)
+            value = node[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ConfigError(f"no such field in {study.robot.name} (nor in the study's overrides)", file=study.source, field=study.field(p.path)) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"is not a number in {study.robot.name} (got {value!r})", file=study.source, field=study.field(p.path))
+
+
+def apply_values(document: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
+    """A copy of ``document`` with each dotted path set to its value."""
+    out = copy.deepcopy(document)
+    for path, value in values.items():
+        node, key = _parent(out, path)
+        node[key] = float(value)
+    return out
+
+
+def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
+    """The robot spec of one run: ``values`` written into the description and parsed.
+
+    Raises:
+        ConfigError: From the robot's own checks, naming the robot file and field.
+    """
+    robot = study.robot
+    if not robot.exists() and study.robot_name is not None:  # a worker elsewhere: its own copy of the bundled robot
+        robot = resolve_config(study.robot_name)
+    return robot_spec_from_table(Table(apply_values(study.document, values), robot, ""))
