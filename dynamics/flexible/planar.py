@@ -317,6 +317,37 @@ class PlanarFlexibleModel:
         jid = self.robot.joint(joint).id
         return ca.Function(f"angle_{joint}", [self._sx["q"]], [self._poses[jid][1]])
 
+    def lever_kinematics(self, joints: Sequence[str], frames: Sequence[str] = ()) -> ca.Function:
+        """``(q, v, a) -> (p, phi, omega, alpha)``: world x-y positions of ``frames`` (2k, m) and,
+        for the body of every joint in ``joints``, its frame angle (rad), angular velocity
+        (rad/s) and acceleration (rad/s², ``J a + d(J v)/dq v``)."""
+        q, v = self._sx["q"], self._sx["v"]
+        a = ca.SX.sym("a", self.n)
+        phi = ca.vertcat(*[self._poses[self.robot.joint(j).id][1] for j in joints])
+        omega = ca.jtimes(phi, q, v)
+        alpha = ca.jtimes(phi, q, a) + ca.jtimes(omega, q, v)
+        pts = [self.point(f)(q) for f in frames]
+        p = ca.vertcat(*pts) if pts else ca.SX(0, 1)
+        return ca.Function("lever_kinematics", [q, v, a], [p, phi, omega, alpha], ["q", "v", "a"], ["p", "phi", "omega", "alpha"])
+
+    def locked_frequencies(self, q0: np.ndarray, locked: Sequence[str], count: int = 4) -> np.ndarray:
+        """Lowest ``count`` natural frequencies (Hz) of the mechanism linearized at rest at ``q0``
+        (n,), with the joints ``locked`` held (e.g. every drive), the loops closed, undamped:
+        ``Z^T K Z x = omega^2 Z^T M Z x`` on the null space ``Z`` of the loop rows and the locks,
+        ``K = dh/dq`` at ``v = 0``."""
+        q, v = self._sx["q"], self._sx["v"]
+        K = ca.Function("stiffness", [q, v], [ca.jacobian(self._sx["h"], q)])(q0, np.zeros(self.n)).full()
+        M, _, _, _, A, _, _, _ = (np.asarray(x) for x in self.terms(q0, np.zeros(self.n)))
+        rows = [A] if self.m else []
+        for name in locked:
+            e = np.zeros((1, self.n))
+            e[0, self.robot.joint(name).idx_v] = 1.0
+            rows.append(e)
+        C = np.vstack(rows) if rows else np.zeros((0, self.n))
+        Z = scipy.linalg.null_space(C) if len(C) else np.eye(self.n)
+        w2 = scipy.linalg.eigh(Z.T @ K @ Z, Z.T @ M @ Z, eigvals_only=True)
+        return np.sqrt(np.maximum(np.sort(w2), 0.0))[:count] / (2 * math.pi)
+
     def state(self, theta: np.ndarray, dtheta: np.ndarray | None = None) -> np.ndarray:
         """``x = [q, v]`` with the joint angles ``theta`` (rad), their rates (rad/s) and the levers undeformed at rest."""
         x = np.zeros(2 * self.n)

@@ -100,6 +100,8 @@ class FEMSpec:
             damping), or None.
         rayleigh: Explicit Rayleigh coefficients (alpha 1/s, beta s), or None.
         geometric_stiffness: Include the centrifugal stiffening of the lever's rotation.
+        G, Iy, J: Shear modulus (Pa), out-of-plane second moment and torsion constant (m⁴) when
+            given (unused by the planar beam; they let the lever be rebuilt as RFE, :meth:`as_rfe`).
     """
 
     link: str
@@ -112,7 +114,40 @@ class FEMSpec:
     damping_ratio: float | None = None
     rayleigh: tuple[float, float] | None = None
     geometric_stiffness: bool = True
+    G: float | None = None
+    Iy: float | None = None
+    J: float | None = None
     method: str = "fem"
+
+    def as_rfe(self, elements: int) -> RFESpec:
+        """The same lever as a chain of ``elements`` rigid finite elements (axis x), damped with the
+        same ratio (a Rayleigh pair becomes explicit stiffness-proportional damping ``beta S``).
+
+        Raises:
+            ValueError: If G, Iy or J were not given.
+        """
+        if self.G is None or self.Iy is None or self.J is None:
+            raise ValueError(f"[flexible.{self.link}] needs G and section Iy, J to be rebuilt as rigid finite elements")
+        explicit = None
+        if self.rayleigh is not None:
+            D = self.length / elements
+            beta = self.rayleigh[1]
+            explicit = (beta * self.G * self.J / D, beta * self.E * self.Iy / D, beta * self.E * self.Iz / D)
+        return RFESpec(
+            link=self.link,
+            elements=elements,
+            axis="x",
+            length=self.length,
+            E=self.E,
+            G=self.G,
+            A=self.A,
+            Iy=self.Iy,
+            Iz=self.Iz,
+            J=self.J,
+            mass_per_length=self.mass_per_length,
+            damping_ratio=None if explicit else (self.damping_ratio or 0.0),
+            damping=explicit,
+        )
 
     @property
     def density(self) -> float:
@@ -150,11 +185,10 @@ def _parse_fem(t: Table, link: str) -> FEMSpec:
     st = t.table("section")
     st.only(SECTION_KEYS)
     A, Iz = _positive(st, "A"), _positive(st, "Iz")
-    for key in ("Iy", "J"):  # used by the RFE method only; checked so a switch back stays valid
-        if key in st:
-            _positive(st, key)
-    if "G" in t:
-        _positive(t, "G")
+    # used by the RFE method only; checked and kept so the lever can be rebuilt as RFE
+    Iy = _positive(st, "Iy") if "Iy" in st else None
+    J = _positive(st, "J") if "J" in st else None
+    G = _positive(t, "G") if "G" in t else None
     ratio, rayleigh = None, None
     if "damping" in t:
         dt = t.table("damping")
@@ -181,6 +215,9 @@ def _parse_fem(t: Table, link: str) -> FEMSpec:
         damping_ratio=ratio,
         rayleigh=rayleigh,
         geometric_stiffness=t.boolean("geometric_stiffness", True),
+        G=G,
+        Iy=Iy,
+        J=J,
     )
 
 
