@@ -36,6 +36,7 @@ COMMANDS = {
     "identify": "friction identification: run experiments, fit logs",
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
     "animate": "a run in 3-D as a self-contained HTML page",
+    "flexfeed": "rigid-model drive torques fed forward into flexible FEM levers (the flexible 3-RRR)",
 }
 
 
