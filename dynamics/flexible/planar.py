@@ -27,7 +27,8 @@ sits on the tip section). Frames (loop cuts, the end-effector) attach the same w
   optional geometric stiffness (:mod:`mbctl.dynamics.flexible.fem`). Its own URDF inertia
   is replaced by the beam's; any mass fixed to it (lumped) stays, attached to the
   lever where its centre is;
-- ``V = 1/2 sum w^T K w`` plus in-plane gravity; dampers ``Q_d = -D w_dot``.
+- ``V = 1/2 sum w^T K w`` plus in-plane gravity (and ``1/2 k theta^2`` of joint springs);
+  dampers ``Q_d = -D w_dot`` (and ``-c theta_dot``).
 
 So ``M(q) a + h(q, v) = Q``, ``M = d²T/dv²`` and ``h = d(M v)/dq v - dT/dq + dV/dq``
 (the quadratic-velocity vector) by automatic differentiation in CasADi.
@@ -42,7 +43,7 @@ solve the Lagrange (KKT) system with Baumgarte's stabilization
     [A  0  ] [lambda] = [b    ]        (Q_c = -A^T lambda, the repository's convention)
 
 generated as one CasADi function (QR solve), compiled to C; stiff integrators take its
-state Jacobian by forward differences.
+state Jacobian by forward differences (one generated function evaluating all 2n shifts).
 
 **Integration**: ``"radau"`` (scipy's Radau IIA, adaptive, with that Jacobian) or
 ``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.integrate`,
@@ -130,6 +131,8 @@ class PlanarFlexibleModel:
         loops: Loop closures (planar revolute, plane xy) cutting the tree.
         baumgarte: Stabilization of the loop rows (default: squared form, alpha = beta = 50 1/s).
         damping: False drops every damper (for energy checks).
+        springs: Torsional spring–dampers on joints, ``name -> (k N·m/rad, c N·m·s/rad)``:
+            ``Q = -k theta - c theta_dot`` (e.g. the bending joints of rigid finite elements).
 
     Raises:
         ConfigError: For a joint that is not revolute about z, a non-planar placement or
@@ -144,6 +147,7 @@ class PlanarFlexibleModel:
         *,
         baumgarte: Baumgarte | None = None,
         damping: bool = True,
+        springs: Mapping[str, tuple[float, float]] | None = None,
     ):
         self.robot = robot
         self.beams = dict(beams)
@@ -190,6 +194,7 @@ class PlanarFlexibleModel:
         self.row_names = tuple(r for c in self.loops for r in c.rows)
         self.m = len(self.row_names)
         self._damping = damping
+        self.springs = {robot.joint(name).idx_v: (float(k), float(c)) for name, (k, c) in (springs or {}).items()}
         self._build()
         self._compiled: dict[str, CompiledFunction] = {}
 
@@ -260,6 +265,10 @@ class PlanarFlexibleModel:
             for link in self.links:
                 sl = self.elastic[link]
                 Qd[sl] = -ca.DM(self.beams[link].D) @ v[sl]
+        for i, (k, c) in self.springs.items():
+            V += 0.5 * k * q[i] ** 2
+            if self._damping:
+                Qd[i] -= c * v[i]
         p = ca.gradient(T, v)
         M = ca.jacobian(p, v)
         h = ca.jtimes(p, q, v) - ca.gradient(T, q) + ca.gradient(V, q)
@@ -291,12 +300,21 @@ class PlanarFlexibleModel:
         xdot = ca.vertcat(vm, z[: self.n])
         name = f"planar_{robot.name}_{self.n}"
         self.rhs = ca.Function(f"{name}_rhs", [x, um], [xdot, z[self.n :], Phim], ["x", "u"], ["xdot", "lam", "phi"])
+        # forward-difference Jacobian df/dx, all 2n + 1 evaluations in one generated function
+        # (the exact one, generated through the KKT solve, takes minutes of C compilation)
+        xj, uj = ca.MX.sym("x", 2 * self.n), ca.MX.sym("u", self.n)
+        steps = 1.5e-8 * ca.fmax(1.0, ca.fabs(xj))
+        shifted = ca.repmat(xj, 1, 2 * self.n) + ca.diag(steps)
+        f0 = self.rhs(xj, uj)[0]
+        fs = self.rhs.map(2 * self.n)(shifted, ca.repmat(uj, 1, 2 * self.n))[0]
+        self.jac = ca.Function(f"{name}_jac", [xj, uj], [(fs - ca.repmat(f0, 1, 2 * self.n)) / ca.repmat(steps.T, 2 * self.n, 1)], ["x", "u"], ["J"])
         self.energy = ca.Function(f"{name}_energy", [q, v], [T, V], ["q", "v"], ["T", "V"])
 
     # ------------------------------------------------------------------ numeric helpers
 
     def compiled(self, which: str) -> CompiledFunction:
-        """``"rhs"`` (``(x, u) -> (xdot, lam, phi)``) or ``"energy"`` (``(q, v) -> (T, V)``) as compiled C (cached on disk)."""
+        """``"rhs"`` (``(x, u) -> (xdot, lam, phi)``), ``"jac"`` (``(x, u) -> df/dx`` by forward
+        differences) or ``"energy"`` (``(q, v) -> (T, V)``) as compiled C (cached on disk)."""
         if which not in self._compiled:
             self._compiled[which] = compile_function(getattr(self, which))
         return self._compiled[which]
@@ -370,6 +388,7 @@ class PlanarFlexibleModel:
         step: float = 1e-4,
         jacobian_interval: float = 2e-3,
         max_step: float = math.inf,
+        compiled_steps: bool = True,
         progress: Callable[[int, int], None] | None = None,
     ) -> FlexibleRun:
         """Integrate from ``x0`` at ``t_out[0]``, recording at ``t_out`` (s).
@@ -378,6 +397,9 @@ class PlanarFlexibleModel:
             force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints); default none.
             integrator: ``"radau"`` (adaptive, ``rtol``/``atol``, ``max_step``) or ``"ros2"`` (fixed ``step``,
                 the Jacobian refreshed every ``jacobian_interval`` s).
+            compiled_steps: ``ros2`` with equally spaced ``t_out``: the steps between two output
+                times run as one generated C function (the force interpolated linearly between
+                the output times: exact for torques sampled there); otherwise Python steps.
 
         Raises:
             ConfigError: For an unknown integrator or a bad step.
@@ -387,7 +409,7 @@ class PlanarFlexibleModel:
             raise ConfigError(f"unknown integrator {integrator!r} (expected one of: {', '.join(INTEGRATORS)})", field="integrator")
         t_out = np.asarray(t_out, dtype=float)
         start = time.perf_counter()
-        rhs = self.compiled("rhs")
+        rhs, jac = self.compiled("rhs"), self.compiled("jac")
         compile_s = time.perf_counter() - start
         zero = np.zeros(self.n)
         counts = {"rhs": 0, "jac": 0}
@@ -397,19 +419,9 @@ class PlanarFlexibleModel:
             return rhs(x, zero if force is None else force(t))[0].ravel()
 
         def J(t: float, x: np.ndarray) -> np.ndarray:
-            """Forward-difference Jacobian ``df/dx`` (one evaluation per state): generating the
-            exact one through the KKT solve takes minutes of C compilation for little gain."""
             counts["jac"] += 1
-            u = zero if force is None else force(t)
-            f0 = rhs(x, u)[0].ravel()
-            out = np.empty((len(x), len(x)))
-            for i in range(len(x)):
-                dx = 1.5e-8 * max(1.0, abs(x[i]))
-                xi = x.copy()
-                xi[i] += dx
-                out[:, i] = (rhs(xi, u)[0].ravel() - f0) / dx
             counts["rhs"] += len(x) + 1
-            return out
+            return np.asarray(jac(x, zero if force is None else force(t))[0])
 
         start = time.perf_counter()
         if integrator == "radau":
@@ -420,7 +432,16 @@ class PlanarFlexibleModel:
         else:
             if not (math.isfinite(step) and step > 0):
                 raise ConfigError(f"must be > 0, got {step!r}", field="step")
-            X, steps = self._ros2(f, J, x0, t_out, step, jacobian_interval, progress)
+            spans = np.diff(t_out)
+            if compiled_steps and len(spans) and np.allclose(spans, spans[0], rtol=1e-9, atol=0.0):
+                count = max(1, math.ceil(spans[0] / step - 1e-9))
+                chunk_start = time.perf_counter()
+                chunk = self._ros2_chunk(count)
+                compile_s += time.perf_counter() - chunk_start
+                start = time.perf_counter()
+                X, steps = self._ros2_compiled(chunk, count, J, force, x0, t_out, jacobian_interval, progress, counts)
+            else:
+                X, steps = self._ros2(f, J, x0, t_out, step, jacobian_interval, progress)
         wall = time.perf_counter() - start
         n, m = self.n, self.m
         A = np.empty((len(t_out), n))
@@ -443,6 +464,53 @@ class PlanarFlexibleModel:
             wall_s=wall,
             compile_s=compile_s,
         )
+
+    def _ros2_chunk(self, count: int) -> CompiledFunction:
+        """``(x0, u0, u1, h, W_inv) -> x``: ``count`` ROS2 steps of length ``h`` in C, the force
+        going linearly from ``u0`` to ``u1``; ``W_inv = (I - gamma h J)^-1`` from the caller."""
+        key = f"ros2x{count}"
+        if key not in self._compiled:
+            n2, n = 2 * self.n, self.n
+            gamma = 1.0 + 1.0 / math.sqrt(2.0)
+            x0, u0, u1 = ca.MX.sym("x0", n2), ca.MX.sym("u0", n), ca.MX.sym("u1", n)
+            h, W = ca.MX.sym("h"), ca.MX.sym("W_inv", n2, n2)
+            x = x0
+            for i in range(count):
+                ua = u0 + (u1 - u0) * (i / count)
+                ub = u0 + (u1 - u0) * ((i + 1) / count)
+                k1 = W @ self.rhs(x, ua)[0]
+                k2 = W @ (self.rhs(x + h * k1, ub)[0] - 2.0 * k1)
+                x = x + h * (1.5 * k1 + 0.5 * k2)
+            fn = ca.Function(f"{self.rhs.name()}_{key}", [x0, u0, u1, h, W], [x], ["x0", "u0", "u1", "h", "W_inv"], ["x"])
+            self._compiled[key] = compile_function(fn)
+        return self._compiled[key]
+
+    def _ros2_compiled(self, chunk, count, J, force, x0, t_out, jacobian_interval, progress, counts) -> tuple[np.ndarray, int]:
+        """ROS2 with the steps between output times in C (:meth:`_ros2_chunk`)."""
+        gamma = 1.0 + 1.0 / math.sqrt(2.0)
+        zero = np.zeros(self.n)
+        x = np.array(x0, dtype=float)
+        out = np.empty((len(t_out), len(x)))
+        out[0] = x
+        h = (t_out[1] - t_out[0]) / count
+        I = np.eye(len(x))
+        W_inv, refreshed = None, -math.inf
+        u_prev = zero if force is None else force(t_out[0])
+        for k in range(1, len(t_out)):
+            t = t_out[k - 1]
+            if W_inv is None or t - refreshed >= jacobian_interval - 1e-12:
+                W_inv = np.linalg.inv(I - gamma * h * J(t, x))
+                refreshed = t
+            u_next = zero if force is None else force(t_out[k])
+            x = np.array(chunk(x, u_prev, u_next, h, W_inv)[0]).ravel()
+            counts["rhs"] += 2 * count
+            u_prev = u_next
+            if not np.isfinite(x).all():
+                raise PlanarFlexibleError(f"the state became non-finite at t = {t_out[k]:.6g} s: try a smaller step")
+            out[k] = x
+            if progress is not None:
+                progress(k, len(t_out) - 1)
+        return out, count * (len(t_out) - 1)
 
     @staticmethod
     def _ros2(f, J, x0, t_out, step, jacobian_interval, progress) -> tuple[np.ndarray, int]:

@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", default="non-redundant,min-internal-force,min-power", help="comma-separated distribution modes (default: the 3-RRR study's three)")
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
-    p.add_argument("--step", type=float, default=1e-4, help="ros2 step (s, default 1e-4)")
+    p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
+    p.add_argument("--step", type=float, default=2.5e-5, help="ros2 step (s, default 2.5e-5)")
     p.add_argument("--rtol", type=float, default=1e-6, help="radau relative tolerance (default 1e-6)")
     p.add_argument("--rfe-elements", type=int, default=8, help="RFE segments per lever for the cross-check; 0: no cross-check (default 8)")
     p.add_argument("--no-stiff-check", action="store_true", help="skip the stiff-limit run (moduli x 1e4)")
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in MODE_CHOICES]
     if bad or not modes:
         raise InputError(f"unknown mode {bad[0] if bad else ''!r} (expected some of: {', '.join(MODE_CHOICES)})", field="--modes")
-    for value, option in ((args.step, "--step"), (args.duration, "--duration"), (args.rtol, "--rtol")):
+    for value, option in ((args.step, "--step"), (args.duration, "--duration"), (args.rtol, "--rtol"), (args.rate, "--rate")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"must be > 0, got {value!r}", field=option)
     if args.rfe_elements < 0:
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         spec,
         modes=modes,
         duration=args.duration,
+        rate=args.rate,
         integrator=args.integrator,
         step=args.step,
         rtol=args.rtol,
