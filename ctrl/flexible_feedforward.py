@@ -213,7 +213,7 @@ def flexible_feedforward(
     duration: float | None = None,
     rate: float = 10000.0,
     integrator: str = "ros2",
-    step: float = 2.5e-5,
+    step: float = 5e-6,
     rtol: float = 1e-6,
     atol: float = 1e-9,
     frame: str | None = None,
@@ -221,6 +221,7 @@ def flexible_feedforward(
     stiff_check: bool = True,
     rfe_elements: int | None = 8,
     rfe_mode: str = "min-internal-force",
+    compiled_steps: bool = True,
     progress: Progress | None = None,
 ) -> FlexFeedResult:
     """Run the experiment on a config with FEM levers, loops, a programmed path and ``[actuation]``.
@@ -236,6 +237,8 @@ def flexible_feedforward(
         frame: End-effector frame (default: the frame of the programmed path).
         stiff_factor, stiff_check: Also run ``rfe_mode`` with every modulus times ``stiff_factor``.
         rfe_elements: RFE segments per lever for the cross-check (None: no cross-check).
+        compiled_steps: ROS2 steps between samples in generated C (else stepped from Python,
+            which needs no compilation per step count).
         progress: Called with a line of text at every stage.
 
     Raises:
@@ -279,7 +282,7 @@ def flexible_feedforward(
         element = SampledTorques(pm.n, columns, t, tau)
         return element.generalized
 
-    options = {"integrator": integrator, "step": step, "rtol": rtol, "atol": atol}
+    options = {"integrator": integrator, "step": step, "rtol": rtol, "atol": atol, "compiled_steps": compiled_steps}
     runs: dict[str, ModeRun] = {}
     for mode in modes:
         tau = torques.modes[mode].tau
