@@ -67,18 +67,18 @@ def main() -> None:
     drive = SampledTorques(pm.n, drives, t, tau).generalized
     x0 = pm.state(traj.q[0], traj.dq[0])
     for step in (5e-6, 2.5e-5):
-        pm.simulate(x0, t[:3], drive, step=step)  # compile once
-        run = pm.simulate(x0, t, drive, step=step)
+        pm.simulate(x0, t[:3], drive, integrator="ros2", step=step)  # compile once
+        run = pm.simulate(x0, t, drive, integrator="ros2", step=step)
         row(f"FEM levers, {pm.n} coordinates, ROS2 {step:g} s, C steps", run.wall_s)
-    run = pm.simulate(x0, t, drive, step=2.5e-5, compiled_steps=False)
+    run = pm.simulate(x0, t, drive, integrator="ros2", step=2.5e-5, compiled_steps=False)
     row(f"FEM levers, {pm.n} coordinates, ROS2 2.5e-05 s, Python steps", run.wall_s)
     rfe_robot, rfe, _ = rfe_planar_model(spec, 8)
     theta0 = np.zeros(rfe_robot.nv)
     for j in robot.joints:
         theta0[rfe_robot.joint(j.name).idx_v] = traj.q[0, j.idx_v]
     drive = SampledTorques(rfe.n, [rfe_robot.joint(n).idx_v for n in ("a1", "a2", "a3")], t, tau).generalized
-    rfe.simulate(rfe.state(theta0), t[:3], drive, step=5e-6)
-    run = rfe.simulate(rfe.state(theta0), t, drive, step=5e-6)
+    rfe.simulate(rfe.state(theta0), t[:3], drive, integrator="ros2", step=5e-6)
+    run = rfe.simulate(rfe.state(theta0), t, drive, integrator="ros2", step=5e-6)
     row(f"RFE levers (8 segments), {rfe.n} coordinates, ROS2 5e-06 s, C steps", run.wall_s)
 
 
