@@ -159,7 +159,7 @@ class FlexFeedResult:
 def _fem_specs(spec: RobotSpec) -> tuple[FEMSpec, ...]:
     fem = tuple(f for f in spec.flexible if isinstance(f, FEMSpec))
     if not fem:
-        raise ConfigError("no [flexible.<link>] table with method = \"fem\"", file=spec.source, field="flexible")
+        raise ConfigError('no [flexible.<link>] table with method = "fem"', file=spec.source, field="flexible")
     return fem
 
 

@@ -120,7 +120,9 @@ def test_fem_and_rfe_levers_agree(spec):
     """Under the same torques (0.1 s of the spiral) the FEM levers (3 elements) and the RFE levers
     (8 segments) deflect alike: rms tip-deflection difference below 1 % of the deflection (RFE's
     static stiffening alone, 1/(4 m^2), is 0.39 %)."""
-    result = flexible_feedforward(spec, duration=0.1, rate=5000.0, step=2e-5, modes=("min-internal-force",), stiff_check=False, rfe_elements=8, compiled_steps=False)
+    result = flexible_feedforward(
+        spec, duration=0.1, rate=5000.0, step=2e-5, modes=("min-internal-force",), stiff_check=False, rfe_elements=8, compiled_steps=False
+    )
     fem = result.runs["min-internal-force"].tip[:, :, 1]
     rfe = result.rfe.tip[:, :, 1]
     assert np.sqrt(np.mean((rfe - fem) ** 2)) < 1e-2 * np.sqrt(np.mean(fem**2))

@@ -2,14 +2,14 @@
 
 A flexible lever has a body frame (origin ``r_O`` at its joint, angle ``phi``; the beam
 along the frame's x axis) and small elastic displacements in that frame. Its length L
-is cut into ``n`` equal 2-node elements of length ``l = L/n``; every node has three
+is cut into ``n`` equal 2-node elements of length ``le = L/n``; every node has three
 coordinates, axial ``u``, transverse ``v`` and the section's rotation ``theta = v'``.
-On an element, with ``xi = (x - x_e)/l`` and element coordinates
+On an element, with ``xi = (x - x_e)/le`` and element coordinates
 ``e = (u1, v1, theta1, u2, v2, theta2)``::
 
     axial       N1 = 1 - xi,                     N4 = xi
-    transverse  N2 = 1 - 3 xi^2 + 2 xi^3,         N3 = l (xi - 2 xi^2 + xi^3)
-                N5 = 3 xi^2 - 2 xi^3,             N6 = l (xi^3 - xi^2)
+    transverse  N2 = 1 - 3 xi^2 + 2 xi^3,         N3 = le (xi - 2 xi^2 + xi^3)
+                N5 = 3 xi^2 - 2 xi^3,             N6 = le (xi^3 - xi^2)
     [u(x), v(x)] = S_e(xi) e,  S_e = [[N1, 0, 0, N4, 0, 0], [0, N2, N3, 0, N5, N6]]
 
 and a material point of the lever sits at ``r = r_O + R(phi) ([x, 0] + S(x) w)``.
@@ -21,11 +21,11 @@ its root. The elastic coordinates ``w`` are the ``3 n`` coordinates of nodes 1..
 
 **Matrices** (assembled over the elements, the clamped node's rows and columns removed):
 
-- stiffness from ``1/2 ∫ E A u'^2 + E I v''^2 dx``: ``K_e = E A/l [[1, -1], [-1, 1]]``
-  (axial) and the bending matrix ``E I/l^3 [[12, 6l, -12, 6l], [6l, 4l^2, -6l, 2l^2],
+- stiffness from ``1/2 ∫ E A u'^2 + E Iz v''^2 dx``: ``K_e = E A/le [[1, -1], [-1, 1]]``
+  (axial) and the bending matrix ``E Iz/le^3 [[12, 6l, -12, 6l], [6l, 4l^2, -6l, 2l^2],
   [-12, -6l, 12, -6l], [6l, 2l^2, -6l, 4l^2]]``;
-- consistent mass ``M_ww = ∫ mu S^T S dx`` (``mu l/6 [[2, 1], [1, 2]]`` axial, the
-  classical ``mu l/420 [[156, 22l, 54, -13l], ...]`` bending);
+- consistent mass ``M_ww = ∫ mu S^T S dx`` (``mu le/6 [[2, 1], [1, 2]]`` axial, the
+  classical ``mu le/420 [[156, 22l, 54, -13l], ...]`` bending);
 - the rigid–elastic coupling and the quadratic-velocity terms come from the kinetic
   energy ``T = 1/2 ∫ mu |r_dot|^2 dx`` of the whole lever, which the mechanism model
   (:mod:`mbctl.dynamics.flexible.planar`) evaluates by Gauss quadrature of the shape
@@ -42,11 +42,11 @@ its root. The elastic coordinates ``w`` are the ``3 n`` coordinates of nodes 1..
   included;
 - damping ``D = alpha M_ww + beta K`` (Rayleigh), or from a ratio ``zeta`` the
   stiffness-proportional ``beta = 2 zeta/omega_1`` with ``omega_1 = 1.8751^2
-  sqrt(E I/(mu L^4))`` the first clamped-free bending frequency (the rule the RFE links
+  sqrt(E Iz/(mu L^4))`` the first clamped-free bending frequency (the rule the RFE links
   use, so both discretisations damp the same).
 
-The frame rotation also carries the sections' rotary inertia ``rho I L`` (so a stiff
-lever has the rigid bar's inertia ``mu L^3/12 + rho I L`` about its centre); the
+The frame rotation also carries the sections' rotary inertia ``rho Iz L`` (so a stiff
+lever has the rigid bar's inertia ``mu L^3/12 + rho Iz L`` about its centre); the
 rotary inertia of the elastic slopes is neglected (Euler–Bernoulli).
 """
 
@@ -77,48 +77,48 @@ _GAUSS = np.polynomial.legendre.leggauss(4)  # exact to degree 7 on an element
 _OMEGA = np.array([[0.0, -1.0], [1.0, 0.0]])  # 90 deg rotation in the plane
 
 
-def shape_functions(xi: float, l: float) -> np.ndarray:
+def shape_functions(xi: float, le: float) -> np.ndarray:
     """``S_e(xi)`` (2 x 6): axial and transverse displacement per element coordinate (m/m, m/rad)."""
     return np.array(
         [
             [1 - xi, 0.0, 0.0, xi, 0.0, 0.0],
-            [0.0, 1 - 3 * xi**2 + 2 * xi**3, l * (xi - 2 * xi**2 + xi**3), 0.0, 3 * xi**2 - 2 * xi**3, l * (xi**3 - xi**2)],
+            [0.0, 1 - 3 * xi**2 + 2 * xi**3, le * (xi - 2 * xi**2 + xi**3), 0.0, 3 * xi**2 - 2 * xi**3, le * (xi**3 - xi**2)],
         ]
     )
 
 
-def shape_slopes(xi: float, l: float) -> np.ndarray:
+def shape_slopes(xi: float, le: float) -> np.ndarray:
     """``d S_e / dx`` (2 x 6): axial strain and section rotation ``v'`` per element coordinate."""
     return np.array(
         [
-            [-1 / l, 0.0, 0.0, 1 / l, 0.0, 0.0],
-            [0.0, (-6 * xi + 6 * xi**2) / l, 1 - 4 * xi + 3 * xi**2, 0.0, (6 * xi - 6 * xi**2) / l, 3 * xi**2 - 2 * xi],
+            [-1 / le, 0.0, 0.0, 1 / le, 0.0, 0.0],
+            [0.0, (-6 * xi + 6 * xi**2) / le, 1 - 4 * xi + 3 * xi**2, 0.0, (6 * xi - 6 * xi**2) / le, 3 * xi**2 - 2 * xi],
         ]
     )
 
 
-def element_stiffness(E: float, A: float, I: float, l: float) -> np.ndarray:
+def element_stiffness(E: float, A: float, Iz: float, le: float) -> np.ndarray:
     """Element stiffness (6 x 6, N/m, N, N·m/rad) in ``(u1, v1, theta1, u2, v2, theta2)`` order."""
     K = np.zeros((6, 6))
-    a = E * A / l
+    a = E * A / le
     K[np.ix_([0, 3], [0, 3])] = a * np.array([[1, -1], [-1, 1]])
-    b = E * I / l**3
+    b = E * Iz / le**3
     K[np.ix_([1, 2, 4, 5], [1, 2, 4, 5])] = b * np.array(
-        [[12, 6 * l, -12, 6 * l], [6 * l, 4 * l**2, -6 * l, 2 * l**2], [-12, -6 * l, 12, -6 * l], [6 * l, 2 * l**2, -6 * l, 4 * l**2]]
+        [[12, 6 * le, -12, 6 * le], [6 * le, 4 * le**2, -6 * le, 2 * le**2], [-12, -6 * le, 12, -6 * le], [6 * le, 2 * le**2, -6 * le, 4 * le**2]]
     )
     return K
 
 
-def element_mass(mu: float, l: float) -> np.ndarray:
+def element_mass(mu: float, le: float) -> np.ndarray:
     """Consistent element mass ``∫ mu S_e^T S_e dx`` (6 x 6, kg, kg·m, kg·m²), closed form."""
     M = np.zeros((6, 6))
-    M[np.ix_([0, 3], [0, 3])] = mu * l / 6 * np.array([[2, 1], [1, 2]])
+    M[np.ix_([0, 3], [0, 3])] = mu * le / 6 * np.array([[2, 1], [1, 2]])
     M[np.ix_([1, 2, 4, 5], [1, 2, 4, 5])] = (
         mu
-        * l
+        * le
         / 420
         * np.array(
-            [[156, 22 * l, 54, -13 * l], [22 * l, 4 * l**2, 13 * l, -3 * l**2], [54, 13 * l, 156, -22 * l], [-13 * l, -3 * l**2, -22 * l, 4 * l**2]]
+            [[156, 22 * le, 54, -13 * le], [22 * le, 4 * le**2, 13 * le, -3 * le**2], [54, 13 * le, 156, -22 * le], [-13 * le, -3 * le**2, -22 * le, 4 * le**2]]
         )
     )
     return M
@@ -131,11 +131,11 @@ class FEMBeam:
     Attributes:
         length: L (m).
         elements: n.
-        E, A, I: Young's modulus (Pa), area (m²), in-plane second moment (m⁴).
+        E, A, Iz: Young's modulus (Pa), area (m²), in-plane second moment (m⁴).
         mu: Mass per length (kg/m).
         K: Stiffness (3n x 3n) on the elastic coordinates ``w``.
         M: Consistent mass ``∫ mu S^T S dx`` (3n x 3n).
-        K_G1: Geometric stiffness per unit squared rotation rate (3n x 3n, kg·m²... per rad²/s²).
+        K_G1: Geometric stiffness per unit squared rotation rate (3n x 3n; times omega², rad²/s², a stiffness).
         D: Damping (3n x 3n, Rayleigh ``alpha M + beta K``).
         rayleigh: ``(alpha, beta)`` (1/s, s).
         geometric_stiffness: Whether the mechanism model includes ``K_G1``.
@@ -147,7 +147,7 @@ class FEMBeam:
     elements: int
     E: float
     A: float
-    I: float
+    Iz: float
     mu: float
     K: np.ndarray
     M: np.ndarray
@@ -166,18 +166,18 @@ class FEMBeam:
 
     @property
     def rotary_inertia(self) -> float:
-        """``rho I L`` (kg·m²): the sections' rotary inertia, carried by the frame rotation."""
-        return self.mu / self.A * self.I * self.length
+        """``rho Iz L`` (kg·m²): the sections' rotary inertia, carried by the frame rotation."""
+        return self.mu / self.A * self.Iz * self.length
 
     @property
     def first_frequency(self) -> float:
-        """Euler–Bernoulli first clamped-free bending frequency ``1.8751² sqrt(E I/(mu L⁴))`` (rad/s)."""
-        return BETA1**2 * math.sqrt(self.E * self.I / (self.mu * self.length**4))
+        """Euler–Bernoulli first clamped-free bending frequency ``1.8751² sqrt(E Iz/(mu L⁴))`` (rad/s)."""
+        return BETA1**2 * math.sqrt(self.E * self.Iz / (self.mu * self.length**4))
 
     def _locate(self, x: float) -> tuple[int, float]:
-        l = self.length / self.elements
-        e = min(max(int(math.floor(x / l)), 0), self.elements - 1)
-        return e, x / l - e
+        le = self.length / self.elements
+        e = min(max(int(math.floor(x / le)), 0), self.elements - 1)
+        return e, x / le - e
 
     def _scatter(self, e: int, block: np.ndarray) -> np.ndarray:
         """An element row block (r x 6) in the lever's coordinates (r x 3n), clamped node dropped."""
@@ -209,18 +209,18 @@ def _assemble(n: int, block) -> np.ndarray:
     return full[3:, 3:]
 
 
-def _beam(length: float, elements: int, E: float, A: float, I: float, mu: float, *, damping_ratio=None, rayleigh=None, geometric_stiffness=True) -> FEMBeam:
-    n, l = elements, length / elements
-    K = _assemble(n, lambda e: element_stiffness(E, A, I, l))
-    M = _assemble(n, lambda e: element_mass(mu, l))
+def _beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float, *, damping_ratio=None, rayleigh=None, geometric_stiffness=True) -> FEMBeam:
+    n, le = elements, length / elements
+    K = _assemble(n, lambda e: element_stiffness(E, A, Iz, le))
+    M = _assemble(n, lambda e: element_mass(mu, le))
 
     def geometric(e: int) -> np.ndarray:
         G = np.zeros((6, 6))
         for xg, wg in zip(*_GAUSS):
             xi = 0.5 * (xg + 1)
-            x = (e + xi) * l
-            Sv = shape_slopes(xi, l)[1]
-            G += 0.5 * wg * l * mu * (length**2 - x**2) / 2 * np.outer(Sv, Sv)
+            x = (e + xi) * le
+            Sv = shape_slopes(xi, le)[1]
+            G += 0.5 * wg * le * mu * (length**2 - x**2) / 2 * np.outer(Sv, Sv)
         return G
 
     K_G1 = _assemble(n, geometric)
@@ -228,13 +228,13 @@ def _beam(length: float, elements: int, E: float, A: float, I: float, mu: float,
     for e in range(n):
         for xg, wg in zip(*_GAUSS):
             xi = 0.5 * (xg + 1)
-            xs.append((e + xi) * l)
-            ws.append(0.5 * wg * l * mu)
+            xs.append((e + xi) * le)
+            ws.append(0.5 * wg * le * mu)
             full = np.zeros((2, 3 * (n + 1)))
-            full[:, 3 * e : 3 * e + 6] = shape_functions(xi, l)
+            full[:, 3 * e : 3 * e + 6] = shape_functions(xi, le)
             Ss.append(full[:, 3:])
     if rayleigh is None:
-        beta = 0.0 if not damping_ratio else 2.0 * damping_ratio / (BETA1**2 * math.sqrt(E * I / (mu * length**4)))
+        beta = 0.0 if not damping_ratio else 2.0 * damping_ratio / (BETA1**2 * math.sqrt(E * Iz / (mu * length**4)))
         rayleigh = (0.0, beta)
     alpha, beta = rayleigh
     return FEMBeam(
@@ -242,7 +242,7 @@ def _beam(length: float, elements: int, E: float, A: float, I: float, mu: float,
         elements=n,
         E=E,
         A=A,
-        I=I,
+        Iz=Iz,
         mu=mu,
         K=K,
         M=M,
@@ -272,10 +272,10 @@ def beam_from_spec(spec: FEMSpec, *, E: float | None = None) -> FEMBeam:
     )
 
 
-def make_beam(length: float, elements: int, E: float, A: float, I: float, mu: float, **options) -> FEMBeam:
+def make_beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float, **options) -> FEMBeam:
     """A lever from numbers (SI units); options as :func:`beam_from_spec` takes them from TOML:
     ``damping_ratio``, ``rayleigh = (alpha, beta)``, ``geometric_stiffness``."""
-    return _beam(length, elements, E, A, I, mu, **options)
+    return _beam(length, elements, E, A, Iz, mu, **options)
 
 
 def static_deflection(beam: FEMBeam, x: float, force: np.ndarray) -> np.ndarray:

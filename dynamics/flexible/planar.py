@@ -187,7 +187,7 @@ class PlanarFlexibleModel:
         for c in self.loops:
             if any(spec[0] != "pos" or spec[1] > 1 for spec in c.row_spec):
                 raise ConfigError(
-                    f"loop {c.name!r}: the planar FEM model closes planar revolute loops (joint = \"revolute\", plane = \"xy\")",
+                    f'loop {c.name!r}: the planar FEM model closes planar revolute loops (joint = "revolute", plane = "xy")',
                     file=source,
                     field="constraints",
                 )
@@ -293,7 +293,7 @@ class PlanarFlexibleModel:
         # the right-hand side and its Jacobian: KKT solve in MX (QR, generated as C)
         qm, vm, um = ca.MX.sym("q", self.n), ca.MX.sym("v", self.n), ca.MX.sym("u", self.n)
         Mm, hm, Qm, Phim, Am, bm, _, _ = self.terms(qm, vm)
-        n, m = self.n, self.m
+        m = self.m
         K = ca.vertcat(ca.horzcat(Mm, Am.T), ca.horzcat(Am, ca.MX.zeros(m, m)))
         z = ca.solve(K, ca.vertcat(um + Qm - hm, bm), "qr")
         x = ca.vertcat(qm, vm)
@@ -471,7 +471,6 @@ class PlanarFlexibleModel:
         key = f"ros2x{count}"
         if key not in self._compiled:
             n2, n = 2 * self.n, self.n
-            gamma = 1.0 + 1.0 / math.sqrt(2.0)
             x0, u0, u1 = ca.MX.sym("x0", n2), ca.MX.sym("u0", n), ca.MX.sym("u1", n)
             h, W = ca.MX.sym("h"), ca.MX.sym("W_inv", n2, n2)
             x = x0
@@ -493,13 +492,13 @@ class PlanarFlexibleModel:
         out = np.empty((len(t_out), len(x)))
         out[0] = x
         h = (t_out[1] - t_out[0]) / count
-        I = np.eye(len(x))
+        eye = np.eye(len(x))
         W_inv, refreshed = None, -math.inf
         u_prev = zero if force is None else force(t_out[0])
         for k in range(1, len(t_out)):
             t = t_out[k - 1]
             if W_inv is None or t - refreshed >= jacobian_interval - 1e-12:
-                W_inv = np.linalg.inv(I - gamma * h * J(t, x))
+                W_inv = np.linalg.inv(eye - gamma * h * J(t, x))
                 refreshed = t
             u_next = zero if force is None else force(t_out[k])
             x = np.array(chunk(x, u_prev, u_next, h, W_inv)[0]).ravel()
@@ -523,14 +522,14 @@ class PlanarFlexibleModel:
         lu = None
         refreshed = -math.inf
         steps = 0
-        I = np.eye(len(x))
+        eye = np.eye(len(x))
         for k in range(1, len(t_out)):
             span = t_out[k] - t_out[k - 1]
             count = max(1, math.ceil(span / step - 1e-9))
             h = span / count
             for _ in range(count):
                 if lu is None or t - refreshed >= jacobian_interval - 1e-12:
-                    lu = scipy.linalg.lu_factor(I - gamma * h * J(t, x))
+                    lu = scipy.linalg.lu_factor(eye - gamma * h * J(t, x))
                     refreshed = t
                 f0 = f(t, x)
                 k1 = scipy.linalg.lu_solve(lu, f0)

@@ -331,9 +331,9 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
     fem = [link for link in spec.flexible if isinstance(link, FEMSpec)]
     if fem and not rigid_links:
         raise ConfigError(
-            f"method fem (a planar floating-frame beam) is not a pinocchio model: the flexible mechanism is built by "
-            f"mbctl.dynamics.flexible.planar (`mbctl flexfeed`); elsewhere load the config with rigid links or use "
-            f"method rfe",
+            "method fem (a planar floating-frame beam) is not a pinocchio model: the flexible mechanism is built by "
+            "mbctl.dynamics.flexible.planar (`mbctl flexfeed`); elsewhere load the config with rigid links or use "
+            "method rfe",
             file=spec.source,
             field=f"flexible.{fem[0].link}.method",
         )

@@ -24,7 +24,9 @@ MODE_CHOICES = ("min-norm", "min-internal-force", "min-power", "non-redundant")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
     p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
-    p.add_argument("--modes", default="non-redundant,min-internal-force,min-power", help="comma-separated distribution modes (default: the 3-RRR study's three)")
+    p.add_argument(
+        "--modes", default="non-redundant,min-internal-force,min-power", help="comma-separated distribution modes (default: the 3-RRR study's three)"
+    )
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
     p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
