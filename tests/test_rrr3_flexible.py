@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
 from mbctl.config.robot import read_robot_spec
 from mbctl.config.simulation import Baumgarte
+from mbctl.ctrl.actuation import actuation_settings
 from mbctl.ctrl.closed_chain import closed_chain_feedforward
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.flexible_feedforward import SampledTorques, flexible_feedforward, flexible_setup, rfe_planar_model
+from mbctl.ctrl.redundancy import ActuationRedundancy
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.flexible.fem import static_deflection
 from mbctl.dynamics.simulation.integrate import simulate
@@ -126,3 +130,25 @@ def test_fem_and_rfe_levers_agree(spec):
     fem = result.runs["min-internal-force"].tip[:, :, 1]
     rfe = result.rfe.tip[:, :, 1]
     assert np.sqrt(np.mean((rfe - fem) ** 2)) < 1e-2 * np.sqrt(np.mean(fem**2))
+
+
+def test_internal_force_joint_sets_are_each_optimal(start):
+    """min-internal-force with internal_forces = "tree" (elbows only, the 3-RRR study) and "all" (elbows and
+    the cut joints at P): each mode's torques give the least force norm over its own joint set, and both
+    realise the same generalized force."""
+    robot, loops, traj, _ = start
+    settings = actuation_settings(robot)
+    assert settings.internal_forces == "tree"
+    ff = feedforward(robot, traj)
+    k = slice(0, len(traj.t), 10)
+    runs = {}
+    for which in ("tree", "all"):
+        ar = ActuationRedundancy(robot, dataclasses.replace(settings, internal_forces=which), constraints=loops, q_reference=traj.q[0])
+        runs[which] = ar.distribute(traj.t[k], traj.q[k], traj.dq[k], traj.ddq[k], ff.dynamics.tau[k], "min-internal-force")
+    elbows = 3  # the passive tree joints b1..b3 come first in the reaction list
+    tree_norm = {w: np.sum(d.reaction[:, :elbows] ** 2, axis=(1, 2)) for w, d in runs.items()}
+    all_norm = {w: np.sum(d.reaction**2, axis=(1, 2)) for w, d in runs.items()}
+    assert np.all(tree_norm["tree"] <= tree_norm["all"] * (1 + 1e-9) + 1e-12)
+    assert np.all(all_norm["all"] <= all_norm["tree"] * (1 + 1e-9) + 1e-12)
+    assert np.abs(runs["tree"].tau - runs["all"].tau).max() > 0.01 * np.abs(runs["all"].tau).max()  # they share the load differently
+    assert max(runs["tree"].residual.max(), runs["all"].residual.max()) < 1e-9
