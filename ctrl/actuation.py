@@ -33,6 +33,8 @@ class ActuationSettings:
         power_regularization: Speed floor ``omega_eps`` of min-power (rad/s or m/s).
         solver: QP solver of the limited problems.
         file: The robot TOML file, for errors.
+        internal_forces: Reactions min-internal-force minimises: ``"all"`` (passive tree joints
+            and cut joints) or ``"tree"`` (passive tree joints only).
     """
 
     joints: tuple[str, ...]
@@ -43,6 +45,7 @@ class ActuationSettings:
     power_regularization: float = 1e-3
     solver: str = "qrqp"
     file: Path | None = None
+    internal_forces: str = "all"
 
     def __post_init__(self) -> None:
         n = len(self.joints)
@@ -113,4 +116,5 @@ def actuation_settings(robot: RobotModel) -> ActuationSettings:
         power_regularization=spec.power_regularization,
         solver=spec.solver,
         file=file,
+        internal_forces=spec.internal_forces,
     )

@@ -35,6 +35,9 @@ whole per-sample pipeline — kinematics, reactions, QP — is one compiled func
   it transmits (parent on child, joint axes, N: the motion's RNEA wrench plus the loop
   forces acting on its subtree) and, for every cut joint, the loop force on frame B's
   body (B's axes, N) — the same quantities as :func:`mbctl.dynamics.constraints.reactions.joint_reactions`.
+  With ``[actuation] internal_forces = "tree"`` only the passive tree joints' rows enter
+  the objective (the 3-RRR study minimises the forces at the elbows B_i, not at the cut
+  joints at P); ``reaction`` still reports every joint.
 - ``min-power`` (the 3-RRR study, mode 3): minimum norm of the drive powers ``P_i = tau_i
   omega_i`` (``omega = B^T dq``): ``H = diag(omega_i^2 + omega_eps^2)``. **Zero speed** makes
   ``sum (tau_i omega_i)^2`` blind to the torque of a drive at rest (at a start from rest,
@@ -373,7 +376,9 @@ class ActuationRedundancy:
             if mode == "min-norm":
                 H, g = ca.MX(ca.DM(np.diag(self.settings.weights))), ca.MX.zeros(na, 1)
             elif mode == "min-internal-force":
-                H, g = R.T @ R, R.T @ r0
+                # "tree": the passive tree joints only (their 3 force rows come first in r)
+                k = 3 * len(self._passive) if self.settings.internal_forces == "tree" else R.shape[0]
+                H, g = R[:k, :].T @ R[:k, :], R[:k, :].T @ r0[:k]
             else:
                 eps2 = self.settings.power_regularization**2
                 H, g = ca.diag(omega**2 + eps2), ca.MX.zeros(na, 1)

@@ -44,7 +44,8 @@ def _flex(old: str, new: str) -> str:
 
 CASES = {
     "unknown flexible field": (_flex("elements = 3", "elemnts = 3"), ["flexible.l1.elemnts", "did you mean 'elements'"]),
-    "unknown method": (_flex('method = "rfe"', 'method = "fem"'), ["flexible.l1.method", "unknown value 'fem'"]),
+    "unknown method": (_flex('method = "rfe"', 'method = "modal"'), ["flexible.l1.method", "unknown value 'modal'"]),
+    "fem in a pinocchio command": (_flex('method = "rfe"', 'method = "fem"'), ["flexible.l1.method", "not a pinocchio model"]),
     "fractional elements": (_flex("elements = 3", "elements = 2.5"), ["flexible.l1.elements", "whole number"]),
     "bad axis": (_flex('axis = "x"', 'axis = "w"'), ["flexible.l1.axis", "expected one of: x, y, z"]),
     "negative modulus": (_flex("E = 70e9", "E = -70e9"), ["flexible.l1.E", "must be > 0"]),

@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 import pinocchio as pin
 
+from mbctl.config.flexible import FEMSpec
 from mbctl.config.joints import JointSpec
 from mbctl.config.robot import RobotSpec, read_robot_spec
 from mbctl.dynamics.flexible.base import FlexibleBase, add_flexible_base
@@ -327,6 +328,15 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
     if spec.gravity is not None:
         model.gravity = pin.Motion(np.concatenate([np.asarray(spec.gravity, dtype=float), np.zeros(3)]))
     rfe_links = []
+    fem = [link for link in spec.flexible if isinstance(link, FEMSpec)]
+    if fem and not rigid_links:
+        raise ConfigError(
+            "method fem (a planar floating-frame beam) is not a pinocchio model: the flexible mechanism is built by "
+            "mbctl.dynamics.flexible.planar (`mbctl flexfeed`); elsewhere load the config with rigid links or use "
+            "method rfe",
+            file=spec.source,
+            field=f"flexible.{fem[0].link}.method",
+        )
     if not rigid_links:
         for link in spec.flexible:
             model, rfe = add_rfe_link(model, link, file=spec.source, field=f"flexible.{link.link}")

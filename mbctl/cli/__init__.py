@@ -38,6 +38,7 @@ COMMANDS = {
     "animate": "a run in 3-D as a self-contained HTML page",
     "constraints": "constraint analysis: rows, ranks, redundancy, mobility, unique reactions",
     "sweep": "parameter study (grids, Monte Carlo) on dask.distributed: one table row per run",
+    "flexfeed": "rigid-model drive torques fed forward into flexible FEM levers (the flexible 3-RRR)",
 }
 
 

@@ -47,6 +47,8 @@ __all__ = [
     "plot_torque_tables",
     "plot_variants",
     "save_figure",
+    "FLEXFEED_PLOTS",
+    "plot_flexfeed",
 ]
 
 FORMATS = (".png", ".pdf", ".svg")
@@ -667,3 +669,110 @@ def plot_torque_bands(bands: Bands, path: str | Path, title: str) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", fontsize="small")
     save_figure(fig, path)
+
+
+FLEXFEED_PLOTS = ("flexfeed_path.png", "flexfeed_levers.png", "flexfeed_tips.png", "flexfeed_rfe.png")
+_MODE_COLORS = {"non-redundant": "tab:red", "min-internal-force": "tab:blue", "min-power": "tab:green", "min-norm": "tab:purple"}
+
+
+def plot_flexfeed(result, directory: str | Path) -> list[Path]:
+    """The figures of ``mbctl flexfeed`` (:data:`FLEXFEED_PLOTS`) in ``directory``.
+
+    Args:
+        result: A :class:`mbctl.ctrl.flexible_feedforward.FlexFeedResult`.
+
+    Returns:
+        The files written (the RFE figure only with a cross-check).
+    """
+    directory = Path(directory)
+    written = []
+    t = result.t
+    color = lambda mode: _MODE_COLORS.get(mode, None)  # noqa: E731
+
+    fig = _figure((11.0, 6.5))
+    grid = fig.add_gridspec(2, 2)
+    ax = fig.add_subplot(grid[:, 0])
+    ax.plot(result.p_rigid[:, 0] * 1e3, result.p_rigid[:, 1] * 1e3, "k:", lw=1.5, label="rigid (programmed path)")
+    for mode, r in result.runs.items():
+        ax.plot(r.p[:, 0] * 1e3, r.p[:, 1] * 1e3, color=color(mode), lw=1, label=mode)
+    ax.set_xlabel("x [mm]")
+    ax.set_ylabel("y [mm]")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("end-effector path")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+    for i, axis in enumerate("xy"):
+        ax = fig.add_subplot(grid[i, 1])
+        for mode, r in result.runs.items():
+            ax.plot(t, r.error[:, i] * 1e3, color=color(mode), lw=1, label=mode)
+        ax.set_ylabel(f"{axis} error [mm]")
+        ax.grid(alpha=0.3)
+        if i == 1:
+            ax.set_xlabel("t [s]")
+    fig.suptitle(f"{result.name}: rigid-model torques fed forward into the flexible levers")
+    save_figure(fig, directory / FLEXFEED_PLOTS[0])
+    written.append(directory / FLEXFEED_PLOTS[0])
+
+    joints = result.lever_joints
+    fig = _figure((13.0, 1.9 * len(joints) + 0.8))
+    axes = fig.subplots(len(joints), 3, sharex=True, squeeze=False)
+    for i, joint in enumerate(joints):
+        for c, (label, scale, get) in enumerate(
+            (("angle error [mrad]", 1e3, lambda r: r.angle_error), ("ω [rad/s]", 1.0, lambda r: r.omega), ("α [rad/s²]", 1.0, lambda r: r.alpha))
+        ):
+            ax = axes[i, c]
+            for mode, r in result.runs.items():
+                ax.plot(t, get(r)[:, i] * scale, color=color(mode), lw=0.8, label=mode)
+            ax.set_ylabel(f"lever {i + 1} ({joint})\n{label}", fontsize="small")
+            ax.grid(alpha=0.3)
+        # the torque step at t = 0 gives the flexible levers' root sections a spike of
+        # acceleration (high modes) that would flatten the rest: scale to t > 5 ms
+        late = t > min(5e-3, t[-1] / 2)
+        values = np.concatenate([r.alpha[late, i] for r in result.runs.values()])
+        if values.size and np.ptp(values) > 0:
+            pad = 0.08 * np.ptp(values)
+            axes[i, 2].set_ylim(values.min() - pad, values.max() + pad)
+    for c in range(3):
+        axes[-1, c].set_xlabel("t [s]")
+    axes[0, 0].legend(fontsize="x-small")
+    fig.suptitle(f"{result.name}: lever frame angles (error against the rigid model), rates and accelerations (scaled to t > 5 ms)")
+    save_figure(fig, directory / FLEXFEED_PLOTS[1])
+    written.append(directory / FLEXFEED_PLOTS[1])
+
+    links = result.links
+    fig = _figure((13.0, 2.3 * len(links) + 0.8))
+    axes = fig.subplots(len(links), 3, sharex=True, squeeze=False)
+    for i, link in enumerate(links):
+        for c, (label, scale) in enumerate((("axial u [µm]", 1e6), ("transverse v [mm]", 1e3), ("elastic angle [mrad]", 1e3))):
+            ax = axes[i, c]
+            for mode, r in result.runs.items():
+                ax.plot(t, r.tip[:, i, c] * scale, color=color(mode), lw=0.8, label=mode)
+            ax.set_ylabel(f"{link} tip\n{label}", fontsize="small")
+            ax.grid(alpha=0.3)
+    for c in range(3):
+        axes[-1, c].set_xlabel("t [s]")
+    axes[0, 0].legend(fontsize="x-small")
+    fig.suptitle(f"{result.name}: tip deformation of the flexible levers (floating frame)")
+    save_figure(fig, directory / FLEXFEED_PLOTS[2])
+    written.append(directory / FLEXFEED_PLOTS[2])
+
+    if result.rfe is not None and result.rfe.mode in result.runs:
+        c, fem = result.rfe, result.runs[result.rfe.mode]
+        n = len(c.error)
+        fig = _figure((11.0, 2.2 * (len(links) + 1) + 0.8))
+        axes = fig.subplots(len(links) + 1, 1, sharex=True, squeeze=False)[:, 0]
+        for i, link in enumerate(links):
+            axes[i].plot(t[:n], fem.tip[:n, i, 1] * 1e3, color="tab:blue", lw=1, label=f"FEM ({fem.run.integrator})")
+            axes[i].plot(t[:n], c.tip[:, i, 1] * 1e3, "--", color="tab:orange", lw=1, label=f"RFE, {c.elements} segments")
+            axes[i].set_ylabel(f"{link} tip v [mm]", fontsize="small")
+            axes[i].grid(alpha=0.3)
+        axes[-1].plot(t[:n], np.linalg.norm(fem.error[:n], axis=1) * 1e3, color="tab:blue", lw=1, label="FEM")
+        axes[-1].plot(t[:n], np.linalg.norm(c.error, axis=1) * 1e3, "--", color="tab:orange", lw=1, label="RFE")
+        axes[-1].set_ylabel("|EE error| [mm]", fontsize="small")
+        axes[-1].set_xlabel("t [s]")
+        axes[-1].grid(alpha=0.3)
+        axes[0].legend(fontsize="x-small")
+        fig.suptitle(f"{result.name}: FEM and RFE levers under the same torques (mode {c.mode})")
+        save_figure(fig, directory / FLEXFEED_PLOTS[3])
+        written.append(directory / FLEXFEED_PLOTS[3])
+    return written

@@ -12,6 +12,9 @@ effort = 3.0                     # torque limit |tau_i| <= effort_i, N·m (N): o
 weights = { a3 = 2.0 }           # min-norm weights w_i > 0 (default 1): minimize sum w_i tau_i^2
 power_regularization = 1e-3      # rad/s (m/s): speed floor of min-power, see mbctl.ctrl.redundancy
 solver = "qrqp"                  # QP solver: qrqp (active set, compiled to C) | qpoases (interpreted)
+internal_forces = "all"          # joints whose reaction forces min-internal-force minimises: "all" (the
+                                 # passive tree joints and the cut joints) | "tree" (the passive tree
+                                 # joints only, e.g. the 3-RRR's elbows B_i, as the 3-RRR study does)
 ```
 
 The distribution modes are explained in :mod:`mbctl.ctrl.redundancy`; the joint
@@ -25,11 +28,12 @@ from pathlib import Path
 
 from mbctl.tomlfields import Table
 
-__all__ = ["ACTUATION_KEYS", "MODES", "QP_SOLVERS", "ActuationSpec", "parse_actuation"]
+__all__ = ["ACTUATION_KEYS", "INTERNAL_FORCES", "MODES", "QP_SOLVERS", "ActuationSpec", "parse_actuation"]
 
 MODES = ("min-norm", "min-internal-force", "min-power", "non-redundant")
 QP_SOLVERS = ("qrqp", "qpoases")
-ACTUATION_KEYS = ("joints", "mode", "non_redundant", "effort", "weights", "power_regularization", "solver")
+INTERNAL_FORCES = ("all", "tree")
+ACTUATION_KEYS = ("joints", "mode", "non_redundant", "effort", "weights", "power_regularization", "solver", "internal_forces")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class ActuationSpec:
         weights: Min-norm weights (> 0): one for every drive or by name; None: all 1.
         power_regularization: Speed floor of min-power (rad/s or m/s).
         solver: QP solver of the limited problems.
+        internal_forces: Reactions min-internal-force minimises: "all" or "tree" (passive tree joints only).
         file: The robot TOML, for errors found against the robot.
     """
 
@@ -55,6 +60,7 @@ class ActuationSpec:
     power_regularization: float = 1e-3
     solver: str = "qrqp"
     file: Path | None = None
+    internal_forces: str = "all"
 
 
 def _names(t: Table, key: str) -> tuple[str, ...]:
@@ -100,4 +106,5 @@ def parse_actuation(t: Table) -> ActuationSpec:
         power_regularization=regularization,
         solver=t.string("solver", "qrqp", choices=QP_SOLVERS),
         file=t.file,
+        internal_forces=t.string("internal_forces", "all", choices=INTERNAL_FORCES),
     )

@@ -21,7 +21,7 @@ from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
 from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.drives import DrivesSpec, parse_drives
-from mbctl.config.flexible import RFESpec, parse_flexible
+from mbctl.config.flexible import FlexibleSpec, parse_flexible
 from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
@@ -46,7 +46,7 @@ class RobotSpec:
         source: The TOML file, or None for a spec built in Python.
         gravity: Gravity in the world frame (m/s²), or None for the URDF/pinocchio default.
         joints: Overrides by URDF joint name.
-        flexible: Links modelled by rigid finite elements.
+        flexible: Flexible links (rigid finite elements, or floating-frame FEM beams).
         base: The base support, or None for a rigid base.
         control: Controller gains and limits, or None.
         actuation: Drives and torque sharing, or None for the joints marked actuated.
@@ -62,7 +62,7 @@ class RobotSpec:
     source: Path | None = None
     gravity: tuple[float, float, float] | None = None
     joints: Mapping[str, JointSpec] = dataclasses.field(default_factory=dict)
-    flexible: tuple[RFESpec, ...] = ()
+    flexible: tuple[FlexibleSpec, ...] = ()
     base: BaseSupport | None = None
     control: ControlSpec | None = None
     actuation: ActuationSpec | None = None

@@ -1,0 +1,86 @@
+"""Wall time of the flexible 3-RRR (floating-frame FEM levers) against the rigid 3-RRR today.
+
+All runs in this process, 0.5 s of the spiral, the rigid model's min-internal-force torques
+(10 kHz samples) where torques drive the model:
+
+- reference: the rigid 3-RRR as `mbctl simulate configs/rrr3.toml` runs it today (pinocchio
+  model, loops and the programmed path, the compiled core, its [simulation] settings);
+- the rigid tree driven by the torques in pinocchio's ConstrainedDynamics (Radau, rtol 1e-6,
+  interpreted: the compiled core takes no sampled torques);
+- FEM: 3 levers x 3 elements (33 coordinates), ROS2 5e-6 s (the command's default) and
+  2.5e-5 s, steps between samples in C (and, for comparison, stepped from Python);
+- RFE cross-check: 3 levers x 8 rigid finite elements (planar, 30 coordinates), same integrator.
+
+Printed: wall time of each run (compile time excluded; the C is cached after the first run)
+and its ratio to the reference measured here. Numbers depend on the machine and its load.
+
+Run: python benchmarks/rrr3_flexible.py
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.config.robot import read_robot_spec
+from mbctl.config.simulation import Baumgarte
+from mbctl.ctrl.closed_chain import closed_chain_feedforward
+from mbctl.ctrl.constrained_path import trajectory_from_constraints
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.flexible_feedforward import SampledTorques, flexible_setup, rfe_planar_model
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def main() -> None:
+    rigid = load_robot(CONFIGS / "rrr3.toml")
+    setup = simulation_setup(rigid)
+    dyn = build_dynamics(rigid, setup)
+    q0, dq0 = initial_state(rigid, setup, dyn)
+    simulate(dyn, q0, dq0, 0.01, integrator=setup.integrator, step=setup.step)  # compile once
+    start = time.perf_counter()
+    ref = simulate(dyn, q0, dq0, 0.5, integrator=setup.integrator, step=setup.step, output_step=setup.output_step)
+    reference = time.perf_counter() - start
+    print(f"reference: rigid rrr3 as `mbctl simulate` ({ref.integrator} {setup.step:g} s, {ref.backend}): {reference:.3f} s")
+
+    spec = read_robot_spec(CONFIGS / "rrr3_flexible.toml")
+    robot, pm, loops = flexible_setup(spec)
+    t = np.linspace(0.0, 0.5, 5001)
+    traj = trajectory_from_constraints(build_dynamics(robot, setup), t, q0)
+    tau = closed_chain_feedforward(feedforward(robot, traj), "min-internal-force", compare=False).chosen.tau
+    drives = [robot.joint(n).idx_v for n in ("a1", "a2", "a3")]
+
+    def row(label: str, wall: float) -> None:
+        print(f"{label:<58}{wall:8.3f} s   x{wall / reference:6.2f} of the reference")
+
+    system = ConstrainedDynamics(robot, loops, solver="lagrange", baumgarte=Baumgarte("squared", 50.0, 50.0), forces=[SampledTorques(robot.nv, drives, t, tau)])
+    start = time.perf_counter()
+    simulate(system, traj.q[0], traj.dq[0], 0.5, integrator="radau", rtol=1e-6, atol=1e-9, step=1e-3)
+    row("rigid tree + sampled torques (pinocchio, Radau 1e-6)", time.perf_counter() - start)
+
+    drive = SampledTorques(pm.n, drives, t, tau).generalized
+    x0 = pm.state(traj.q[0], traj.dq[0])
+    for step in (5e-6, 2.5e-5):
+        pm.simulate(x0, t[:3], drive, integrator="ros2", step=step)  # compile once
+        run = pm.simulate(x0, t, drive, integrator="ros2", step=step)
+        row(f"FEM levers, {pm.n} coordinates, ROS2 {step:g} s, C steps", run.wall_s)
+    run = pm.simulate(x0, t, drive, integrator="ros2", step=2.5e-5, compiled_steps=False)
+    row(f"FEM levers, {pm.n} coordinates, ROS2 2.5e-05 s, Python steps", run.wall_s)
+    rfe_robot, rfe, _ = rfe_planar_model(spec, 8)
+    theta0 = np.zeros(rfe_robot.nv)
+    for j in robot.joints:
+        theta0[rfe_robot.joint(j.name).idx_v] = traj.q[0, j.idx_v]
+    drive = SampledTorques(rfe.n, [rfe_robot.joint(n).idx_v for n in ("a1", "a2", "a3")], t, tau).generalized
+    rfe.simulate(rfe.state(theta0), t[:3], drive, integrator="ros2", step=5e-6)
+    run = rfe.simulate(rfe.state(theta0), t, drive, integrator="ros2", step=5e-6)
+    row(f"RFE levers (8 segments), {rfe.n} coordinates, ROS2 5e-06 s, C steps", run.wall_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""``mbctl flexfeed``: rigid-model drive torques fed forward, open loop, into flexible FEM levers.
+
+For a planar closed chain with ``[flexible.<link>] method = "fem"`` levers, a programmed
+end-effector path and ``[actuation]`` (``configs/rrr3_flexible.toml``): the rigid motion
+and its drive torques in every distribution mode asked for, each fed into the flexible
+model; writes the figures (:data:`mbctl.cli.plots.FLEXFEED_PLOTS`) and ``flexfeed.json``
+(RMS and peak per mode, the stiff-limit check, the FEM/RFE cross-check, wall times) into
+``--out-dir``. See :mod:`mbctl.ctrl.flexible_feedforward`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from mbctl.cli.arguments import robot_config
+from mbctl.errors import InputError
+
+MODE_CHOICES = ("min-norm", "min-internal-force", "min-power", "non-redundant")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
+    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument(
+        "--modes", default="non-redundant,min-internal-force,min-power", help="comma-separated distribution modes (default: the 3-RRR study's three)"
+    )
+    p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
+    p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
+    p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
+    p.add_argument("--step", type=float, default=5e-6, help="ros2 step (s, default 5e-6)")
+    p.add_argument("--rtol", type=float, default=1e-6, help="radau relative tolerance (default 1e-6)")
+    p.add_argument("--rfe-elements", type=int, default=8, help="RFE segments per lever for the cross-check; 0: no cross-check (default 8)")
+    p.add_argument("--no-stiff-check", action="store_true", help="skip the stiff-limit run (moduli x 1e4)")
+    p.set_defaults(run=run)
+
+
+def _line(mode: str, entry: dict, links: list[str]) -> str:
+    ee = entry["ee_error_m"]
+    tips = "  ".join(f"{entry['tip'][k]['transverse_m']['rms'] * 1e3:8.4f}" for k in links)
+    return f"  {mode:<20}{ee['rms'] * 1e3:10.4f}{ee['peak'] * 1e3:10.4f}  {tips}{entry['wall_s']:9.2f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbctl.cli.plots import FLEXFEED_PLOTS, plot_flexfeed
+    from mbctl.config.robot import read_robot_spec
+    from mbctl.ctrl.flexible_feedforward import flexible_feedforward, summary_table
+    from mbctl.fileio import atomic_output, check_output
+
+    if not args.out_dir.is_dir():
+        raise InputError("output directory does not exist", file=args.out_dir)
+    for name in (*FLEXFEED_PLOTS, "flexfeed.json"):
+        check_output(args.out_dir / name)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODE_CHOICES]
+    if bad or not modes:
+        raise InputError(f"unknown mode {bad[0] if bad else ''!r} (expected some of: {', '.join(MODE_CHOICES)})", field="--modes")
+    for value, option in ((args.step, "--step"), (args.duration, "--duration"), (args.rtol, "--rtol"), (args.rate, "--rate")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"must be > 0, got {value!r}", field=option)
+    if args.rfe_elements < 0:
+        raise InputError(f"must be >= 0, got {args.rfe_elements}", field="--rfe-elements")
+    spec = read_robot_spec(args.config)
+    result = flexible_feedforward(
+        spec,
+        modes=modes,
+        duration=args.duration,
+        rate=args.rate,
+        integrator=args.integrator,
+        step=args.step,
+        rtol=args.rtol,
+        rfe_elements=args.rfe_elements or None,
+        rfe_mode="min-internal-force" if "min-internal-force" in modes else modes[0],
+        stiff_check=not args.no_stiff_check,
+        progress=lambda text: print(text, flush=True),
+    )
+    table = summary_table(result)
+    table["config"] = str(args.config)
+    written = plot_flexfeed(result, args.out_dir)
+    path = args.out_dir / "flexfeed.json"
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(table, indent=2) + "\n")
+    written.append(path)
+    links = list(result.links)
+    freqs = ", ".join(f"{f:.1f}" for f in result.frequencies)
+    print(f"{result.name}: lowest modes with the drives locked {freqs} Hz; rigid part {result.rigid_s:.2f} s")
+    print(f"  {'mode':<20}{'rms |e|':>10}{'peak |e|':>10}  " + "  ".join(f"{'rms v ' + k[-1]:>8}" for k in links) + f"{'wall':>9}")
+    for mode, entry in table["modes"].items():
+        print(_line(mode, entry, links))
+    print("  (end-effector error |e| and rms tip deflection v of each flexible lever in mm; wall time of the run in s)")
+    if math.isfinite(result.stiff_error):
+        print(f"stiff limit (E x {result.stiff_factor:g}): peak end-effector error {result.stiff_error * 1e3:.3g} mm")
+    if "rfe_check" in table:
+        c = table["rfe_check"]
+        diff = "; ".join(f"{k} {c['tip_transverse_difference_m'][k]['rms'] * 1e3:.3g} mm" for k in links)
+        print(
+            f"RFE cross-check ({c['elements']} segments/lever, mode {c['mode']}, {c['wall_s']:.2f} s): rms |e| "
+            f"{c['ee_error_m']['rms'] * 1e3:.4f} mm; rms tip-deflection difference FEM - RFE: {diff}; rms |e_FEM - e_RFE| "
+            f"{c['ee_error_difference_m']['rms'] * 1e3:.3g} mm"
+        )
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
