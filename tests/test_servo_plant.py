@@ -97,11 +97,16 @@ def test_the_current_limit_caps_the_torque():
     assert tau == pytest.approx(0.35 * 0.5) and free == pytest.approx(0.35 * 7.4 / 3.5) and damping == 0.0
 
 
-def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path):
+LUGRE = {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3, "sigma0": 50.0, "sigma1": 0.3}
+
+
+@pytest.mark.parametrize("law", ["stribeck-load", "lugre"])
+def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path, law):
     """Position commands to the simulated plant (lock-step, 1 ms steps) of the bench with its fitted
-    servo give the positions the identification's own simulation gives for the same goals, to the
-    encoder's resolution; the run log reads back as the same goals and positions."""
-    robot = bench(tmp_path)
+    servo (or a LuGre one, whose bristle state the plant carries) give the positions the
+    identification's own simulation gives for the same goals, to round-off; the run log reads
+    back as the same goals and positions."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\n")
     goals = logged_goals(2.0)
     plant = SimPlant(robot, 0.005, PlantConfig(SensorModel(encoder_counts=0, velocity="exact"), substeps=5))
     log = RunLog(tmp_path / "sim.npz", log_columns(plant.joint_names))
