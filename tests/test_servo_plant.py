@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -116,6 +117,53 @@ def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path, law):
     assert np.array_equal(run.goal, goals) and run.enabled.all()
     law, p = servo_parameters(robot)
     assert np.abs(simulate_servo(run, law, p) - run.position).max() < 1e-9
+
+
+@pytest.mark.parametrize("law", ["stribeck-load", "lugre"])
+def test_the_compiled_plant_steps_servos_as_the_interpreted_one(tmp_path, law):
+    """The plant's generated-C steps (five 1 ms steps per call) and the interpreted stepper,
+    driven by the same goals with the torque off for 150 ms and a current limit on the LuGre
+    servo, agree to round-off in positions and bristle states."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\n")
+    compiled, interpreted = TruthPlant(robot, 1e-3, np.zeros(1), period_s=0.005), TruthPlant(robot, 1e-3, np.zeros(1), compiled=False)
+    assert compiled._compiled and not interpreted._compiled
+    for k, goal in enumerate(logged_goals(1.0)):
+        command = np.array([math.nan if 120 < k < 150 else goal])
+        compiled.step(np.zeros(1), 0.005, command)
+        interpreted.step(np.zeros(1), 0.005, command)
+        assert np.allclose(compiled.full.q, interpreted.full.q, rtol=0, atol=1e-12) and np.allclose(compiled.full.s, interpreted.full.s, rtol=0, atol=1e-12)
+    assert abs(compiled.full.q[0]) > 0.1 and len(compiled.full.s) == (law == "lugre")
+
+
+def test_the_paced_plant_process_takes_goal_positions(tmp_path):
+    """The paced plant in its own process, sent one goal position (0.6 rad) for a servo with
+    viscous friction only: the bench settles where the firmware's P-loop torque at rest balances gravity,
+    kt V(e) / R = m g l sin q (solved by bisection), not at the goal itself."""
+    from mbctl.hardware.interface import JointCommand
+    from mbctl.hardware.plant_process import PlantProcess
+
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.0, "fv": 0.05}, extra="kt = 0.25\nR = 2.0\narmature = 0.0018\n")
+    servo = robot_servos(robot)["servo"]
+    fw, p, model = servo.firmware, servo.parameters, bench_model(robot, "servo")
+    goal = 0.6
+
+    def excess(q: float) -> float:
+        volts = fw.kp * (goal - q) * fw.counts / (2 * math.pi) / fw.divisor / fw.pwm_max * fw.vin
+        return p["kt"] * volts / p["R"] - model.mass * 9.81 * model.length * math.sin(q)
+
+    lo, hi = 0.0, goal
+    for _ in range(60):
+        lo, hi = ((lo + hi) / 2, hi) if excess((lo + hi) / 2) > 0 else (lo, (lo + hi) / 2)
+    with PlantProcess(robot, 0.005, PlantConfig(SensorModel(encoder_counts=0, velocity="exact"), substeps=5), realtime_priority=None) as plant:
+        plant.enable()
+        plant.write(JointCommand.position(np.array([goal])))
+        end = time.monotonic() + 60.0
+        while (state := plant.read()).t < 2.0:
+            assert time.monotonic() < end, "the plant did not advance"
+            time.sleep(0.01)
+        with pytest.raises(ValueError, match="velocity"):
+            plant.write(JointCommand.velocity(np.zeros(1)))
+    assert goal - lo > 0.01 and state.q[0] == pytest.approx(lo, abs=1e-4)
 
 
 def test_the_emulated_xl330_moves_like_the_identified_servo(tmp_path):

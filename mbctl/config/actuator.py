@@ -61,6 +61,14 @@ class ActuatorSpec:
     file: Path | None = dataclasses.field(default=None, compare=False)
     field: str | None = dataclasses.field(default=None, compare=False)
 
+    # read-only mappings do not pickle; a robot (with its specs) is pickled to the paced plant's process
+    def __getstate__(self) -> dict:
+        return {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in self.__dict__.items()}
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, MappingProxyType(v) if k in ("values", "friction") else v)
+
 
 def parse_actuator(t: Table) -> ActuatorSpec:
     """Parse a ``[joints.<name>.actuator]`` table (presence and types; ranges are checked by the model)."""
