@@ -267,3 +267,29 @@ def test_a_run_log_without_the_joint_names_the_column(tmp_path):
     with pytest.raises(DataError) as info:
         read_run_log(tmp_path / "run.npz", "elbow", model)
     assert info.value.field == "q.elbow" and info.value.file == tmp_path / "run.npz"
+
+
+def test_mbctl_run_drives_a_servo_in_position_mode(cli, tmp_path):
+    """``mbctl run --lockstep --controller position`` on the bundled bench: the trajectory's
+    positions go to the servo's firmware loop each cycle, and the logged motion is the one
+    the identification's simulation gives for the logged goals (same 8 substeps per period),
+    to half an encoder count (the plant's encoder quantises)."""
+    config = BENCH_DIR / "bench.toml"
+    assert cli("trajectory", "quintic", config, "--waypoints", "0; 1.0; -0.5", "--durations", "0.6,0.6", "--out", tmp_path / "traj.csv").code == 0
+    r = cli("run", config, "--trajectory", tmp_path / "traj.csv", "--lockstep", "--controller", "position", "--rate", "200",
+            "--log", tmp_path / "run.npz", "--summary", tmp_path / "run.json")
+    assert r.code == 0, r.err
+    robot = load_robot(config)
+    run = read_run_log(tmp_path / "run.npz", "servo", bench_model(robot, "servo"))
+    law, p = servo_parameters(robot)
+    assert np.abs(run.position).max() > 0.3 and run.goal.max() == pytest.approx(1.0, abs=1e-3)
+    assert np.abs(simulate_servo(run, law, p, substeps=8) - run.position).max() <= COUNT / 2 + 1e-9
+
+
+def test_the_position_controller_needs_servos_on_the_simulated_plant(cli, tmp_path):
+    """A robot without actuator tables: one line naming the joint and the missing table, exit 2."""
+    assert cli("trajectory", "quintic", "scara", "--waypoints", "0,0,0,0; 0.1,0.1,0.1,0.01", "--durations", "0.5", "--out", tmp_path / "t.csv").code == 0
+    r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "position", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 1 and "[joints.j1.actuator]" in lines[0] and "--controller" in lines[0], r.err
+    assert not (tmp_path / "r.npz").exists()
