@@ -293,3 +293,9 @@ def test_the_position_controller_needs_servos_on_the_simulated_plant(cli, tmp_pa
     lines = r.err.strip().splitlines()
     assert r.code == 2 and len(lines) == 1 and "[joints.j1.actuator]" in lines[0] and "--controller" in lines[0], r.err
     assert not (tmp_path / "r.npz").exists()
+
+
+def test_mbctl_simulate_says_it_leaves_the_servo_out(cli, tmp_path):
+    """``mbctl simulate`` has no goal positions for a servo: it warns, naming the joint and its table."""
+    r = cli("simulate", BENCH_DIR / "bench.toml", "--duration", "0.05", "--out", tmp_path / "sim.npz")
+    assert r.code == 0 and "[joints.servo.actuator]" in r.err and "--controller position" in r.err, r.err
