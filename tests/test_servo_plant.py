@@ -299,3 +299,15 @@ def test_mbctl_simulate_says_it_leaves_the_servo_out(cli, tmp_path):
     """``mbctl simulate`` has no goal positions for a servo: it warns, naming the joint and its table."""
     r = cli("simulate", BENCH_DIR / "bench.toml", "--duration", "0.05", "--out", tmp_path / "sim.npz")
     assert r.code == 0 and "[joints.servo.actuator]" in r.err and "--controller position" in r.err, r.err
+
+
+def test_a_lugre_servo_is_written_back_with_its_bristle_parameters(tmp_path):
+    """The write-back of a LuGre servo keeps sigma0 and sigma1: the copy loads to the same servo."""
+    from mbctl.identification.report import write_servo_robot_copy
+
+    robot = bench(tmp_path)
+    values = {"kt": 0.3, "R": 3.0, "vin": 7.4, "kp": 400.0, "armature": 0.002}
+    write_servo_robot_copy(BENCH_DIR / "bench.toml", tmp_path / "copy.toml", "servo", values, "lugre", LUGRE)
+    servo = robot_servos(load_robot(tmp_path / "copy.toml"))["servo"]
+    assert servo.law == "lugre" and dict(servo.parameters) == {"kt": 0.3, "R": 3.0, "armature": 0.002, **LUGRE}
+    assert servo.firmware == robot_servos(robot)["servo"].firmware
