@@ -120,7 +120,7 @@ class ServoActuator:
         for name, value in self.parameters.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"must be a finite number, got {value!r}", field=name)
-            positive = name in ("kt", "R", "vs", "sigma0") or (name == "fs" and self.law == "lugre")  # LuGre divides by g >= min(fc, fs)
+            positive = name in ("kt", "R", "vs", "sigma0") or (name in ("fc", "fs") and self.law == "lugre")  # LuGre divides by g >= min(fc, fs)
             if (value <= 0) if positive else (value < 0):
                 where = name if name in ("kt", "R", "armature") else f"friction.{name}"
                 raise ConfigError(f"must be {'>' if positive else '>='} 0, got {value:g}", field=where)

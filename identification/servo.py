@@ -61,6 +61,7 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
+LUGRE_MIN_FC = 1e-4  # N m: LuGre's lower bound of fc (g(omega) > 0 at every speed)
 # the laws of the shared servo model, with friction to fit
 LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.items() if law != "none"}
 
@@ -481,6 +482,8 @@ def fit_servo(
     names = LAWS[law] + (("offset",) if fit_offset else ())
     lower = np.array([PARAMETERS[n][0] for n in names])
     upper = np.array([PARAMETERS[n][1] for n in names])
+    if law == "lugre":  # its state equation divides by g(omega), which tends to fc at speed
+        lower[list(names).index("fc")] = LUGRE_MIN_FC
     evaluations = [0]
 
     def functions(steps: int):

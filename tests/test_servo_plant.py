@@ -311,3 +311,11 @@ def test_a_lugre_servo_is_written_back_with_its_bristle_parameters(tmp_path):
     servo = robot_servos(load_robot(tmp_path / "copy.toml"))["servo"]
     assert servo.law == "lugre" and dict(servo.parameters) == {"kt": 0.3, "R": 3.0, "armature": 0.002, **LUGRE}
     assert servo.firmware == robot_servos(robot)["servo"].firmware
+
+
+@pytest.mark.parametrize(("name", "value"), [("sigma0", 0.0), ("sigma1", -0.1), ("fs", 0.0), ("fc", 0.0)])
+def test_a_bad_lugre_servo_names_its_field(tmp_path, name, value):
+    """LuGre needs sigma0 > 0, sigma1 >= 0 and fc, fs > 0 (its state equation divides by g >= min(fc, fs))."""
+    with pytest.raises(ConfigError) as info:
+        robot_servos(bench(tmp_path, "lugre", {**LUGRE, name: value}, extra="kt = 0.35\nR = 3.0\n"))
+    assert info.value.field == f"joints.servo.actuator.friction.{name}"
