@@ -1,8 +1,9 @@
 """Servo identification from the eight real XL330 pendulum logs (bundled), in one run.
 
 1. Held-out error: fit on the kp 100 logs, simulate the kp 400 logs open loop over their
-   6 s (and the reverse), per friction law; the yardstick is the 51–66 mrad that
-   BAM's published parameter sets reach on these logs.
+   6 s (and the reverse), per friction law (LuGre included); the yardstick is the 51–66 mrad
+   that BAM's published parameter sets reach on these logs. Before it, the PWM duties
+   each gain's logs reach.
 2. A full fit of all eight logs (Stribeck + load-dependent): wall time of the
    least-squares fit with the exact Jacobian, against derivative-free searches of the
    same objective with the same compiled simulation: CMA-ES as BAM uses it (``pip
@@ -28,6 +29,18 @@ from mbctl.identification.servo import LAWS, PARAMETERS, fit_servo, read_servo_l
 
 def mean_mrad(errors: dict[str, float]) -> float:
     return 1e3 * float(np.mean(list(errors.values())))
+
+
+def duty_ranges(logs) -> None:
+    """The PWM duty the firmware's P loop asked for, from the measured error (what a fit on one
+    gain can learn from: the kp 400 logs reach duties the kp 100 logs never do)."""
+    for kp in (100.0, 400.0):
+        d = np.concatenate([
+            np.abs(np.clip(kp * (g.goal - g.position) * g.model.counts / (2 * np.pi) / g.model.divisor / g.model.pwm_max, -1, 1))[g.enabled]
+            for g in logs if g.model.kp == kp
+        ])
+        print(f"kp {kp:.0f}: duty p95 {np.percentile(d, 95):.2f}, max {d.max():.2f}, above 0.5 in {100 * (d > 0.5).mean():.0f} % of samples")
+    print()
 
 
 def held_out(logs) -> None:
@@ -99,6 +112,7 @@ def full_fit(logs, law: str = "stribeck-load", budget_s: float = 300.0) -> None:
 def main() -> None:
     print(f"servo identification; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     logs = [read_servo_log(p) for p in bundled_servo_logs("xl330-pendulum")]
+    duty_ranges(logs)
     held_out(logs)
     full_fit(logs)
 

@@ -15,13 +15,23 @@ the joint gives ``theta_s = G q``, ``omega_s = G dq``, joint torque ``G tau_s`` 
 
 ``kt`` (N m/A, gear of the servo included) is also the back-EMF constant (V s/rad);
 ``on`` is 1 with the torque on, 0 with the motor off (no current). ``level`` is the dry
-friction of the law (N m): ``fc`` (Coulomb–viscous), ``fc + (fs - fc) exp(-(omega_s/vs)^2)``
-(Stribeck); ``mu`` (``stribeck-load``) makes it grow with the torque the gearbox
-transmits. ``eps`` = :data:`SMOOTHING`.
+friction of the law (N m): ``fc`` (Coulomb–viscous), ``g(omega_s) = fc + (fs - fc)
+exp(-(omega_s/vs)^2)`` (Stribeck); ``mu`` (``stribeck-load``) makes it grow with the
+torque the gearbox transmits. ``eps`` = :data:`SMOOTHING`.
+
+``lugre`` replaces the smoothed sign by a bristle deflection ``z`` (rad, at the output;
+the servo's state, relaxed ``z = 0`` at the start)::
+
+    dz/dt = omega_s - sigma0 |omega_s| z / g(omega_s)
+    tau_f = -(sigma0 z + sigma1 dz/dt) - fv * omega_s
+
+(``sigma0`` N m/rad, ``sigma1`` N m s/rad): below break-away the gearbox sticks as a
+stiff spring instead of creeping; in steady sliding it is the Stribeck law.
 
 Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/R (unclipped current)
-+ fv + dry (1 - tanh^2(omega_s/eps))/eps`` is taken implicitly (:func:`servo_step`), which
-stays stable where back-EMF and friction are stiff.
++ fv + dry (1 - tanh^2(omega_s/eps))/eps`` (LuGre: ``+ fv + sigma1``) is taken implicitly
+(:func:`servo_step`), which stays stable where back-EMF and friction are stiff; a LuGre
+state first advances exactly at the step's starting speed (:func:`servo_z_step`).
 
 Formulas evaluate on numpy values and on CasADi symbols (:mod:`mbctl.dynamics.backend`).
 """
@@ -41,7 +51,7 @@ from mbctl.errors import ConfigError
 if TYPE_CHECKING:
     from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["SERVO_LAWS", "SMOOTHING", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_step", "servo_torque"]
+__all__ = ["SERVO_LAWS", "SMOOTHING", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_step", "servo_torque", "servo_z_step"]
 
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
@@ -91,9 +101,10 @@ class ServoActuator:
 
     Attributes:
         firmware: Firmware and supply.
-        law: ``none``, ``coulomb-viscous``, ``stribeck`` or ``stribeck-load``.
+        law: ``none``, ``coulomb-viscous``, ``stribeck``, ``stribeck-load`` or ``lugre``.
         parameters: ``kt`` (N m/A), ``R`` (ohm), ``armature`` (kg m^2, at the output) and
-            the law's ``fc``, ``fs`` (N m), ``fv`` (N m s/rad), ``vs`` (rad/s), ``mu`` (1).
+            the law's ``fc``, ``fs`` (N m), ``fv`` (N m s/rad), ``vs`` (rad/s), ``mu`` (1),
+            ``sigma0`` (N m/rad), ``sigma1`` (N m s/rad).
     """
 
     firmware: ServoFirmware
@@ -109,7 +120,7 @@ class ServoActuator:
         for name, value in self.parameters.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"must be a finite number, got {value!r}", field=name)
-            positive = name in ("kt", "R", "vs")
+            positive = name in ("kt", "R", "vs", "sigma0") or (name in ("fc", "fs") and self.law == "lugre")  # LuGre divides by g >= min(fc, fs)
             if (value <= 0) if positive else (value < 0):
                 where = name if name in ("kt", "R", "armature") else f"friction.{name}"
                 raise ConfigError(f"must be {'>' if positive else '>='} 0, got {value:g}", field=where)
@@ -119,9 +130,18 @@ class ServoActuator:
         """Apparent rotor inertia at the joint, ``G^2 J_a`` (kg m^2)."""
         return self.firmware.gear_ratio**2 * self.parameters["armature"]
 
-    def torque(self, q: Any, dq: Any, goal: Any, on: Any = 1.0) -> tuple[Any, Any]:
+    @property
+    def stateful(self) -> bool:
+        """True when the friction law carries a bristle state (LuGre)."""
+        return self.law == "lugre"
+
+    def torque(self, q: Any, dq: Any, goal: Any, on: Any = 1.0, z: Any = 0.0) -> tuple[Any, Any]:
         """:func:`servo_torque` with this servo's parameters."""
-        return servo_torque(self.firmware, self.law, self.parameters, q, dq, goal, on)
+        return servo_torque(self.firmware, self.law, self.parameters, q, dq, goal, on, z=z)
+
+    def z_step(self, z: Any, dq: Any, h: float) -> Any:
+        """:func:`servo_z_step` with this servo's parameters (``dq`` at the joint, rad/s)."""
+        return servo_z_step(self.law, self.parameters, z, self.firmware.gear_ratio * dq, h)
 
 
 def servo_actuator(spec: ActuatorSpec) -> ServoActuator:
@@ -161,13 +181,33 @@ def robot_servos(robot: RobotModel) -> dict[str, ServoActuator]:
     return servos
 
 
-def servo_torque(firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, smoothing: float = SMOOTHING) -> tuple[Any, Any]:
+def _stribeck(p: Mapping[str, Any], omega: Any, ns: Any) -> Any:
+    """``g(omega) = fc + (fs - fc) exp(-(omega/vs)^2)`` (N m)."""
+    return p["fc"] + (p["fs"] - p["fc"]) * ns.exp(-((omega / p["vs"]) ** 2))
+
+
+def servo_z_step(law: str, p: Mapping[str, Any], z: Any, omega: Any, h: Any) -> Any:
+    """The bristle deflection (rad, at the output) ``h`` seconds on at the output speed
+    ``omega`` (rad/s): exact at constant speed, ``z_ss + (z - z_ss) exp(-sigma0 |omega| h / g)``
+    with ``z_ss = sgn(omega) g / sigma0``. Laws without a state return ``z`` unchanged."""
+    if law != "lugre":
+        return z
+    ns = namespace(z, omega, h, *p.values())
+    g = _stribeck(p, omega, ns)
+    z_ss = ns.sign(omega) * g / p["sigma0"]
+    return z_ss + (z - z_ss) * ns.exp(-p["sigma0"] * ns.abs(omega) * h / g)
+
+
+def servo_torque(
+    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float = SMOOTHING
+) -> tuple[Any, Any]:
     """The servo's torque on the joint (N m) and its damping ``-d tau/d dq`` (N m s/rad), see the module.
 
     ``q``, ``dq``, ``goal`` at the joint (rad, rad/s, rad); ``p`` holds the parameters of
-    ``law`` (numbers or CasADi symbols); ``on`` 1 with torque on, 0 off.
+    ``law`` (numbers or CasADi symbols); ``on`` 1 with torque on, 0 off; ``z`` the LuGre
+    bristle deflection (rad, at the output; other laws ignore it).
     """
-    ns = namespace(q, dq, goal, on, *p.values())
+    ns = namespace(q, dq, goal, on, z, *p.values())
     g = firmware.gear_ratio
     theta, omega = g * q, g * dq
     error = (g * goal - theta) * (firmware.counts / (2 * math.pi))
@@ -182,7 +222,11 @@ def servo_torque(firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any
     tau_m = on * p["kt"] * current
     if law == "none":
         return g * tau_m, g**2 * on * emf_damping
-    level = p["fc"] + ((p["fs"] - p["fc"]) * ns.exp(-((omega / p["vs"]) ** 2)) if "fs" in p else 0.0)
+    if law == "lugre":
+        rate = omega - p["sigma0"] * ns.abs(omega) * z / _stribeck(p, omega, ns)
+        tau = tau_m - (p["sigma0"] * z + p["sigma1"] * rate) - p["fv"] * omega
+        return g * tau, g**2 * (on * emf_damping + p["fv"] + p["sigma1"])
+    level = p["fc"] + (_stribeck(p, omega, ns) - p["fc"] if "fs" in p else 0.0)
     dry = level + (p["mu"] * ns.abs(tau_m) if "mu" in p else 0.0)
     sign = ns.tanh(omega / smoothing)
     tau = tau_m - dry * sign - p["fv"] * omega
@@ -191,14 +235,17 @@ def servo_torque(firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any
 
 
 def servo_step(
-    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any, *, inertia: Any, load: Any, h: float
-) -> tuple[Any, Any]:
+    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any, *, inertia: Any, load: Any, h: float, z: Any = 0.0
+) -> tuple[Any, Any, Any]:
     """One semi-implicit step of ``h`` seconds of a joint driven by the servo alone:
-    ``dq' = dq + h (tau + load) / (inertia + G^2 J_a + h c)``, ``q' = q + h dq'``.
+    ``z' = servo_z_step(z)``, ``dq' = dq + h (tau(z') + load) / (inertia + G^2 J_a + h c)``,
+    ``q' = q + h dq'``; returns ``(q', dq', z')``.
 
     ``inertia`` (kg m^2) is the joint's own, without the servo's armature; ``load`` (N m) the
-    other torques on it (gravity: ``-m g l sin q`` for a pendulum), held over the step.
+    other torques on it (gravity: ``-m g l sin q`` for a pendulum), held over the step; ``z``
+    the LuGre bristle deflection (rad, at the output; passed through by other laws).
     """
-    tau, damping = servo_torque(firmware, law, p, q, dq, goal, on)
+    z_next = servo_z_step(law, p, z, firmware.gear_ratio * dq, h)
+    tau, damping = servo_torque(firmware, law, p, q, dq, goal, on, z=z_next)
     dq_next = dq + h * (tau + load) / (inertia + firmware.gear_ratio**2 * p["armature"] + h * damping)
-    return q + h * dq_next, dq_next
+    return q + h * dq_next, dq_next, z_next

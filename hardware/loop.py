@@ -25,7 +25,9 @@ Safety, checked every cycle, stops the run with a stated reason:
 - too many overruns (the overrun policy).
 
 Torque commands beyond a joint's effort limit are saturated to it and counted
-(``saturated`` in the summary). Every exit path disables torque before anything
+(``saturated`` in the summary). With ``LoopConfig.command`` set to position, the
+controller's outputs are goal positions (rad, m) for drives that close their own
+position loop (servos in position mode), written as such; the log's ``tau`` is NaN then. Every exit path disables torque before anything
 else and then closes the log, which holds every completed cycle.
 """
 
@@ -46,6 +48,7 @@ import numpy as np
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.clock import LoopClock, WallClock
 from mbctl.hardware.interface import (
+    CommandMode,
     CommunicationError,
     DriveFault,
     JointCommand,
@@ -106,6 +109,8 @@ class LoopConfig:
         overrun: How many overruns stop a paced run.
         realtime_priority: ``SCHED_FIFO`` priority of a paced run (None: normal
             scheduling); granted or not, the summary's ``scheduling`` says what ran.
+        command: What the controller's outputs are: drive torques (N·m, N), or goal
+            positions (rad, m) of drives in position mode.
     """
 
     rate_hz: float = 1000.0
@@ -115,6 +120,7 @@ class LoopConfig:
     spin_s: float = 3e-4
     overrun: OverrunPolicy = OverrunPolicy()
     realtime_priority: int | None = DEFAULT_PRIORITY
+    command: CommandMode = CommandMode.TORQUE
 
 
 @dataclass
@@ -216,6 +222,7 @@ def run_loop(
     clock = clock or WallClock(config.spin_s)
     n = len(backend.joint_names)
     nan_n = np.full(n, np.nan)
+    torque_mode = config.command is CommandMode.TORQUE
     period = 1.0 / config.rate_hz
     cycles_total = int(round(config.duration_s * config.rate_hz))
     summary = RunSummary(rate_hz=config.rate_hz)
@@ -251,7 +258,9 @@ def run_loop(
         except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
             raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
         if tau.shape != (n,) or not np.isfinite(tau).all():
-            raise _Stop(f"controller returned an invalid torque vector {tau!r}")
+            raise _Stop(f"controller returned an invalid {'torque' if torque_mode else 'goal position'} vector {tau!r}")
+        if not torque_mode:
+            return tau
         over = np.abs(tau) > limits.effort
         if over.any():
             saturated += int(over.sum())
@@ -324,7 +333,7 @@ def run_loop(
                 tau = control(t, state)
                 control_end = clock.now()
                 try:
-                    backend.write(JointCommand.torque(tau))
+                    backend.write(JointCommand(config.command, tau))
                 except CommunicationError as exc:
                     raise _Stop(f"write failed: {exc}") from None
                 write_end = clock.now()
@@ -336,7 +345,7 @@ def run_loop(
                 timing[1], timing[2] = control_end - read_end, write_end - control_end
             timing[3] = last_log
 
-            q_ref, _ = fill_row(t, periods[-1] if periods else math.nan, compute, state, tau, timing)
+            q_ref, _ = fill_row(t, periods[-1] if periods else math.nan, compute, state, tau if torque_mode else nan_n, timing)
             if reference is not None and state is not None:
                 err = state.q - q_ref
                 sq_error += err**2

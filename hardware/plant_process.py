@@ -23,7 +23,10 @@ the writer is inside; a reader retries until it sees the same even count before
 and after copying)::
 
     measurement  [seq, t, q(n), dq(n), effort(n)]          plant  -> control
-    command      [seq, enabled, tau(n)]                    control -> plant
+    command      [seq, enabled, mode, value(n)]            control -> plant
+
+(``mode`` 0: ``value`` are drive torques, N·m or N; 1: goal positions, rad, of a plant
+whose every actuated joint has a servo, ``[joints.<name>.actuator]``, taken by its firmware loop.)
     status       [ready, stop, failed, steps, overruns, saturated, busy_s, slipped_s]
 """
 
@@ -60,7 +63,7 @@ class _Layout:
     def __init__(self, n: int):
         self.n = n
         self.measurement = slice(0, 2 + 3 * n)
-        self.command = slice(self.measurement.stop, self.measurement.stop + 2 + n)
+        self.command = slice(self.measurement.stop, self.measurement.stop + 3 + n)
         self.status = slice(self.command.stop, self.command.stop + _STATUS)
         self.size = self.status.stop
 
@@ -136,7 +139,7 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
             if not enabled:
                 continue  # held, as by brakes: the robot does not move with torque off
             start = time.perf_counter()
-            plant.write(JointCommand.torque(values[1:]))
+            plant.write(JointCommand.position(values[2:]) if values[1] else JointCommand.torque(values[2:]))
             cost = time.perf_counter() - start
             measure()
             costs.append(cost)
@@ -195,6 +198,8 @@ class PlantProcess(JointInterface):
         self.spin_s = spin_s
         self.realtime_priority = realtime_priority
         self._layout = _Layout(len(self.joint_names))
+        servos = {name for name, j in truth.spec.joints.items() if j.actuator is not None} if truth.spec is not None else set()
+        self._servo_joints = bool(self.joint_names) and set(self.joint_names) <= servos
         self._shm: SharedMemory | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._report: dict[str, Any] | None = None
@@ -269,12 +274,12 @@ class PlantProcess(JointInterface):
 
     def enable(self) -> None:
         """Torque on, from zero torque."""
-        _publish(self._command, np.concatenate([[1.0], np.zeros(self._layout.n)]))
+        _publish(self._command, np.concatenate([[1.0, 0.0], np.zeros(self._layout.n)]))
 
     def disable(self) -> None:
         """Torque off: the plant applies zero torque from its next period on."""
         if self._shm is not None:
-            _publish(self._command, np.concatenate([[0.0], np.zeros(self._layout.n)]))
+            _publish(self._command, np.concatenate([[0.0, 0.0], np.zeros(self._layout.n)]))
 
     def read(self) -> JointState:
         """The latest measurement the plant published (its ``t`` is the plant's time, s).
@@ -293,10 +298,14 @@ class PlantProcess(JointInterface):
         return JointState(t=float(values[0]), q=values[1 : 1 + n], dq=values[1 + n : 1 + 2 * n], effort=values[1 + 2 * n :])
 
     def write(self, command: JointCommand) -> None:
-        """Send drive torques; the plant applies the latest one from its next period on."""
-        if command.mode is not CommandMode.TORQUE:
-            raise ValueError(f"the simulated plant takes torque commands, got {command.mode.value}")
-        _publish(self._command, np.concatenate([[1.0], np.asarray(command.value, dtype=float)]))
+        """Send drive torques, or goal positions (rad) when every actuated joint has a servo;
+        the plant applies the latest one from its next period on."""
+        if command.mode is CommandMode.POSITION and not self._servo_joints:
+            raise ValueError("the simulated plant takes position commands only when every actuated joint has a servo ([joints.<name>.actuator])")
+        if command.mode not in (CommandMode.TORQUE, CommandMode.POSITION):
+            raise ValueError(f"the simulated plant takes torque commands (position commands when every joint has a servo), got {command.mode.value}")
+        mode = 1.0 if command.mode is CommandMode.POSITION else 0.0
+        _publish(self._command, np.concatenate([[1.0, mode], np.asarray(command.value, dtype=float)]))
 
     # -- timing --------------------------------------------------------------------------------
     def _collect(self) -> dict[str, float]:

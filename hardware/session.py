@@ -22,7 +22,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
-from mbctl.hardware.interface import HardwareError, JointInterface
+from mbctl.hardware.interface import CommandMode, HardwareError, JointInterface
 from mbctl.hardware.loop import (
     Controller,
     LoopConfig,
@@ -38,9 +38,41 @@ from mbctl.hardware.realtime import DEFAULT_PRIORITY
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, truth_model
 
-__all__ = ["SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
+__all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
 
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
+POSITION = "position"  # the law that sends the trajectory's positions as goals to position-mode drives
+
+
+class GoalPositions:
+    """Callable ``(t, state) -> q_d(t)``: the trajectory's positions of the actuated joints (rad, m),
+    goals for drives that close their own position loop (no feedback here)."""
+
+    def __init__(self, robot: RobotModel, trajectory: Trajectory):
+        q, dq, ddq = trajectory.columns(robot.actuated_names)
+        self.trajectory = Trajectory(t=trajectory.t, joint_names=robot.actuated_names, q=q, dq=dq, ddq=ddq)
+        self.saturated_cycles = 0
+
+    def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Desired positions and velocities at ``t`` (s)."""
+        q, dq, _ = self.trajectory.at(t)
+        return q, dq
+
+    def __call__(self, t: float, state: object) -> np.ndarray:
+        return self.trajectory.at(t)[0].copy()
+
+
+def check_position_mode(robot: RobotModel, options: SessionOptions) -> None:
+    """The simulated plant takes goal positions only for servo joints: a one-line error otherwise."""
+    if options.plant != "sim":
+        return
+    servos = {name for name, j in robot.spec.joints.items() if j.actuator is not None} if robot.spec is not None else set()
+    missing = [n for n in robot.actuated_names if n not in servos]
+    if missing:
+        raise InputError(
+            f"the position controller drives servos in position mode; joint {missing[0]} has no [joints.{missing[0]}.actuator] table",
+            file=robot.source, field="--controller",
+        )
 
 
 @dataclass(frozen=True)
@@ -49,7 +81,10 @@ class SessionOptions:
 
     Attributes:
         plant: ``"sim"`` (the robot's ``[plant]`` truth model) or ``"dynamixel"``.
-        law: Control law (:data:`mbctl.ctrl.controllers.LAWS`).
+        law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), or :data:`POSITION`: the
+            trajectory's positions sent as goals to drives in position mode (servos with
+            their own position loop; on the simulated plant every actuated joint needs a
+            ``[joints.<name>.actuator]`` table).
         rate_hz: Control rate (Hz).
         duration_s: Run length (s); None: the trajectory's.
         lockstep: Simulated plant or emulated bus only: one plant period per cycle, as
@@ -97,13 +132,26 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         return
     bus = bus_config(robot)
     if not options.emulate:
-        with DynamixelBus(robot.actuated_names, bus, port=options.port) as drives:
+        with DynamixelBus(robot.actuated_names, bus, port=options.port, mode=_drive_mode(options)) as drives:
             yield drives
         return
     actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
     with emulator_process(robot, actuated_q0, 1.0 / options.rate_hz if options.lockstep else None) as port:
-        with DynamixelBus(robot.actuated_names, bus, port=port) as drives:
+        with DynamixelBus(robot.actuated_names, bus, port=port, mode=_drive_mode(options)) as drives:
             yield drives
+
+
+def _drive_mode(options: SessionOptions) -> CommandMode:
+    """The drives' operating mode: position for the position law, current (torque) otherwise."""
+    return CommandMode.POSITION if options.law == POSITION else CommandMode.TORQUE
+
+
+def _full_q0(robot: RobotModel, q_actuated: np.ndarray) -> np.ndarray:
+    """DOF positions (rad, m) with the actuated joints at ``q_actuated``, the others at 0."""
+    q0 = np.zeros(robot.nv)
+    for name, value in zip(robot.actuated_names, q_actuated):
+        q0[robot.joint(name).idx_v] = value
+    return q0
 
 
 @contextlib.contextmanager
@@ -143,10 +191,16 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     """
     if options.lockstep and not (options.plant == "sim" or options.emulate):
         raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
-    tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
+    if options.law == POSITION:
+        check_position_mode(robot, options)
+        tracking: TrackingController | GoalPositions = GoalPositions(robot, traj)
+    else:
+        tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
-    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority)
-    with open_backend(robot, options, tracking.trajectory.q[0]) as backend:
+    command = CommandMode.POSITION if options.law == POSITION else CommandMode.TORQUE
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority, command=command)
+    q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
+    with open_backend(robot, options, q0) as backend:
         start = backend.read()
         offset = np.abs(start.q - tracking.reference(0.0)[0])
         if offset.max() > START_TOLERANCE:

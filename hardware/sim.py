@@ -73,10 +73,9 @@ class TruthPlant:
 
     Steps are those of :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper`, run in
     generated C (:func:`mbctl.dynamics.simulation.compiled.plant_stepper`, the same
-    arithmetic) unless ``compiled`` is False or a joint has a servo
-    (``[joints.<name>.actuator]``): the compiled steps do not model servos, so such a
-    plant runs the interpreted stepper. A servo joint is driven by its goal position
-    (:meth:`step`'s ``goal``) through the servo's firmware loop and motor.
+    arithmetic) unless ``compiled`` is False. A joint with a servo
+    (``[joints.<name>.actuator]``) is driven by its goal position (:meth:`step`'s
+    ``goal``) through the servo's firmware loop and motor.
 
     Args:
         truth: Robot simulated.
@@ -104,7 +103,6 @@ class TruthPlant:
         # positions of the servo joints among the actuated ones (the order of goal arrays)
         self.servo_slots = tuple(truth.actuated_names.index(n) for n in self.stepper.servo_names)
         self.servo_models = self.stepper.servos
-        compiled = compiled and not self.servo_slots
         q0 = np.zeros(truth.nv) if q0 is None else np.asarray(q0, dtype=float)
         if q0.shape != (truth.nv,):
             raise ValueError(f"initial positions need {truth.nv} values (one per DOF of {truth.name}), got shape {q0.shape}")
@@ -128,24 +126,23 @@ class TruthPlant:
         steps = self._steps(dt)
         h = dt / steps
         generalized = self._B @ tau
+        goals = None
         if self.servo_slots:
-            goals = None if goal is None else np.asarray(goal, dtype=float)[list(self.servo_slots)]
-            for _ in range(steps):
-                self.full = self.stepper.step(self.full, generalized, h, goals)
-            self.steps += steps
-            return
+            goals = np.full(len(self.servo_slots), np.nan) if goal is None else np.asarray(goal, dtype=float)[list(self.servo_slots)]
         if self._compiled:
             f = self._compiled.get(steps)
             state = (self.full.q, self.full.dq, self.full.s)
+            # servos: the goal, and 1 with torque on, 0 off (a NaN goal)
+            extra = () if goals is None else (np.nan_to_num(goals, nan=0.0), np.isfinite(goals).astype(float))
             if f is not None:
-                state = f(*state, generalized, h)
+                state = f(*state, generalized, h, *extra)
             else:
                 for _ in range(steps):
-                    state = self._compiled[1](*state, generalized, h)
+                    state = self._compiled[1](*state, generalized, h, *extra)
             self.full = PlantState(*state)
         else:
             for _ in range(steps):
-                self.full = self.stepper.step(self.full, generalized, h)
+                self.full = self.stepper.step(self.full, generalized, h, goals)
         self.steps += steps
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:

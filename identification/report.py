@@ -193,7 +193,7 @@ def _write_edited_copy(config: Path, out: Path, text: str, new_text: str, edit, 
 
 # the order of the fields of a written [joints.<name>.actuator] table
 ACTUATOR_ORDER = ("kt", "R", "vin", "kp", "divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "armature", "gear_ratio")
-SERVO_FRICTION_ORDER = ("fc", "fv", "fs", "vs", "mu")
+SERVO_FRICTION_ORDER = ("fc", "fv", "fs", "vs", "mu", "sigma0", "sigma1")
 
 
 def actuator_table(joint: str, values: dict[str, float], law: str, friction: dict[str, float], comment: str = "") -> str:

@@ -6,9 +6,10 @@ one-joint bench: a pendulum of point mass ``m`` (kg) at length ``l`` (m), angle 
 the firmware's clipped P loop, armature, gearbox friction) is the shared model of
 :mod:`mbctl.dynamics.actuator`, the one the simulated plant uses; here it drives::
 
-    (m l^2 + J_a) domega/dt = tau_servo(theta, omega, goal) - m g l sin(theta)
+    (m l^2 + J_a) domega/dt = tau_servo(theta, omega, goal(, z)) - m g l sin(theta)
 
-stepped semi-implicitly (:func:`mbctl.dynamics.actuator.servo_step`). The logged goal is
+stepped semi-implicitly (:func:`mbctl.dynamics.actuator.servo_step`; with LuGre friction the
+bristle deflection ``z`` is a third state, relaxed at the first sample). The logged goal is
 held between samples (zero-order hold, as the firmware gets it).
 
 The parameters are fitted to the measured positions of whole logs, each simulated open
@@ -56,8 +57,11 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "fs": (0.0, 1.5, 0.1, "N m"),
     "vs": (0.01, 3.0, 0.2, "rad/s"),
     "mu": (0.0, 1.0, 0.05, "1"),
+    "sigma0": (1.0, 5000.0, 200.0, "N m/rad"),
+    "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
+LUGRE_MIN_FC = 1e-4  # N m: LuGre's lower bound of fc (g(omega) > 0 at every speed)
 # the laws of the shared servo model, with friction to fit
 LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.items() if law != "none"}
 
@@ -234,20 +238,31 @@ def _name(*parts: str) -> str:
     return text.strip("_")
 
 
+def _states(law: str) -> int:
+    """Simulation states of ``law``: ``theta``, ``omega`` and, for LuGre, the bristle ``z``."""
+    return 3 if law == "lugre" else 2
+
+
 def _step(law: str, model: ServoModel, h: float) -> ca.Function:
-    """``(x = [theta, omega], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
+    """``(x = [theta, omega(, z)], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
     (``on`` 1 with torque on, 0 with the motor off) of :func:`mbctl.dynamics.actuator.servo_step`."""
     import casadi as ca
 
     names = LAWS[law]
-    x, u = ca.SX.sym("x", 2), ca.SX.sym("u", 2 + len(names))
+    x, u = ca.SX.sym("x", _states(law)), ca.SX.sym("u", 2 + len(names))
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
     p = dict(zip(names, ca.vertsplit(u[2:])))
-    theta_next, omega_next = servo_step(
+    theta_next, omega_next, z_next = servo_step(
         model.firmware, law, p, theta, omega, goal, on,
         inertia=model.mass * model.length**2, load=-model.mass * GRAVITY * model.length * ca.sin(theta), h=h,
+        z=x[2] if law == "lugre" else 0.0,
     )
-    return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next)])
+    return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next, *([z_next] if law == "lugre" else []))])
+
+
+def _initial(law: str, log: ServoLog) -> np.ndarray:
+    """The simulation's start: the first measured position, at rest, bristles relaxed."""
+    return np.concatenate([[log.position[0]], np.zeros(_states(law) - 1)])
 
 
 def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
@@ -262,9 +277,10 @@ def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
     p, offset = ca.MX.sym("p", len(LAWS[law])), ca.MX.sym("offset")
     goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
     on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
-    x0 = ca.DM([log.position[0], 0.0])
+    x0 = ca.DM(_initial(law, log))
+    shift = ca.vertcat(offset, ca.DM.zeros(_states(law) - 1))
     inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(p, 1, n * substeps))
-    states = many(x0 - ca.vertcat(offset, 0), inputs)
+    states = many(x0 - shift, inputs)
     theta = ca.horzcat(x0[0] - offset, states[0, substeps - 1 :: substeps]).T + offset
     return ca.Function(_name("servo", law, log.name), [p, offset], [theta])
 
@@ -272,14 +288,16 @@ def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
 def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool) -> ca.Function:
     """``z -> (theta, dtheta/dz)``: :func:`_trajectory` with its forward sensitivities, propagated
     with the state in one step function (``S' = (dx'/dx) S + dx'/dz``), so the simulation's
-    shared terms are computed once per step for all parameters."""
+    shared terms are computed once per step for all parameters (a LuGre bristle state is one
+    more row of ``x`` and ``S``)."""
     import casadi as ca
 
     names = LAWS[law]
+    nx = _states(law)
     nz = len(names) + (1 if fit_offset else 0)
     dt = float(log.t[1] - log.t[0])
     step = _step(law, log.model, dt / substeps)
-    x, S, u = ca.SX.sym("x", 2), ca.SX.sym("S", 2, nz), ca.SX.sym("u", 2 + len(names))
+    x, S, u = ca.SX.sym("x", nx), ca.SX.sym("S", nx, nz), ca.SX.sym("u", 2 + len(names))
     x_next = step(x, u)
     B = ca.jacobian(x_next, u[2:])
     if fit_offset:  # the offset enters as the goal minus the offset
@@ -293,13 +311,13 @@ def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool) -> 
     goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
     on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
     inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(z[: len(names)], 1, n * substeps))
-    S0 = np.zeros((2, nz))
+    S0 = np.zeros((nx, nz))
     if fit_offset:
         S0[0, -1] = -1.0  # the true start is the first measurement minus the offset
-    x0 = ca.vertcat(log.position[0] - offset, 0.0)
+    x0 = ca.vertcat(log.position[0] - offset, ca.DM.zeros(nx - 1))
     states = many(ca.vertcat(x0, ca.DM(S0.reshape(-1, order="F"))), inputs)[:, substeps - 1 :: substeps]
     theta = ca.horzcat(x0[0], states[0, :]).T + offset
-    dtheta = ca.horzcat(ca.DM(S0[0:1, :].T), states[2::2, :]).T
+    dtheta = ca.horzcat(ca.DM(S0[0:1, :].T), states[nx::nx, :]).T  # S[0, j] is row nx + j nx (column-major)
     if fit_offset:
         dtheta = ca.horzcat(dtheta[:, :-1], dtheta[:, -1] + 1.0)
     return ca.Function(_name("servo_sens", law, log.name), [z], [theta, dtheta])
@@ -446,7 +464,8 @@ def fit_servo(
 ) -> ServoFit:
     """Fit the servo model of ``law`` to the measured positions of ``logs``.
 
-    Starts: the first from the middle guesses of :data:`PARAMETERS`, the others drawn
+    Starts: the first from the middle guesses of :data:`PARAMETERS` (for ``lugre``, before it,
+    the parameters of a Stribeck fit of the same logs with the bristles' guesses), the others drawn
     log-uniformly (uniformly for the offset) within the bounds with ``seed``; each is solved
     by :func:`_levenberg_marquardt` and the best final cost is kept. (A cheaper first pass
     with one integration step per sample was tried: its minima lie in other basins.)
@@ -463,6 +482,8 @@ def fit_servo(
     names = LAWS[law] + (("offset",) if fit_offset else ())
     lower = np.array([PARAMETERS[n][0] for n in names])
     upper = np.array([PARAMETERS[n][1] for n in names])
+    if law == "lugre":  # its state equation divides by g(omega), which tends to fc at speed
+        lower[list(names).index("fc")] = LUGRE_MIN_FC
     evaluations = [0]
 
     def functions(steps: int):
@@ -482,6 +503,13 @@ def fit_servo(
 
     rng = np.random.default_rng(seed)
     guesses = [np.array([PARAMETERS[n][2] for n in names])]
+    if law == "lugre":
+        # LuGre's steady state is the Stribeck law: its fit (cheaper, smoother) is the first
+        # start, with the bristles' first guesses; from the generic start alone the fit of
+        # the real XL330 logs ended at the bounds (fc, fs at their largest, sigma0 at its least)
+        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed)
+        evaluations[0] += stribeck.evaluations
+        guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):
         positive = lower > 0
         g = rng.uniform(lower, upper)

@@ -44,6 +44,19 @@ def test_a_simulated_bench_is_recovered_within_its_intervals():
     assert max(fit.validation_mae.values()) < 3e-3  # rad: noise 1 mrad, quantisation 1.5 mrad steps
 
 
+def test_a_lugre_bench_is_recovered_within_its_intervals():
+    """The same three motions with LuGre gearbox friction (bristle stiffness 50 N m/rad, damping
+    0.3 N m s/rad): the fit, whose simulation carries the bristle state, brings every parameter,
+    the presliding ones included, back within four standard errors."""
+    true = {**TRUE, "sigma0": 50.0, "sigma1": 0.3}
+    logs = [bench_log(g, parameters=true, law="lugre", noise=1e-3, seed=k, name=f"m{k}", off_after=2.5 if k == 1 else None) for k, g in enumerate(goals())]
+    fit = fit_servo(logs[:2], "lugre", validate=logs[2:], starts=2)
+    for name, value in true.items():
+        assert np.isfinite(fit.standard_errors[name]), name
+        assert abs(fit.parameters[name] - value) <= 4 * fit.standard_errors[name] + 1e-3 * value, (name, fit.parameters[name], fit.standard_errors[name])
+    assert max(fit.validation_mae.values()) < 3e-3
+
+
 def test_the_fit_is_stable_under_noise_and_quantisation():
     """Two noise draws give parameters that agree within their standard errors (four of them)."""
     fits = [fit_servo([bench_log(g, noise=2e-3, seed=10 * s + k, off_after=2.5 if k == 1 else None) for k, g in enumerate(goals()[:2])], "stribeck", starts=1) for s in (1, 2)]

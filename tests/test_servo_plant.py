@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -97,11 +98,16 @@ def test_the_current_limit_caps_the_torque():
     assert tau == pytest.approx(0.35 * 0.5) and free == pytest.approx(0.35 * 7.4 / 3.5) and damping == 0.0
 
 
-def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path):
+LUGRE = {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3, "sigma0": 50.0, "sigma1": 0.3}
+
+
+@pytest.mark.parametrize("law", ["stribeck-load", "lugre"])
+def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path, law):
     """Position commands to the simulated plant (lock-step, 1 ms steps) of the bench with its fitted
-    servo give the positions the identification's own simulation gives for the same goals, to the
-    encoder's resolution; the run log reads back as the same goals and positions."""
-    robot = bench(tmp_path)
+    servo (or a LuGre one, whose bristle state the plant carries) give the positions the
+    identification's own simulation gives for the same goals, to round-off; the run log reads
+    back as the same goals and positions."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\n")
     goals = logged_goals(2.0)
     plant = SimPlant(robot, 0.005, PlantConfig(SensorModel(encoder_counts=0, velocity="exact"), substeps=5))
     log = RunLog(tmp_path / "sim.npz", log_columns(plant.joint_names))
@@ -111,6 +117,53 @@ def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path):
     assert np.array_equal(run.goal, goals) and run.enabled.all()
     law, p = servo_parameters(robot)
     assert np.abs(simulate_servo(run, law, p) - run.position).max() < 1e-9
+
+
+@pytest.mark.parametrize("law", ["stribeck-load", "lugre"])
+def test_the_compiled_plant_steps_servos_as_the_interpreted_one(tmp_path, law):
+    """The plant's generated-C steps (five 1 ms steps per call) and the interpreted stepper,
+    driven by the same goals with the torque off for 150 ms and a current limit on the LuGre
+    servo, agree to round-off in positions and bristle states."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\n")
+    compiled, interpreted = TruthPlant(robot, 1e-3, np.zeros(1), period_s=0.005), TruthPlant(robot, 1e-3, np.zeros(1), compiled=False)
+    assert compiled._compiled and not interpreted._compiled
+    for k, goal in enumerate(logged_goals(1.0)):
+        command = np.array([math.nan if 120 < k < 150 else goal])
+        compiled.step(np.zeros(1), 0.005, command)
+        interpreted.step(np.zeros(1), 0.005, command)
+        assert np.allclose(compiled.full.q, interpreted.full.q, rtol=0, atol=1e-12) and np.allclose(compiled.full.s, interpreted.full.s, rtol=0, atol=1e-12)
+    assert abs(compiled.full.q[0]) > 0.1 and len(compiled.full.s) == (law == "lugre")
+
+
+def test_the_paced_plant_process_takes_goal_positions(tmp_path):
+    """The paced plant in its own process, sent one goal position (0.6 rad) for a servo with
+    viscous friction only: the bench settles where the firmware's P-loop torque at rest balances gravity,
+    kt V(e) / R = m g l sin q (solved by bisection), not at the goal itself."""
+    from mbctl.hardware.interface import JointCommand
+    from mbctl.hardware.plant_process import PlantProcess
+
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.0, "fv": 0.05}, extra="kt = 0.25\nR = 2.0\narmature = 0.0018\n")
+    servo = robot_servos(robot)["servo"]
+    fw, p, model = servo.firmware, servo.parameters, bench_model(robot, "servo")
+    goal = 0.6
+
+    def excess(q: float) -> float:
+        volts = fw.kp * (goal - q) * fw.counts / (2 * math.pi) / fw.divisor / fw.pwm_max * fw.vin
+        return p["kt"] * volts / p["R"] - model.mass * 9.81 * model.length * math.sin(q)
+
+    lo, hi = 0.0, goal
+    for _ in range(60):
+        lo, hi = ((lo + hi) / 2, hi) if excess((lo + hi) / 2) > 0 else (lo, (lo + hi) / 2)
+    with PlantProcess(robot, 0.005, PlantConfig(SensorModel(encoder_counts=0, velocity="exact"), substeps=5), realtime_priority=None) as plant:
+        plant.enable()
+        plant.write(JointCommand.position(np.array([goal])))
+        end = time.monotonic() + 60.0
+        while (state := plant.read()).t < 2.0:
+            assert time.monotonic() < end, "the plant did not advance"
+            time.sleep(0.01)
+        with pytest.raises(ValueError, match="velocity"):
+            plant.write(JointCommand.velocity(np.zeros(1)))
+    assert goal - lo > 0.01 and state.q[0] == pytest.approx(lo, abs=1e-4)
 
 
 def test_the_emulated_xl330_moves_like_the_identified_servo(tmp_path):
@@ -214,3 +267,55 @@ def test_a_run_log_without_the_joint_names_the_column(tmp_path):
     with pytest.raises(DataError) as info:
         read_run_log(tmp_path / "run.npz", "elbow", model)
     assert info.value.field == "q.elbow" and info.value.file == tmp_path / "run.npz"
+
+
+def test_mbctl_run_drives_a_servo_in_position_mode(cli, tmp_path):
+    """``mbctl run --lockstep --controller position`` on the bundled bench: the trajectory's
+    positions go to the servo's firmware loop each cycle, and the logged motion is the one
+    the identification's simulation gives for the logged goals (same 8 substeps per period),
+    to half an encoder count (the plant's encoder quantises)."""
+    config = BENCH_DIR / "bench.toml"
+    assert cli("trajectory", "quintic", config, "--waypoints", "0; 1.0; -0.5", "--durations", "0.6,0.6", "--out", tmp_path / "traj.csv").code == 0
+    r = cli("run", config, "--trajectory", tmp_path / "traj.csv", "--lockstep", "--controller", "position", "--rate", "200",
+            "--log", tmp_path / "run.npz", "--summary", tmp_path / "run.json")
+    assert r.code == 0, r.err
+    robot = load_robot(config)
+    run = read_run_log(tmp_path / "run.npz", "servo", bench_model(robot, "servo"))
+    law, p = servo_parameters(robot)
+    assert np.abs(run.position).max() > 0.3 and run.goal.max() == pytest.approx(1.0, abs=1e-3)
+    assert np.abs(simulate_servo(run, law, p, substeps=8) - run.position).max() <= COUNT / 2 + 1e-9
+
+
+def test_the_position_controller_needs_servos_on_the_simulated_plant(cli, tmp_path):
+    """A robot without actuator tables: one line naming the joint and the missing table, exit 2."""
+    assert cli("trajectory", "quintic", "scara", "--waypoints", "0,0,0,0; 0.1,0.1,0.1,0.01", "--durations", "0.5", "--out", tmp_path / "t.csv").code == 0
+    r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "position", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 1 and "[joints.j1.actuator]" in lines[0] and "--controller" in lines[0], r.err
+    assert not (tmp_path / "r.npz").exists()
+
+
+def test_mbctl_simulate_says_it_leaves_the_servo_out(cli, tmp_path):
+    """``mbctl simulate`` has no goal positions for a servo: it warns, naming the joint and its table."""
+    r = cli("simulate", BENCH_DIR / "bench.toml", "--duration", "0.05", "--out", tmp_path / "sim.npz")
+    assert r.code == 0 and "[joints.servo.actuator]" in r.err and "--controller position" in r.err, r.err
+
+
+def test_a_lugre_servo_is_written_back_with_its_bristle_parameters(tmp_path):
+    """The write-back of a LuGre servo keeps sigma0 and sigma1: the copy loads to the same servo."""
+    from mbctl.identification.report import write_servo_robot_copy
+
+    robot = bench(tmp_path)
+    values = {"kt": 0.3, "R": 3.0, "vin": 7.4, "kp": 400.0, "armature": 0.002}
+    write_servo_robot_copy(BENCH_DIR / "bench.toml", tmp_path / "copy.toml", "servo", values, "lugre", LUGRE)
+    servo = robot_servos(load_robot(tmp_path / "copy.toml"))["servo"]
+    assert servo.law == "lugre" and dict(servo.parameters) == {"kt": 0.3, "R": 3.0, "armature": 0.002, **LUGRE}
+    assert servo.firmware == robot_servos(robot)["servo"].firmware
+
+
+@pytest.mark.parametrize(("name", "value"), [("sigma0", 0.0), ("sigma1", -0.1), ("fs", 0.0), ("fc", 0.0)])
+def test_a_bad_lugre_servo_names_its_field(tmp_path, name, value):
+    """LuGre needs sigma0 > 0, sigma1 >= 0 and fc, fs > 0 (its state equation divides by g >= min(fc, fs))."""
+    with pytest.raises(ConfigError) as info:
+        robot_servos(bench(tmp_path, "lugre", {**LUGRE, name: value}, extra="kt = 0.35\nR = 3.0\n"))
+    assert info.value.field == f"joints.servo.actuator.friction.{name}"

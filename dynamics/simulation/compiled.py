@@ -488,14 +488,29 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     damping and ``h`` times their stiffness (diagonals, ``sum_E J_E^T S_E J_E`` for the
     base supports) join the implicit part. Load-dependent friction is refused as by the
     interpreted stepper.
+
+    A robot with servos (``[joints.<name>.actuator]``, the stepper's ``servo_names`` order)
+    takes two more inputs, held over the steps: ``goal`` (rad) and ``on`` (1 torque on, 0
+    off; the goal is then ignored), one per servo; their torque, damping and armature
+    (:func:`mbctl.dynamics.actuator.servo_torque`) and their LuGre states (after the
+    joints' in ``s``) are stepped as by the interpreted stepper.
     """
+    from mbctl.dynamics.simulation.stepper import FrictionStepper
+
     friction = JointFriction(robot, smoothing=v_smooth)
-    nv, ns = robot.nv, len(friction._lugre)
+    servo_stepper = FrictionStepper(robot, v_smooth=v_smooth)
+    servos, servo_v = servo_stepper.servos, [int(i) for i in servo_stepper._servo_v]
+    stateful = servo_stepper.servo_states
+    nv, nf = robot.nv, len(friction._lugre)
+    ns, nk = nf + len(stateful), len(servos)
     sym = SymbolicDynamics(robot)
     q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
+    goal, on = ca.SX.sym("goal", nk), ca.SX.sym("on", nk)
     h = ca.SX.sym("h")
-    z_next = ca.vertcat(*(law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre))) if ns else ca.SX(0, 1)
-    Q, _, _ = _friction(friction, dq, z_next, nv)  # no load-dependent joints here (refused above)
+    z_joint = [law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre)]
+    z_servo = [servos[k].z_step(z[nf + j], dq[servo_v[k]], h) for j, k in enumerate(stateful)]
+    z_next = ca.vertcat(*z_joint, *z_servo) if ns else ca.SX(0, 1)
+    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv)  # no load-dependent joints here (refused above)
     damping = [ca.SX(0.0)] * nv
     for i, law, _ in friction._static:
         v = dq[i]
@@ -503,19 +518,29 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
         damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
     for i, law, _ in friction._lugre:
         damping[i] = ca.SX(law.sigma1 + law.fv)
+    armature = [0.0] * nv
+    servo_z = dict(zip(stateful, z_servo))
+    for k, (servo, i) in enumerate(zip(servos, servo_v)):
+        torque, c = servo.torque(q[i], dq[i], goal[k], on[k], servo_z.get(k, 0.0))
+        Q[i] += torque
+        damping[i] += c
+        armature[i] = servo.joint_armature()
     implicit = ca.vertcat(*damping)
     if robot.is_elastic:
         elastic = ElasticForces(robot)
         Q += _elastic(elastic, sym, q, dq)
         damping_d, stiffness_d = (_elastic_diagonal(elastic, sym, q, sde, getattr(elastic, base, ())) for sde, base in ((elastic._c, "_D"), (elastic._k, "_S")))
         implicit += damping_d + h * stiffness_d
-    M = sym.mass_matrix(q) + h * ca.diag(implicit)
+    M = sym.mass_matrix(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
     dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
     x = ca.vertcat(q, dq, z)
-    one = ca.Function("plant_step", [x, tau, h], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
+    extra = [goal, on] if nk else []
+    one = ca.Function("plant_step", [x, tau, h, *extra], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
     many = one.fold(steps)
     q_in, dq_in, z_in, tau_in, h_in = ca.MX.sym("q", nv), ca.MX.sym("dq", nv), ca.MX.sym("s", ns), ca.MX.sym("tau", nv), ca.MX.sym("h")
-    out = many(ca.vertcat(q_in, dq_in, z_in), ca.repmat(tau_in, 1, steps), ca.repmat(h_in, 1, steps))
-    names = (["q", "dq", "s", "tau", "h"], ["q_next", "dq_next", "s_next"])
-    f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
+    extra_in = [ca.MX.sym("goal", nk), ca.MX.sym("on", nk)] if nk else []
+    out = many(ca.vertcat(q_in, dq_in, z_in), ca.repmat(tau_in, 1, steps), ca.repmat(h_in, 1, steps), *(ca.repmat(e, 1, steps) for e in extra_in))
+    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else [])], ["q_next", "dq_next", "s_next"])
+    f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
     return compile_function(f, cache=cache)
+

@@ -10,7 +10,8 @@ with ``Q_e`` the springs and dampers of elastic DOF (flexible base, rigid finite
 elements; :class:`mbctl.dynamics.flexible.elastic.ElasticForces`), if the robot has any.
 A joint with a servo (``[joints.<name>.actuator]``, :mod:`mbctl.dynamics.actuator`) adds
 the servo's torque for its goal position to ``tau``, its damping to ``C`` and its
-armature to ``M``'s diagonal.
+armature to ``M``'s diagonal; a servo with LuGre gearbox friction adds its bristle state
+to ``s``, after the joints' (:attr:`FrictionStepper.servo_states`), advanced like theirs.
 
 One step of length ``dt`` (:meth:`FrictionStepper.step`):
 
@@ -62,7 +63,9 @@ class FrictionStepper:
         robot: The (truth) model, with its friction laws.
         v_smooth: Velocity scale of the smoothed sign of static laws (rad/s or m/s).
         servos: Servo of a joint by name (default: the robot's ``[joints.<name>.actuator]``);
-            :attr:`servo_names` lists them in the robot's joint order.
+            :attr:`servo_names` lists them in the robot's joint order. The plant state's
+            ``s`` holds the joints' LuGre states, then those of the servos with LuGre
+            friction (:attr:`servo_states`: their positions in :attr:`servo_names`).
     """
 
     def __init__(self, robot: RobotModel, *, v_smooth: float = 1e-3, servos: Mapping[str, ServoActuator] | None = None):
@@ -75,17 +78,24 @@ class FrictionStepper:
         self.servos = tuple(servos[n] for n in self.servo_names)
         self._servo_v = np.array([robot.joint(n).idx_v for n in self.servo_names], dtype=int)
         self._servo_armature = np.array([s.joint_armature() for s in self.servos])
+        self.servo_states = tuple(k for k, s in enumerate(self.servos) if s.stateful)
+        self._joint_states = len(self.friction.initial_state())
 
     def initial(self, q0: np.ndarray) -> PlantState:
         """At rest at ``q0`` with relaxed bristles."""
-        return PlantState(q=np.array(q0, dtype=float), dq=np.zeros(self.robot.nv), s=self.friction.initial_state())
+        s = np.concatenate([self.friction.initial_state(), np.zeros(len(self.servo_states))])
+        return PlantState(q=np.array(q0, dtype=float), dq=np.zeros(self.robot.nv), s=s)
 
     def step(self, state: PlantState, tau: np.ndarray, dt: float, goal: np.ndarray | None = None) -> PlantState:
         """Advance ``dt`` seconds holding the generalized forces ``tau`` (N·m, N) and the servos'
         goal positions ``goal`` (rad, one per :attr:`servo_names`; NaN or None: the servo's
         motor is off, its friction stays)."""
         model, data = self.robot.model, self._data
-        s = self.friction.step_states(state.dq, state.s, dt)
+        nf = self._joint_states
+        s = self.friction.step_states(state.dq, state.s[:nf], dt)
+        servo_z = np.zeros(len(self.servos))
+        for j, k in enumerate(self.servo_states):
+            servo_z[k] = self.servos[k].z_step(float(state.s[nf + j]), float(state.dq[self._servo_v[k]]), dt)
         qp = self.robot.configuration(state.q)
         M = pin.crba(model, data, qp)
         M = np.triu(M) + np.triu(M, 1).T
@@ -102,8 +112,10 @@ class FrictionStepper:
             for k, (servo, iv) in enumerate(zip(self.servos, self._servo_v)):
                 target = math.nan if goal is None else float(goal[k])
                 on = 0.0 if math.isnan(target) else 1.0
-                torque, damping = servo.torque(float(state.q[iv]), float(state.dq[iv]), 0.0 if on == 0.0 else target, on)
+                torque, damping = servo.torque(float(state.q[iv]), float(state.dq[iv]), 0.0 if on == 0.0 else target, on, servo_z[k])
                 tau[iv] += torque
                 C[iv] += damping
         dq = state.dq + np.linalg.solve(M + dt * np.diag(C), dt * (tau + Q - h))
+        if self.servo_states:
+            s = np.concatenate([s, servo_z[list(self.servo_states)]])
         return PlantState(q=state.q + dt * dq, dq=dq, s=s)

@@ -32,12 +32,13 @@ from mbctl.tomlfields import Table
 
 __all__ = ["ACTUATOR_KEYS", "SERVO_FRICTION_LAWS", "ActuatorSpec", "parse_actuator"]
 
-# law -> its parameters (N m, N m s/rad, rad/s, 1), all required
+# law -> its parameters (N m, N m s/rad, rad/s, 1; LuGre's sigma0 N m/rad, sigma1 N m s/rad), all required
 SERVO_FRICTION_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "none": (),
     "coulomb-viscous": ("fc", "fv"),
     "stribeck": ("fc", "fv", "fs", "vs"),
     "stribeck-load": ("fc", "fv", "fs", "vs", "mu"),
+    "lugre": ("fc", "fv", "fs", "vs", "sigma0", "sigma1"),
 })
 REQUIRED = ("kt", "R", "vin", "kp")
 OPTIONAL = ("divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "armature", "gear_ratio")
@@ -59,6 +60,14 @@ class ActuatorSpec:
     friction: Mapping[str, float] = dataclasses.field(default_factory=dict)
     file: Path | None = dataclasses.field(default=None, compare=False)
     field: str | None = dataclasses.field(default=None, compare=False)
+
+    # read-only mappings do not pickle; a robot (with its specs) is pickled to the paced plant's process
+    def __getstate__(self) -> dict:
+        return {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in self.__dict__.items()}
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, MappingProxyType(v) if k in ("values", "friction") else v)
 
 
 def parse_actuator(t: Table) -> ActuatorSpec:

@@ -46,6 +46,7 @@ CONTROLLERS = {
     "pd-gravity": "pd-gravity",
     "feedforward": "feedforward",
     "task-space": "task-space",
+    "position": "position",
 }
 
 

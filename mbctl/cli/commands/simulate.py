@@ -129,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
     robot = override_friction(load_robot(args.config), args.friction)
+    servos = [name for name, j in robot.spec.joints.items() if j.actuator is not None] if robot.spec is not None else []
+    if servos:  # simulate has no goal positions to give them: say so rather than drop them silently
+        warn(f"{args.config}: the servo of joint {servos[0]} ([joints.{servos[0]}.actuator]) is not simulated here (no goal positions); "
+             "mbctl run --controller position drives it")
     setup = simulation_setup(robot)
     overrides = {k: v for k, v in (("solver", args.solver), ("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
     setup = dataclasses.replace(setup, **overrides)
