@@ -49,8 +49,8 @@ def make_bus(watchdog_s: float = 0.1) -> BusConfig:
         current_unit_A=np.full(n, 2.69e-3),
         current_limit_A=np.full(n, 3.2),
     )
-    # a generous latency keeps replies in time on a loaded CI machine (reply timeout ~10 ms)
-    return BusConfig(port=None, baudrate=4000000, latency_s=4e-3, return_delay_s=0.0, bus_watchdog_s=watchdog_s, units=units)
+    # a generous latency keeps replies in time on a loaded CI machine (reply timeout ~42 ms)
+    return BusConfig(port=None, baudrate=4000000, latency_s=20e-3, return_delay_s=0.0, bus_watchdog_s=watchdog_s, units=units)
 
 
 def wait_until(condition, timeout_s: float = 1.0) -> bool:
@@ -169,7 +169,7 @@ def test_partial_reply_is_a_timeout():
     with lockstep_emulator() as emu:
         bus = DynamixelBus(("a", "b"), make_bus(), port=emu.port_name)
         bus.open()
-        emu.faults = Faults(delay_s=0.03)  # the reply arrives after the ~10 ms timeout
+        emu.faults = Faults(delay_s=0.1)  # the reply arrives after the ~42 ms timeout
         with pytest.raises(CommunicationError) as info:
             bus.read()
         assert info.value.kind in ("no_reply", "timeout")

@@ -153,7 +153,7 @@ def test_constant_speed_test_through_the_dynamixel_driver(configs):
     robot = load_robot(configs / "scara.toml")
     truth, _ = truth_model(robot)
     s = identification_settings(robot, "j3", {"speeds": [0.2, 0.4, 0.7, 1.0], "range": [-0.4, 0.4], "rate_hz": 500.0})
-    bus = replace(bus_config(robot), latency_s=0.02)  # no deadline in lock-step
+    bus = replace(bus_config(robot), latency_s=0.1)  # no deadline in lock-step: the longest reply timeout
     now = [0.0]
     controller = ExperimentController(robot, "j3", constant_speed_timeline(s.constant_speed, 0.0), s.gains)
     with DriveEmulator(bus, TruthPlant(truth), clock=lambda: now[0]) as emu:
