@@ -213,7 +213,7 @@ def flexible_feedforward(
     duration: float | None = None,
     rate: float = 10000.0,
     integrator: str = "ros2",
-    step: float = 5e-6,
+    step: float = 5e-5,
     rtol: float = 1e-6,
     atol: float = 1e-9,
     frame: str | None = None,
