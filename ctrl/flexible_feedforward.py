@@ -196,12 +196,9 @@ def _lever_joints(robot: RobotModel) -> tuple[str, ...]:
 
 
 def _observe(pm: PlanarFlexibleModel, run: FlexibleRun, joints, frame: str):
-    fn = pm.lever_kinematics(joints, [frame])
-    n = len(run.t)
-    p, phi, om, al = np.empty((n, 2)), np.empty((n, len(joints))), np.empty((n, len(joints))), np.empty((n, len(joints)))
-    for k in range(n):
-        out = fn(run.q[k], run.v[k], run.a[k])
-        p[k], phi[k], om[k], al[k] = (np.asarray(o).ravel() for o in out)
+    # all samples in one call of the mapped function (a Python loop over samples cost ~0.1 s a run)
+    fn = pm.lever_kinematics(joints, [frame]).map(len(run.t))
+    p, phi, om, al = (np.asarray(o).T for o in fn(run.q.T, run.v.T, run.a.T))
     tip = np.stack([run.q[:, pm.elastic[link]][:, -3:] for link in pm.links], axis=1)
     return p, phi, om, al, tip
 
@@ -272,9 +269,8 @@ def flexible_feedforward(
     columns = [robot.joint(n).idx_v for n in drives]
     x_rigid = np.zeros((len(t), 2 * pm.n))
     x_rigid[:, : robot.nv] = traj.q
-    kin = pm.lever_kinematics(joints, [frame])
-    p_rigid = np.array([np.asarray(kin(x[: pm.n], x[pm.n :], np.zeros(pm.n))[0]).ravel() for x in x_rigid])
-    phi_rigid = np.array([np.asarray(kin(x[: pm.n], x[pm.n :], np.zeros(pm.n))[1]).ravel() for x in x_rigid])
+    kin = pm.lever_kinematics(joints, [frame]).map(len(t))
+    p_rigid, phi_rigid = (np.asarray(o).T for o in kin(x_rigid[:, : pm.n].T, x_rigid[:, pm.n :].T, np.zeros((pm.n, len(t))))[:2])
     x0 = pm.state(traj.q[0], traj.dq[0])
     frequencies = pm.locked_frequencies(x0[: pm.n], drives)
 
