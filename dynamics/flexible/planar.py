@@ -47,7 +47,9 @@ state Jacobian by forward differences (one generated function evaluating all 2n 
 
 **Integration**: ``"radau"`` (scipy's Radau IIA, adaptive, with that Jacobian) or
 ``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.integrate`,
-fixed step, the Jacobian refreshed every ``jacobian_interval``). The stiff axial modes
+fixed step, the Jacobian by forward differences every ``jacobian_interval`` and its stiff
+block — the columns of the elastic coordinates, ``-P(q) [K, D]`` — updated every
+``stiff_interval``, see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
 (tens of kHz) are damped by both, not resolved.
 """
 
@@ -63,6 +65,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.integrate
 import scipy.linalg
+import scipy.linalg.lapack
 
 from mbctl.config.simulation import Baumgarte
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
@@ -403,7 +406,7 @@ class PlanarFlexibleModel:
         rtol: float = 1e-6,
         atol: float = 1e-9,
         step: float = 1e-4,
-        jacobian_interval: float = 2e-3,
+        jacobian_interval: float = 1e-2,
         stiff_interval: float = 1e-4,
         max_step: float = math.inf,
         compiled_steps: bool = True,
@@ -425,7 +428,9 @@ class PlanarFlexibleModel:
                 the whole Jacobian). The W-method (ROS2) keeps its order with any Jacobian, but
                 its error constant grows with the stale part of the stiff block: on the
                 3-RRR this update makes 5e-5 s steps as accurate as 5e-6 s steps without it.
-                With ``compiled_steps`` the updates happen at output times.
+                With ``compiled_steps`` the updates happen at output times. With the update the
+                rest of the Jacobian may be older: on the 3-RRR a 10 ms ``jacobian_interval``
+                (the default; 2 ms before the update existed) was as accurate as 2 ms.
             compiled_steps: ``ros2`` with equally spaced ``t_out``: the steps between two output
                 times run as one generated C function (the force interpolated linearly between
                 the output times: exact for torques sampled there); otherwise Python steps.
@@ -500,21 +505,29 @@ class PlanarFlexibleModel:
         )
 
     def _ros2_chunk(self, count: int) -> CompiledFunction:
-        """``(x0, u0, u1, h, W_inv) -> x``: ``count`` ROS2 steps of length ``h`` in C, the force
-        going linearly from ``u0`` to ``u1``; ``W_inv = (I - gamma h J)^-1`` from the caller."""
-        key = f"ros2x{count}"
+        """``(x0, u0, u1, h, S_inv, J_q) -> x``: ``count`` ROS2 steps of length ``h`` in C, the
+        force going linearly from ``u0`` to ``u1``; the stages solve ``(I - gamma h J) k = r`` by
+        the blocks of :func:`_s_inverse` (``S_inv``, ``J_q`` from the caller): ``k_v = S_inv (r_v
+        + gamma h J_q r_q)``, ``k_q = r_q + gamma h k_v``, half the operations of a full inverse."""
+        key = f"ros2s{count}"
         if key not in self._compiled:
             n2, n = 2 * self.n, self.n
             x0, u0, u1 = ca.MX.sym("x0", n2), ca.MX.sym("u0", n), ca.MX.sym("u1", n)
-            h, W = ca.MX.sym("h"), ca.MX.sym("W_inv", n2, n2)
+            h, Si, Jq = ca.MX.sym("h"), ca.MX.sym("S_inv", n, n), ca.MX.sym("J_q", n, n)
+            gh = (1.0 + 1.0 / math.sqrt(2.0)) * h
+
+            def solve(r):
+                kv = Si @ (r[n:] + gh * (Jq @ r[:n]))
+                return ca.vertcat(r[:n] + gh * kv, kv)
+
             x = x0
             for i in range(count):
                 ua = u0 + (u1 - u0) * (i / count)
                 ub = u0 + (u1 - u0) * ((i + 1) / count)
-                k1 = W @ self.rhs(x, ua)[0]
-                k2 = W @ (self.rhs(x + h * k1, ub)[0] - 2.0 * k1)
+                k1 = solve(self.rhs(x, ua)[0])
+                k2 = solve(self.rhs(x + h * k1, ub)[0] - 2.0 * k1)
                 x = x + h * (1.5 * k1 + 0.5 * k2)
-            fn = ca.Function(f"{self.rhs.name()}_{key}", [x0, u0, u1, h, W], [x], ["x0", "u0", "u1", "h", "W_inv"], ["x"])
+            fn = ca.Function(f"{self.rhs.name()}_{key}", [x0, u0, u1, h, Si, Jq], [x], ["x0", "u0", "u1", "h", "S_inv", "J_q"], ["x"])
             self._compiled[key] = compile_function(fn)
         return self._compiled[key]
 
@@ -526,14 +539,14 @@ class PlanarFlexibleModel:
         out = np.empty((len(t_out), len(x)))
         out[0] = x
         h = (t_out[1] - t_out[0]) / count
-        W_inv = None
+        Si = Jq = None
         u_prev = zero if force is None else force(t_out[0])
         for k in range(1, len(t_out)):
             t = t_out[k - 1]
-            if tracker.update(t, x) or W_inv is None:
-                W_inv = _w_inverse(tracker.J, gamma * h)
+            if tracker.update(t, x) or Si is None:
+                Si, Jq = _s_inverse(tracker.J, gamma * h)
             u_next = zero if force is None else force(t_out[k])
-            x = np.array(chunk(x, u_prev, u_next, h, W_inv)[0]).ravel()
+            x = np.array(chunk(x, u_prev, u_next, h, Si, Jq)[0]).ravel()
             counts["rhs"] += 2 * count
             u_prev = u_next
             if not np.isfinite(x).all():
@@ -575,14 +588,25 @@ class PlanarFlexibleModel:
         return out, steps
 
 
-def _w_inverse(J: np.ndarray, gh: float) -> np.ndarray:
-    """``(I - gh J)^-1`` for ``J = [[0, I], [J_q, J_v]]`` (first-order form of second-order
-    equations) through the n x n block ``S = I - gh J_v - gh^2 J_q`` instead of the 2n x 2n
-    matrix: ``[[I + gh^2 S^-1 J_q, gh S^-1], [gh S^-1 J_q, S^-1]]`` (the top row of ``J``
-    is taken as exactly ``[0, I]``, which a W-method allows)."""
+def _s_inverse(J: np.ndarray, gh: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(S^-1, J_q)`` with ``S = I - gh J_v - gh^2 J_q`` (n x n) for ``J = [[0, I], [J_q, J_v]]``
+    (first-order form of second-order equations; the top row of ``J`` is taken as exactly
+    ``[0, I]``, which a W-method allows): ``(I - gh J) k = r`` is then solved by
+    ``k_v = S^-1 (r_v + gh J_q r_q)``, ``k_q = r_q + gh k_v``, an n x n inverse instead of 2n x 2n."""
     n = J.shape[0] // 2
     Jq, Jv = J[n:, :n], J[n:, n:]
-    Si = np.linalg.inv(np.eye(n) - gh * Jv - gh * gh * Jq)
+    lu, piv, info = scipy.linalg.lapack.dgetrf(np.eye(n) - gh * Jv - gh * gh * Jq)
+    Si, info2 = scipy.linalg.lapack.dgetri(lu, piv) if info == 0 else (None, info)
+    if info or info2:
+        raise PlanarFlexibleError("singular iteration matrix I - gamma h J: try a smaller step")
+    return Si, np.ascontiguousarray(Jq)
+
+
+def _w_inverse(J: np.ndarray, gh: float) -> np.ndarray:
+    """``(I - gh J)^-1`` assembled from :func:`_s_inverse`:
+    ``[[I + gh^2 S^-1 J_q, gh S^-1], [gh S^-1 J_q, S^-1]]``."""
+    n = J.shape[0] // 2
+    Si, Jq = _s_inverse(J, gh)
     SJ = Si @ Jq
     out = np.empty_like(J)
     out[:n, :n] = gh * gh * SJ
@@ -603,13 +627,20 @@ class _StiffJacobian:
         self.t_full = self.t_stiff = -math.inf
 
     def _P(self, q: np.ndarray) -> np.ndarray:
+        """``P`` (n x s): the stiff coordinates' columns of the KKT matrix's inverse, first n rows."""
         pm = self.model
-        M, A = (np.asarray(v) for v in self.kkt(q))
-        K = np.zeros((pm.n + pm.m, pm.n + pm.m))
+        if not hasattr(self, "_K"):
+            self._K = np.zeros((pm.n + pm.m, pm.n + pm.m), order="F")
+            self._E = np.zeros((pm.n + pm.m, len(pm._stiff)), order="F")
+            self._E[pm._stiff, np.arange(len(pm._stiff))] = 1.0
+        M, A = self.kkt(q)
+        K = self._K
         K[: pm.n, : pm.n], K[: pm.n, pm.n :], K[pm.n :, : pm.n] = M, A.T, A
-        E = np.zeros((pm.n + pm.m, len(pm._stiff)))
-        E[pm._stiff, np.arange(len(pm._stiff))] = 1.0
-        return np.linalg.solve(K, E)[: pm.n]
+        # LAPACK directly: numpy's solve costs as much again in checks and copies at this size
+        _, _, P, info = scipy.linalg.lapack.dgesv(K, self._E)
+        if info != 0:
+            raise PlanarFlexibleError(f"singular KKT matrix in the Jacobian update (LAPACK info {info})")
+        return P[: pm.n]
 
     def update(self, t: float, x: np.ndarray) -> bool:
         """Refresh what is due at ``t`` (s) and state ``x``; True if :attr:`J` changed."""
