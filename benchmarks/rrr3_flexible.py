@@ -9,12 +9,12 @@ All runs in this process, 0.5 s of the spiral, the rigid model's min-internal-fo
   interpreted: the compiled core takes no sampled torques);
 - FEM: 3 levers x 3 elements (33 coordinates), ROS2 with the stiff Jacobian block updated
   every 1e-4 s at 5e-5 s (the command's default) and 2.5e-5 s, and without the update at
-  5e-6 s (the earlier default); steps between samples in C (and stepped from Python);
+  5e-6 s with the Jacobian every 2 ms (the earlier default); steps between samples in C (and stepped from Python);
   each with the rms end-effector deviation from the rigid path (accuracy next to speed);
 - RFE cross-check: 3 levers x 8 rigid finite elements (planar, 30 coordinates), same integrator;
 - the rigid part of `mbctl flexfeed` (inverse kinematics along the path at 10 kHz, inverse
   dynamics, the three distribution modes plus the fourth it compares), with the generated
-  constraint rows (default) and interpreted.
+  constraint rows (default) and with the interpreted inverse kinematics.
 
 Printed: wall time of each run (compile time excluded; the C is cached after the first run)
 and its ratio to the reference measured here. Numbers depend on the machine and its load.
@@ -86,23 +86,24 @@ def main() -> None:
     fem(f"FEM {pm.n} coord., ROS2 5e-5 s + stiff update, C steps", step=5e-5)
     fem(f"FEM {pm.n} coord., ROS2 2.5e-5 s + stiff update, C steps", step=2.5e-5)
     fem(f"FEM {pm.n} coord., ROS2 5e-5 s + stiff update, Python steps", step=5e-5, compiled_steps=False)
-    fem(f"FEM {pm.n} coord., ROS2 5e-6 s, no update (before), C steps", step=5e-6, stiff_interval=0.0)
+    fem(f"FEM {pm.n} coord., ROS2 5e-6 s, no update, Jacobian 2 ms (before), C steps", step=5e-6, stiff_interval=0.0, jacobian_interval=2e-3)
     rfe_robot, rfe, _ = rfe_planar_model(spec, 8)
     theta0 = np.zeros(rfe_robot.nv)
     for j in robot.joints:
         theta0[rfe_robot.joint(j.name).idx_v] = traj.q[0, j.idx_v]
     drive = SampledTorques(rfe.n, [rfe_robot.joint(n).idx_v for n in ("a1", "a2", "a3")], t, tau).generalized
-    for step, stiff in ((5e-5, 1e-4), (5e-6, 0.0)):
-        rfe.simulate(rfe.state(theta0), t[:3], drive, integrator="ros2", step=step, stiff_interval=stiff)
-        run = rfe.simulate(rfe.state(theta0), t, drive, integrator="ros2", step=step, stiff_interval=stiff)
-        what = "+ stiff update" if stiff else "no update (before)"
+    for step, stiff, jac in ((5e-5, 1e-4, 1e-2), (5e-6, 0.0, 2e-3)):
+        rfe.simulate(rfe.state(theta0), t[:3], drive, integrator="ros2", step=step, stiff_interval=stiff, jacobian_interval=jac)
+        run = rfe.simulate(rfe.state(theta0), t, drive, integrator="ros2", step=step, stiff_interval=stiff, jacobian_interval=jac)
+        what = "+ stiff update" if stiff else "no update, Jacobian 2 ms (before)"
         row(f"RFE (8 segments) {rfe.n} coord., ROS2 {step:g} s {what}", run.wall_s)
     for compiled in (True, False):
         start = time.perf_counter()
         dynamics = build_dynamics(robot, setup)
         traj = trajectory_from_constraints(dynamics, t, q0, compiled=compiled)
         closed_chain_feedforward(feedforward(robot, traj), "non-redundant", compare=True)
-        row(f"rigid part of flexfeed, {'generated' if compiled else 'interpreted'} constraint rows", time.perf_counter() - start)
+        what = "generated constraint rows" if compiled else "interpreted inverse kinematics"
+        row(f"rigid part of flexfeed, {what}", time.perf_counter() - start)
 
 
 if __name__ == "__main__":
