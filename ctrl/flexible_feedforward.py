@@ -71,10 +71,17 @@ class SampledTorques(ForceElement):
         self.nv, self.columns, self.t, self.tau = nv, np.asarray(columns, dtype=int), np.asarray(t), np.asarray(tau)
 
     def generalized(self, t: float) -> np.ndarray:
-        """``Q(t)`` (nv,): the interpolated torques on their coordinates, zero elsewhere."""
+        """``Q(t)`` (nv,): the interpolated torques on their coordinates, zero elsewhere (held
+        at the end values outside the samples, as ``np.interp``)."""
         Q = np.zeros(self.nv)
-        for k, c in enumerate(self.columns):
-            Q[c] = np.interp(t, self.t, self.tau[:, k])
+        n = len(self.t)
+        # one search for all drives: the integrators call this at every sample
+        k = min(max(int(np.searchsorted(self.t, t, side="right")) - 1, 0), max(n - 2, 0))
+        if n == 1:
+            Q[self.columns] = self.tau[0]
+            return Q
+        w = min(max((t - self.t[k]) / (self.t[k + 1] - self.t[k]), 0.0), 1.0)
+        Q[self.columns] = self.tau[k] + w * (self.tau[k + 1] - self.tau[k])
         return Q
 
     def __call__(self, t, q, dq, s):

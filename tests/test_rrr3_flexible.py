@@ -222,3 +222,15 @@ def test_compiled_inverse_kinematics_equals_the_interpreted(spec, start):
     assert np.abs(a.q - b.q).max() < 1e-12
     assert np.abs(a.dq - b.dq).max() < 1e-9 * np.abs(b.dq).max()
     assert np.abs(a.ddq - b.ddq).max() < 1e-9 * np.abs(b.ddq).max()
+
+
+def test_sampled_torques_interpolate_as_numpy():
+    """The drive torques between, at and beyond the samples equal np.interp of each drive's history."""
+    rng = np.random.default_rng(5)
+    t = np.linspace(0.0, 0.5, 501)
+    tau = rng.standard_normal((501, 3))
+    element = SampledTorques(8, [1, 4, 6], t, tau)
+    for x in np.r_[-0.1, 0.0, 0.5, 0.7, t[::13], rng.random(200) * 0.5]:
+        Q = element.generalized(float(x))
+        assert np.abs(Q[[1, 4, 6]] - [np.interp(x, t, tau[:, k]) for k in range(3)]).max() < 1e-14
+        assert not Q[[0, 2, 3, 5, 7]].any()
