@@ -10,6 +10,14 @@ motion is determined by kinematics alone. At every sample time ``t_k``:
 3. ``Phi_q ddq = gamma`` (acceleration).
 
 The result is exact to the Newton tolerance at every sample (no integration drift).
+
+With ``compiled`` (the default) the rows, their Jacobian, ``Phi_t`` and ``gamma`` come from
+one generated function (:func:`~mbctl.dynamics.simulation.compiled.constraint_kinematics_function`)
+and Newton runs on it, the first guess extrapolated to second order
+(``q + dq h + ddq h^2/2``): three evaluations of a few µs per sample instead of about
+five interpreted ones of ~100 µs. Constraint kinds the generated core does not cover, and
+any sample where that Newton fails, use the interpreted assembly; both stop at the same
+tolerance, so they agree to it.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ from collections.abc import Callable
 import numpy as np
 
 from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.errors import ConfigError
 
-__all__ = ["trajectory_from_constraints"]
+__all__ = ["compiled_constraint_rows", "trajectory_from_constraints"]
 
 
 def trajectory_from_constraints(
@@ -33,6 +42,7 @@ def trajectory_from_constraints(
     *,
     tol: float = 1e-12,
     min_sigma_ratio: float = 1e-6,
+    compiled: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> Trajectory:
     """Sample the motion the constraints prescribe at the times ``t`` (s).
@@ -44,6 +54,7 @@ def trajectory_from_constraints(
         tol: Largest ``|Phi|`` accepted at every sample (m or rad).
         min_sigma_ratio: Smallest ``s_min/s_max`` of ``Phi_q`` accepted (distance from a
             singular configuration).
+        compiled: Newton on the generated constraint function where the constraint kinds allow it.
 
     Raises:
         ConfigError: If the constraints do not fix every DOF (fewer independent rows
@@ -56,8 +67,7 @@ def trajectory_from_constraints(
     cs = dynamics.constraints
     if cs.m != nv or np.any(cs.level != 2):
         raise ConfigError(
-            f"the constraints have {cs.m} rows for {nv} DOF; sampling a motion from constraints needs exactly "
-            f"{nv} position-level rows that fix every DOF",
+            f"the constraints have {cs.m} rows for {nv} DOF; sampling a motion from constraints needs exactly {nv} position-level rows that fix every DOF",
             file=robot.source,
             field="constraints",
         )
@@ -67,12 +77,19 @@ def trajectory_from_constraints(
     dq = np.empty((n, nv))
     ddq = np.empty((n, nv))
     guess, velocity = np.asarray(q_guess, dtype=float).copy(), np.zeros(nv)
+    rows = compiled_constraint_rows(dynamics) if compiled else None
     for k, tk in enumerate(t):
         if k > 0:
-            guess = q[k - 1] + dq[k - 1] * (tk - t[k - 1])
-        qk, dqk = dynamics.assemble(tk, guess, velocity, tol=tol)
-        cv = dynamics.constraints.evaluate(dynamics.kinematics(qk, dqk), tk)
-        s = np.linalg.svd(cv.jac, compute_uv=False)
+            h = tk - t[k - 1]
+            guess = q[k - 1] + dq[k - 1] * h + 0.5 * ddq[k - 1] * h * h
+        sample = _newton(rows, tk, guess, tol) if rows is not None else None
+        if sample is None:
+            qk, dqk = dynamics.assemble(tk, guess, velocity, tol=tol)
+            cv = dynamics.constraints.evaluate(dynamics.kinematics(qk, dqk), tk)
+            jac, phi_t, gamma = cv.jac, cv.phi_t, cv.gamma
+        else:
+            qk, jac, phi_t, gamma = sample
+        s = np.linalg.svd(jac, compute_uv=False)
         if not s[-1] > min_sigma_ratio * s[0]:
             raise SingularConstraintError(
                 f"the constraint Jacobian is singular at t = {tk:.6g} s (s_min/s_max = {s[-1] / s[0]:.3g}) at q = "
@@ -83,9 +100,59 @@ def trajectory_from_constraints(
                 q=qk,
             )
         q[k] = qk
-        dq[k] = np.linalg.solve(cv.jac, -cv.phi_t)
-        ddq[k] = np.linalg.solve(cv.jac, cv.gamma)
+        dq[k] = np.linalg.solve(jac, -phi_t)
+        ddq[k] = np.linalg.solve(jac, gamma)
         velocity = dq[k]
         if progress is not None and (k + 1) % 1000 == 0:
             progress(k + 1, n)
     return Trajectory(t=t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq)
+
+
+def compiled_constraint_rows(dynamics: ConstrainedDynamics) -> CompiledFunction | None:
+    """The generated ``(t, q, dq) -> (phi, jac, phi_t, gamma)``, or None where the kinds need the interpreted rows."""
+    from mbctl.dynamics.simulation.compiled import NotCompilable, constraint_kinematics_function
+
+    try:
+        return compile_function(constraint_kinematics_function(dynamics))
+    except NotCompilable:
+        return None
+
+
+def _newton(rows: CompiledFunction, t: float, q: np.ndarray, tol: float, max_iterations: int = 50):
+    """``Phi(q, t) = 0`` by Newton on the generated rows (square Jacobian), the step halved until
+    ``max |Phi|`` decreases; then ``(q, A, Phi_t, gamma)`` at the solution with ``dq = -A^-1 Phi_t``.
+    None if it does not converge (the caller falls back to the interpreted assembly)."""
+    nv = len(q)
+    zero = np.zeros(nv)
+
+    def evaluate(qk, dqk):
+        phi, jac, phi_t, gamma = rows(t, qk, dqk)
+        return phi.ravel(), jac.reshape(-1, nv, order="F") if jac.ndim == 1 else jac, phi_t.ravel(), gamma.ravel()
+
+    phi, jac, phi_t, _ = evaluate(q, zero)
+    err = float(np.abs(phi).max())
+    for _ in range(max_iterations):
+        if err < tol:
+            break
+        try:
+            step = np.linalg.solve(jac, -phi)
+        except np.linalg.LinAlgError:
+            return None
+        for _ in range(30):
+            trial = q + step
+            phi, jac_trial, phi_t_trial, _ = evaluate(trial, zero)
+            trial_err = float(np.abs(phi).max())
+            if trial_err < err:
+                break
+            step = 0.5 * step
+        else:
+            return None
+        q, jac, phi_t, err = trial, jac_trial, phi_t_trial, trial_err
+    if not err < tol:
+        return None
+    try:
+        dq = np.linalg.solve(jac, -phi_t)
+    except np.linalg.LinAlgError:
+        return None
+    _, jac, phi_t, gamma = evaluate(q, dq)
+    return q, jac, phi_t, gamma

@@ -447,23 +447,30 @@ class ActuationRedundancy:
         buffers = fn.inputs
         buffers[4][...] = lo
         buffers[5][...] = hi
+        residuals = [np.empty((n, fn.outputs[3].size)), np.empty((n, fn.outputs[4].size))]
+        failed = np.zeros(n, dtype=bool)
+        # the loop only evaluates; the checks run on all samples at once after it (the first
+        # failing sample raises, as a per-sample check would)
         for k in range(n):
             buffers[0][...], buffers[1][...], buffers[2][...], buffers[3][...] = q[k], dq[k], ddq[k], tau_tree[k]
             try:
                 fn.eval()
-                ok = True
             except RuntimeError:
-                ok = False
+                failed[k] = True
+                break
             tau, lam, reaction, residual, reduced, power = fn.outputs
-            scale = max(1.0, float(np.abs(tau_tree[k]).max()))
-            res = float(np.abs(residual).max(initial=0.0))
-            red = float(np.abs(reduced).max(initial=0.0))
-            excess = float(np.maximum(tau - hi, lo - tau).max(initial=-np.inf))
-            if not (ok and res <= _CHECK * scale and red <= _CHECK * scale and excess <= _CHECK * scale):
-                self._fail(mode, t[k], q[k], dq[k], ddq[k], tau_tree[k], tau if ok else None)
-            outs[0][k], outs[1][k], outs[2][k], outs[3][k], outs[4][k], outs[5][k] = tau, lam, reaction, res, red, power
+            outs[0][k], outs[1][k], outs[2][k], residuals[0][k], residuals[1][k], outs[5][k] = tau, lam, reaction, residual.ravel(), reduced.ravel(), power
             if progress is not None and (k + 1) % 1000 == 0:
                 progress(k + 1, n)
+        done = int(np.argmax(failed)) if failed.any() else n
+        scale = np.maximum(1.0, np.abs(tau_tree[:done]).max(axis=1, initial=0.0))
+        outs[3][:done] = np.abs(residuals[0][:done]).max(axis=1, initial=0.0)
+        outs[4][:done] = np.abs(residuals[1][:done]).max(axis=1, initial=0.0)
+        excess = np.maximum(outs[0][:done] - hi, lo - outs[0][:done]).max(axis=1, initial=-np.inf)
+        bad = ~((outs[3][:done] <= _CHECK * scale) & (outs[4][:done] <= _CHECK * scale) & (excess <= _CHECK * scale))
+        if bad.any() or done < n:
+            k = int(np.argmax(bad)) if bad.any() else done
+            self._fail(mode, t[k], q[k], dq[k], ddq[k], tau_tree[k], outs[0][k].copy() if k < done else None)
         return Distribution(
             mode=mode,
             t=t,

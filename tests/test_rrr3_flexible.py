@@ -152,3 +152,102 @@ def test_internal_force_joint_sets_are_each_optimal(start):
     assert np.all(all_norm["all"] <= all_norm["tree"] * (1 + 1e-9) + 1e-12)
     assert np.abs(runs["tree"].tau - runs["all"].tau).max() > 0.01 * np.abs(runs["all"].tau).max()  # they share the load differently
     assert max(runs["tree"].residual.max(), runs["all"].residual.max()) < 1e-9
+
+
+def test_w_inverse_equals_the_full_inverse():
+    """The block form of (I - gh J)^-1 for J = [[0, I], [J_q, J_v]] equals the 2n x 2n inverse."""
+    from mbctl.dynamics.flexible.planar import _w_inverse
+
+    rng = np.random.default_rng(3)
+    n, gh = 7, 3e-5
+    J = np.zeros((2 * n, 2 * n))
+    J[:n, n:] = np.eye(n)
+    J[n:, :n], J[n:, n:] = -1e8 * rng.random((n, n)), -1e4 * rng.random((n, n))
+    full = np.linalg.inv(np.eye(2 * n) - gh * J)
+    assert np.abs(_w_inverse(J, gh) - full).max() < 1e-10 * np.abs(full).max()
+
+
+def test_stiff_jacobian_update_matches_forward_differences(spec, start):
+    """The stiff block updated from a Jacobian taken 50 ms earlier (joint angles moved along the
+    spiral) matches the forward-difference Jacobian at the new state to 1e-3 of its size, where
+    the stale block is off by more than 1e-2."""
+    from mbctl.dynamics.flexible.planar import _StiffJacobian
+
+    robot, _, traj, tau = start
+    _, pm, _ = flexible_setup(spec)
+    jac = pm.compiled("jac")
+    zero = np.zeros(pm.n)
+    fd = lambda t, x: np.asarray(jac(x, zero)[0])  # noqa: E731 - a one-line callback
+    tracker = _StiffJacobian(pm, fd, pm.compiled("kkt"), 1.0, 1e-4, {})
+    x0, x1 = pm.state(traj.q[0], traj.dq[0]), pm.state(traj.q[50], traj.dq[50])
+    tracker.update(0.0, x0)
+    stale = tracker.J.copy()
+    assert tracker.update(0.05, x1)
+    cols = np.r_[pm._stiff, pm.n + pm._stiff]
+    exact = fd(0.05, x1)[pm.n :, cols]
+    size = np.abs(exact).max()
+    assert np.abs(tracker.J[pm.n :, cols] - exact).max() < 1e-3 * size
+    assert np.abs(stale[pm.n :, cols] - exact).max() > 1e-2 * size
+
+
+@pytest.mark.slow
+def test_ros2_with_the_stiff_update_agrees_with_fine_steps(spec, start):
+    """ROS2 at 5e-5 s with a forward-difference Jacobian every 50 ms and its stiff block updated
+    every 1e-4 s follows ROS2 at 5e-6 s (Jacobian every 2 ms, the earlier default) over 0.1 s:
+    the end effector within 0.05 µm once the start's ringing has died out (t >= 60 ms)."""
+    robot, _, traj, tau = start
+    t = traj.t
+    _, pm, _ = flexible_setup(spec)
+    drive = SampledTorques(pm.n, [robot.joint(n).idx_v for n in ("a1", "a2", "a3")], t, tau).generalized
+    x0 = pm.state(traj.q[0], traj.dq[0])
+    common = {"integrator": "ros2", "compiled_steps": False}
+    fine = pm.simulate(x0, t, drive, step=5e-6, stiff_interval=0.0, **common)
+    fast = pm.simulate(x0, t, drive, step=5e-5, jacobian_interval=0.05, stiff_interval=1e-4, **common)
+    point = pm.point("p1").map(len(t))
+    late = t >= 0.06
+
+    def err(run):
+        return np.abs(np.asarray(point(run.q.T)) - np.asarray(point(fine.q.T)))[:, late].max()
+
+    assert err(fast) < 5e-8
+
+
+def test_compiled_inverse_kinematics_equals_the_interpreted(spec, start):
+    """Newton on the generated constraint rows samples the same motion as the interpreted assembly (q to 1e-12 rad)."""
+    robot, _, traj, _ = start
+    dynamics = build_dynamics(robot, simulation_setup(robot))
+    t = traj.t[:40]
+    a = trajectory_from_constraints(dynamics, t, traj.q[0], compiled=True)
+    b = trajectory_from_constraints(dynamics, t, traj.q[0], compiled=False)
+    assert np.abs(a.q - b.q).max() < 1e-12
+    assert np.abs(a.dq - b.dq).max() < 1e-9 * np.abs(b.dq).max()
+    assert np.abs(a.ddq - b.ddq).max() < 1e-9 * np.abs(b.ddq).max()
+
+
+def test_sampled_torques_interpolate_as_numpy():
+    """The drive torques between, at and beyond the samples equal np.interp of each drive's history."""
+    rng = np.random.default_rng(5)
+    t = np.linspace(0.0, 0.5, 501)
+    tau = rng.standard_normal((501, 3))
+    element = SampledTorques(8, [1, 4, 6], t, tau)
+    for x in np.r_[-0.1, 0.0, 0.5, 0.7, t[::13], rng.random(200) * 0.5]:
+        Q = element.generalized(float(x))
+        assert np.abs(Q[[1, 4, 6]] - [np.interp(x, t, tau[:, k]) for k in range(3)]).max() < 1e-14
+        assert not Q[[0, 2, 3, 5, 7]].any()
+
+
+@pytest.mark.slow
+def test_generated_ros2_steps_equal_the_python_steps(spec, start):
+    """The ROS2 steps generated in C (block stage solves, stiff update at the samples) give the
+    Python-stepped ROS2 run (full LU of the iteration matrix) over 20 ms to round-off: joint
+    angles to 1e-12 rad, elastic coordinates to 1e-9 of their largest value."""
+    robot, _, traj, tau = start
+    t = np.linspace(0.0, 0.02, 201)
+    drive = SampledTorques(robot.nv + 27, [robot.joint(n).idx_v for n in ("a1", "a2", "a3")], traj.t, tau).generalized
+    _, pm, _ = flexible_setup(spec)
+    x0 = pm.state(traj.q[0], traj.dq[0])
+    runs = [pm.simulate(x0, t, drive, integrator="ros2", step=5e-5, compiled_steps=c) for c in (True, False)]
+    assert runs[0].steps == runs[1].steps == 400
+    nj, diff = pm.n_joints, np.abs(runs[0].q - runs[1].q)
+    assert diff[:, :nj].max() < 1e-12
+    assert diff[:, nj:].max() < 1e-9 * np.abs(runs[1].q[:, nj:]).max()

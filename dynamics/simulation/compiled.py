@@ -56,6 +56,7 @@ from mbctl.errors import MbctlError
 
 __all__ = [
     "NotCompilable",
+    "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
     "rhs_function",
@@ -76,6 +77,16 @@ class NotCompilable(MbctlError):
     """The system uses a feature the compiled core does not cover (the message names it)."""
 
 
+def _constraints_unsupported(system: ConstrainedDynamics) -> str:
+    """Why the constraint rows of ``system`` cannot be generated, or ``""``."""
+    for c in system.constraints:
+        if isinstance(c, FrameOffset) or not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
+            return f"{type(c).__name__} constraints"
+        if not isinstance(c, LoopClosure) and not isinstance(c.target, (ExpressionTarget, QuinticPolyline)):
+            return f"{type(c.target).__name__} targets"
+    return ""
+
+
 def unsupported(system: ConstrainedDynamics) -> str:
     """Why ``system`` cannot be compiled, or ``""`` when it can (redundant rows are
     detected once the system has been initialized at its initial state)."""
@@ -84,11 +95,9 @@ def unsupported(system: ConstrainedDynamics) -> str:
             return f"force element {type(element).__name__}"
         if element.reaction_joints and any(isinstance(c, LoopClosure) for c in system.constraints):
             return "load-dependent friction in closed loops"
-    for c in system.constraints:
-        if isinstance(c, FrameOffset) or not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
-            return f"{type(c).__name__} constraints"
-        if not isinstance(c, LoopClosure) and not isinstance(c.target, (ExpressionTarget, QuinticPolyline)):
-            return f"{type(c.target).__name__} targets"
+    reason = _constraints_unsupported(system)
+    if reason:
+        return reason
     if system.singularity.action == "damped":
         return "the damped singularity mode"
     if system.eliminate or system.independent is not None:
@@ -331,6 +340,29 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         "load_residual": residual,
     }
     return t, x, out
+
+
+def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
+    """``(t, q, dq) -> (phi, jac, phi_t, gamma)`` of the constraint rows of ``system``:
+    ``Phi(q, t)`` (target subtracted), ``A = dPhi/dq``, ``dPhi/dt`` and
+    ``gamma = -d(A dq + Phi_t)/dq dq - d(A dq + Phi_t)/dt`` (so ``A ddq = gamma``), the
+    values the interpreted constraint set gives, generated (used for inverse kinematics
+    along a path, :func:`mbctl.ctrl.constrained_path.trajectory_from_constraints`).
+
+    Raises:
+        NotCompilable: For a constraint kind or target outside the compiled core.
+    """
+    reason = _constraints_unsupported(system)
+    if reason:
+        raise NotCompilable(f"the compiled simulation core does not cover {reason}")
+    nv = system.robot.nv
+    t, q, dq = ca.SX.sym("t"), ca.SX.sym("q", nv), ca.SX.sym("dq", nv)
+    phi, _ = _phi(system, SymbolicDynamics(system.robot), q, t)
+    A = ca.jacobian(phi, q)
+    phi_t = ca.jacobian(phi, t)
+    w = A @ dq + phi_t
+    gamma = -(ca.jtimes(w, q, dq) + ca.jacobian(w, t))
+    return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], [phi, A, phi_t, gamma], ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
 def rhs_function(system: ConstrainedDynamics) -> ca.Function:
