@@ -16,10 +16,10 @@ at 500 Hz, payload uniform 0-5 kg, two joints' Coulomb friction normal) with
   is not a run: scheduling, transfer, writing parts, idle workers at the end), and per
   task ``(workers * wall - sum of run times) / tasks`` against the mean run time, also
   for unbatched tasks (one run per task: ``--unbatched`` runs of the same study, and
-  ``--long`` runs of the study at 5 kHz, whose runs take tens of ms), and for those
-  ``--long`` runs batched as ``mbctl sweep`` batches them.
+  ``--long`` runs of the study at ``--long-rate`` (5 kHz: runs of tens of ms; 15 kHz:
+  ~50 ms), and for those ``--long`` runs batched as ``mbctl sweep`` batches them.
 
-Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200] [--long 100]
+Run: python benchmarks/sweep.py [--samples 1000] [--unbatched 200] [--long 100] [--long-rate 5000]
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--unbatched", type=int, default=200, help="runs of the one-run-per-task measurement (0: skip)")
-    parser.add_argument("--long", type=int, default=100, help="runs of the 5 kHz-trajectory measurement, one run per task (0: skip)")
+    parser.add_argument("--long", type=int, default=100, help="runs of the long-run measurement (trajectory at --long-rate), one run per task (0: skip)")
+    parser.add_argument("--long-rate", type=float, default=5000.0, help="trajectory rate of the long runs, Hz (15000: runs of ~50 ms)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -117,10 +118,11 @@ def main() -> None:
             small = prepare(read_study(study_file(tmp, args.unbatched, 1)), pilot=False)
             rows.append({**sweep(small, 2, tmp), "workers": "2, 1/task"})
         if args.long:
-            long = prepare(read_study(study_file(tmp, args.long, 1, rate_hz=5000.0)), pilot=False)
-            rows.append({**sweep(long, 2, tmp), "workers": "2, 5 kHz, 1/task"})
-            batched = prepare(read_study(study_file(tmp, args.long, None, rate_hz=5000.0)))
-            rows.append({**sweep(batched, 2, tmp), "workers": "2, 5 kHz"})
+            rate = f"{args.long_rate / 1e3:g} kHz"
+            long = prepare(read_study(study_file(tmp, args.long, 1, rate_hz=args.long_rate)), pilot=False)
+            rows.append({**sweep(long, 2, tmp), "workers": f"2, {rate}, 1/task"})
+            batched = prepare(read_study(study_file(tmp, args.long, None, rate_hz=args.long_rate)))
+            rows.append({**sweep(batched, 2, tmp), "workers": f"2, {rate}"})
         for r in rows:
             print(f"{r['workers']!s:>18}{r['tasks']:>7}{r['per_task']:>10.1f}{r['wall']:>9.2f}{r['throughput']:>9.1f}{r['run_mean'] * 1e3:>9.2f}"
                   f"{r['overhead'] * 100:>9.1f}%{r['overhead_per_task'] * 1e3:>13.2f}{r['failed']:>8}")
