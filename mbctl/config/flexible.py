@@ -189,21 +189,7 @@ def _parse_fem(t: Table, link: str) -> FEMSpec:
     Iy = _positive(st, "Iy") if "Iy" in st else None
     J = _positive(st, "J") if "J" in st else None
     G = _positive(t, "G") if "G" in t else None
-    ratio, rayleigh = None, None
-    if "damping" in t:
-        dt = t.table("damping")
-        if "ratio" in dt:
-            dt.only(["ratio"])
-            ratio = dt.number("ratio")
-            if ratio < 0:
-                raise dt.error("ratio", f"must be >= 0, got {ratio:g}")
-        else:
-            dt.only(["ratio", *RAYLEIGH_KEYS])
-            values = [dt.number(key) for key in RAYLEIGH_KEYS]
-            for key, value in zip(RAYLEIGH_KEYS, values):
-                if value < 0:
-                    raise dt.error(key, f"must be >= 0, got {value:g}")
-            rayleigh = (values[0], values[1])
+    ratio, rayleigh = _damping(t.table("damping"), RAYLEIGH_KEYS) if "damping" in t else (None, None)
     return FEMSpec(
         link=link,
         elements=elements,
@@ -219,6 +205,23 @@ def _parse_fem(t: Table, link: str) -> FEMSpec:
         Iy=Iy,
         J=J,
     )
+
+
+def _damping(dt: Table, keys: tuple[str, ...]) -> tuple[float | None, tuple[float, ...] | None]:
+    """A ``damping`` table: either ``ratio`` (of critical, stiffness-proportional) or every
+    one of ``keys`` (explicit coefficients); each >= 0. Returns ``(ratio, coefficients)``."""
+    if "ratio" in dt:
+        dt.only(["ratio"])
+        ratio = dt.number("ratio")
+        if ratio < 0:
+            raise dt.error("ratio", f"must be >= 0, got {ratio:g}")
+        return ratio, None
+    dt.only(["ratio", *keys])
+    values = tuple(dt.number(key) for key in keys)
+    for key, value in zip(keys, values):
+        if value < 0:
+            raise dt.error(key, f"must be >= 0, got {value:g}")
+    return None, values
 
 
 def parse_flexible(t: Table, link: str) -> FlexibleSpec:
@@ -237,23 +240,7 @@ def parse_flexible(t: Table, link: str) -> FlexibleSpec:
     st.only(SECTION_KEYS)
     section = {key: _positive(st, key) for key in SECTION_KEYS}
     mu = _mass_per_length(t, section["A"])
-    dt = t.table("damping")
-    ratio = None
-    explicit = None
-    if "ratio" in dt:
-        dt.only(["ratio"])
-        ratio = dt.number("ratio")
-        if ratio < 0:
-            raise dt.error("ratio", f"must be >= 0, got {ratio:g}")
-    else:
-        dt.only(["ratio", *DAMPING_KEYS])
-        values = []
-        for key in DAMPING_KEYS:
-            value = dt.number(key)
-            if value < 0:
-                raise dt.error(key, f"must be >= 0, got {value:g}")
-            values.append(value)
-        explicit = (values[0], values[1], values[2])
+    ratio, explicit = _damping(t.table("damping"), DAMPING_KEYS)
     return RFESpec(
         link=link,
         elements=elements,
