@@ -27,7 +27,8 @@ Safety, checked every cycle, stops the run with a stated reason:
 Torque commands beyond a joint's effort limit are saturated to it and counted
 (``saturated`` in the summary). With ``LoopConfig.command`` set to position, the
 controller's outputs are goal positions (rad, m) for drives that close their own
-position loop (servos in position mode), written as such; the log's ``tau`` is NaN then. Every exit path disables torque before anything
+position loop (servos in position mode), written as such once they lie in the joints'
+position ranges (a goal outside stops the run); the log's ``tau`` is NaN then. Every exit path disables torque before anything
 else and then closes the log, which holds every completed cycle.
 """
 
@@ -248,7 +249,8 @@ def run_loop(
             previous_handlers[sig] = signal.signal(sig, on_signal)
 
     def control(t: float, state: JointState) -> np.ndarray:
-        """Safety checks, then the controller's torques limited to the effort limits."""
+        """Safety checks, then the controller's torques limited to the effort limits (goal positions
+        must lie in the joints' ranges)."""
         nonlocal saturated
         breach = _limit_breach(backend.joint_names, limits, state)
         if breach:
@@ -259,7 +261,11 @@ def run_loop(
             raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
         if tau.shape != (n,) or not np.isfinite(tau).all():
             raise _Stop(f"controller returned an invalid {'torque' if torque_mode else 'goal position'} vector {tau!r}")
-        if not torque_mode:
+        if not torque_mode:  # goal positions: a servo would drive there, so a goal off the range stops the run
+            off = (tau < limits.lower) | (tau > limits.upper)
+            if off.any():
+                i = int(np.argmax(off))
+                raise _Stop(f"goal position of {backend.joint_names[i]} = {tau[i]:.4g} outside [{limits.lower[i]:.4g}, {limits.upper[i]:.4g}]")
             return tau
         over = np.abs(tau) > limits.effort
         if over.any():

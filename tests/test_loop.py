@@ -11,7 +11,7 @@ import pytest
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.clock import VirtualClock
-from mbctl.hardware.interface import CommunicationError, DriveFault, JointInterface
+from mbctl.hardware.interface import CommandMode, CommunicationError, DriveFault, JointInterface
 from mbctl.hardware.loop import PHASES, LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.plant_process import PlantProcess
@@ -295,3 +295,17 @@ def test_overrun_policy_limits():
     assert all(free.record(True) == "" for _ in range(1000))
     with pytest.raises(ValueError, match=r"max overrun fraction must be within \[0, 1\], got 1.5"):
         OverrunPolicy(max_fraction=1.5)
+
+
+def test_a_goal_position_off_the_joint_range_stops_with_torque_off(tmp_path):
+    """Position mode (a servo's firmware closes the loop): goals inside the range are sent, the
+    first goal beyond the upper limit (3.2 rad) stops the run, naming joint and goal, torque off."""
+    bench = load_robot("xl330-pendulum")
+    plant = SimPlant(bench, 5e-3, PlantConfig(sensors=EXACT))
+    log = RunLog(tmp_path / "goals.npz", log_columns(plant.joint_names))
+    ramp = lambda t, state: np.array([2.0 * t])  # noqa: E731  crosses 3.2 rad at t = 1.6 s
+    with plant:
+        plant.enable()
+        summary = run_loop(plant, ramp, SafetyLimits.of(bench), LoopConfig(rate_hz=200.0, duration_s=3.0, paced=False, command=CommandMode.POSITION), log)
+    assert summary.stop_reason.startswith("goal position of servo = 3.2"), summary.stop_reason
+    assert summary.cycles == 321 and not plant._enabled  # cycle 321 (t = 1.605 s) sends the first goal beyond it
