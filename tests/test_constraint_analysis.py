@@ -52,10 +52,12 @@ def test_a_dependent_velocity_row_is_found_among_holonomic_ones(configs):
 
 
 def test_entries_cover_every_row_and_joint(configs):
-    """Per-constraint entries partition the rows; every tree joint has an entry."""
+    """Three-loop chain, counted by hand: three planar pins (2 in-plane rows each, rank 2) and the
+    crank drive (1 row) make 7 rows; 7 tree joints; Gruebler 3*7 - 2*10 = 1 DOF, taken by the drive."""
     a, robot = analysis(configs, "threeloop")
-    assert sum(len(e.rows) for e in a.constraints) == a.rows
-    assert [e.name for e in a.joints] == list(robot.joint_names)
+    assert [(e.name, len(e.rows), e.rank) for e in a.constraints] == [("cut_2p_crank", 2, 2), ("cut_4s_2p", 2, 2), ("cut_4s_3s", 2, 2), ("drive", 1, 1)]
+    assert a.rows == 7 and a.mechanism_mobility == 1 and a.mobility == 0
+    assert [e.name for e in a.joints] == list(robot.joint_names) and len(a.joints) == 7
 
 
 def test_cli_prints_and_writes_the_analysis(cli, tmp_path):

@@ -81,8 +81,8 @@ from mbctl.dynamics.constraints.errors import (
     ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues, FrameVelocity
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues
+from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
     Factored,
@@ -258,11 +258,8 @@ class ConstrainedDynamics:
         self.loop_tolerance = loop_tolerance
         self.max_loop_iterations = max_loop_iterations
         self.loop_iterations = 0
-        # constraints whose forces act on bodies: loops, and material velocity rows (knife edges)
-        self._has_loops = any(
-            isinstance(c, LoopClosure) or (isinstance(c, FrameVelocity) and not c.programmed) for c in self.constraints
-        )
-        if self._reactive and self._has_loops and solver == "nullspace":
+        self._body_forces = any(acts_on_bodies(c) for c in self.constraints)
+        if self._reactive and self._body_forces and solver == "nullspace":
             raise ConfigError(
                 "load-dependent friction needs the loop-closure multipliers for the joint reactions; the nullspace "
                 "solver gives none (use lagrange or udwadia-kalaba)",
@@ -551,7 +548,7 @@ class ConstrainedDynamics:
         model, data = (self._model0, self._rdata0) if linear else (self._model, self._rdata)
         qp = self.configuration(ks.q) if qp is None else qp
         v = np.zeros(self.robot.nv) if linear else ks.dq
-        if self._has_loops:
+        if self._body_forces:
             fext, _ = self.constraints.loop_forces(ks, lam)
             pin.rnea(model, data, qp, v, ddq, pin.StdVec_Force(fext))
         else:

@@ -13,6 +13,7 @@ from mbctl.dynamics.constraints.kinds import (
     PLANES,
     Constraint,
     ConstraintValues,
+    FrameVelocity,
     _check_target,
     _choose,
     frame_id,
@@ -22,7 +23,7 @@ from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["FrameOffset", "LoopClosure"]
+__all__ = ["FrameOffset", "LoopClosure", "acts_on_bodies"]
 
 
 def _perpendicular_pair(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -240,3 +241,10 @@ class FrameOffset(LoopClosure):
         phi, gA, gB, drift, J = self._rows(ks)
         g, dg, ddg = self.target(t)
         return ConstraintValues(phi=phi - g, jac=gA @ J[0] + gB @ J[1], phi_t=-dg, gamma=ddg - drift, target=g)
+
+
+def acts_on_bodies(c: Constraint) -> bool:
+    """True for constraints whose force acts on bodies (loop closures, drives between two
+    bodies, material velocity-level rows such as knife edges), False for those acting on
+    joint coordinates (programmed constraints: a drive's force)."""
+    return isinstance(c, LoopClosure) or (isinstance(c, FrameVelocity) and not c.programmed)

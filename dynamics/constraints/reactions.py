@@ -36,11 +36,10 @@ import pinocchio as pin
 import scipy.linalg
 
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
-from mbctl.dynamics.constraints.kinds import Constraint, FrameVelocity
-from mbctl.dynamics.constraints.loops import LoopClosure
+from mbctl.dynamics.constraints.loops import LoopClosure, acts_on_bodies
 from mbctl.dynamics.model.frames import KinematicState
 
-__all__ = ["Reactions", "Solvability", "body_force", "joint_reactions", "pair_matrix", "reaction_solvability"]
+__all__ = ["Reactions", "Solvability", "joint_reactions", "pair_matrix", "reaction_solvability"]
 
 
 @dataclass(frozen=True)
@@ -111,13 +110,6 @@ class Reactions:
     joint_wrench: np.ndarray
     loop_names: tuple[str, ...]
     loop_wrench: np.ndarray
-
-
-def body_force(c: Constraint) -> bool:
-    """True for constraints whose force acts on bodies (loop closures, drives between two
-    bodies, material velocity-level rows such as knife edges), False for those acting on
-    joint coordinates (programmed constraints: a drive's force)."""
-    return isinstance(c, LoopClosure) or (isinstance(c, FrameVelocity) and not c.programmed)
 
 
 def _loops(system: ConstrainedDynamics) -> list[tuple[LoopClosure, slice]]:
@@ -201,7 +193,7 @@ def pair_matrix(system: ConstrainedDynamics, t: float, q: np.ndarray) -> tuple[n
     data0 = model0.createData()
     qp = system.configuration(q)
     G = np.zeros((nj, 6, m))
-    body_forces = [system.constraints.slices[c.name] for c in system.constraints if body_force(c)]
+    body_forces = [system.constraints.slices[c.name] for c in system.constraints if acts_on_bodies(c)]
     for sl in body_forces:
         for row in range(sl.start, sl.stop):
             unit = np.zeros(m)
