@@ -731,6 +731,17 @@ class ConstrainedDynamics:
         ``(q_free, lambda)`` with minimum-norm steps (redundant rows allowed), ``dR/dq``
         by central differences, the other blocks exact (``-A^T``, ``A``).
 
+        Args:
+            t: Time (s) at which the targets are evaluated.
+            q: Starting coordinates (rad, m), e.g. an assembled configuration.
+            keep: Joints whose coordinates are held.
+            tol: Largest ``|R|`` accepted, relative to ``1 + max|Q - g|`` (N·m, N); the
+                position rows must also vanish to 1e-12 (m, rad).
+            max_iterations: Newton steps allowed.
+
+        Returns:
+            The equilibrium coordinates (rad, m).
+
         Raises:
             InconsistentConstraintsError: If Newton's method does not converge.
         """

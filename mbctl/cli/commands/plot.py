@@ -16,7 +16,8 @@ from mbctl.fileio import CsvTable, check_output, read_csv
 
 
 def drive_table(path: Path) -> CsvTable:
-    """The drive torques of a ``mbctl simulate`` run as a torque table (``t``, ``tau.<joint>``).
+    """The drive torques of a ``mbctl simulate`` run as a torque table (``t`` in s, ``tau.<joint>`` in
+    N·m, or N for prismatic joints).
 
     Raises:
         DataError: If the file is not such a run or no joint carries a programmed force.
