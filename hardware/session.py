@@ -197,7 +197,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     else:
         tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
-    command = CommandMode.POSITION if options.law == POSITION else CommandMode.TORQUE
+    command = _drive_mode(options)
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority, command=command)
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
     with open_backend(robot, options, q0) as backend:

@@ -380,6 +380,7 @@ OTHER_BAD = {
     "unknown joint": ('robot = "friction_rig"\nworkflow = "identify"\n[identify]\njoint = "j9"\n', "identify.joint", "no joint 'j9'"),
     "another workflow's table": ('robot = "fourbar"\nworkflow = "simulate"\n[run]\nduration = 1.0\n', "run", "another workflow"),
     "unknown quantity": ('robot = "fourbar"\nworkflow = "simulate"\nquantities = ["tau_peak"]\n', "quantities", "unknown 'tau_peak'"),
+    "text for a number": ('robot = "fourbar"\nworkflow = "simulate"\n[simulate]\nduration = "long"\n', "simulate.duration", "must be a finite number, got 'long'"),
     "waypoints of another robot": (
         'robot = "scara"\nworkflow = "feedforward"\n[trajectory]\nwaypoints = [[0, 0], [1, 1]]\ndurations = [1.0]\n', "trajectory.waypoints", "needs 4 positions"),
 }

@@ -83,6 +83,7 @@ _WORKFLOW_KEYS = {
     "run": ("controller", "rate_hz", "duration", "compiled"),
     "identify": ("joint", "law", "count", "min_speed", "max_speed"),
 }
+_TEXT_KEYS = ("model", "lugre", "integrator", "backend", "controller", "law", "joint")  # checked by the workflow against the robot
 _DISTRIBUTION_ARGS = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
 
 
@@ -155,11 +156,6 @@ class StudySpec:
     def grid_shape(self) -> tuple[int, ...]:
         """Lengths of the grid axes, in declaration order."""
         return tuple(len(p.variation.values) for p in self.parameters if isinstance(p.variation, Grid))
-
-    @property
-    def run_count(self) -> int:
-        """Number of runs: grid points times Monte Carlo samples."""
-        return int(np.prod(self.grid_shape, dtype=np.int64)) * self.samples
 
     def field(self, path: str) -> str:
         """The study-file field of parameter ``path`` (for errors)."""
@@ -248,11 +244,10 @@ def _settings(t: Table, workflow: str) -> dict[str, Any]:
     for key in _WORKFLOW_KEYS[workflow]:
         if key not in t:
             continue
-        value = t.get(key)
         if key == "compiled":
             out[key] = t.boolean(key)
-        elif isinstance(value, str):
-            out[key] = value
+        elif key in _TEXT_KEYS:
+            out[key] = t.string(key)
         elif key == "count":
             out[key] = _whole(t, key, None, 2)
         else:
@@ -268,8 +263,10 @@ def read_study(path: str | Path) -> StudySpec:
 
     Raises:
         ConfigError: Naming the study file and the dotted field, for a malformed file, an
-            unknown field or workflow, a bad distribution (negative standard deviation,
-            empty grid), or a parameter path that is not a number in the robot description.
+            unknown field or workflow, a workflow setting of the wrong type, or a bad
+            distribution (negative standard deviation, empty grid). Whether the parameter
+            paths name numbers in the robot description is checked by
+            :func:`mbctl.study.engine.prepare` (:func:`check_paths`).
     """
     import hashlib
 
@@ -311,7 +308,7 @@ def read_study(path: str | Path) -> StudySpec:
     digest = hashlib.sha256()
     for f in (path, robot_file, *([trajectory["file"]] if trajectory and "file" in trajectory else [])):
         digest.update(Path(f).read_bytes())
-    study = StudySpec(
+    return StudySpec(
         source=path,
         robot=Path(robot_file),
         document=document,
@@ -326,8 +323,6 @@ def read_study(path: str | Path) -> StudySpec:
         digest=digest.hexdigest(),
         robot_name=None if local.is_file() or Path(name).suffix or len(Path(name).parts) != 1 else name,
     )
-    check_paths(study)
-    return study
 
 
 def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:

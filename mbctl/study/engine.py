@@ -138,7 +138,7 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
             workflow.check(build_robot(sample_spec(study, d.run(i))), ctx)
         except InputError as exc:
             raise sample_error(study, i, d.run(i), exc) from None
-    joints = tuple(j.name for j in robot.joints if j.actuated) if ctx.band_t is not None else ()
+    joints = robot.actuated_names if ctx.band_t is not None else ()
     plan = Plan(context=ctx, design=d, quantities=tuple(names), joints=joints, pilot_s=math.nan)
     if pilot:
         pilot_s = math.nan
@@ -151,7 +151,7 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
             pilot_s = time.perf_counter() - start
             if pilot_s > 1.0:
                 break
-        plan = Plan(context=ctx, design=d, quantities=tuple(names), joints=joints, pilot_s=pilot_s)
+        plan = dataclasses.replace(plan, pilot_s=pilot_s)
     return plan
 
 
@@ -194,8 +194,8 @@ def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tup
     any error becomes a failed row (Ctrl-C is not caught).
 
     Returns:
-        The row (column -> value) and the torque curve ((K, joints) float32, NaN if the run
-        failed), or None when the workflow keeps no curve.
+        The row (column -> value) and the torque curve ((K, joints) float32, N·m; N for
+        prismatic joints; NaN if the run failed), or None when the workflow keeps no curve.
     """
     study = plan.study
     values = plan.design.run(run) if values is None else values
@@ -221,7 +221,8 @@ def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tup
 
 @dataclass(frozen=True, eq=False)
 class BatchResult:
-    """One task's rows (column -> list) and curves ((runs, K, joints) float32, or None)."""
+    """One task's rows (column -> list) and torque curves ((runs, K, joints) float32, N·m; N for
+    prismatic joints; or None)."""
 
     rows: dict[str, list]
     curves: np.ndarray | None
@@ -337,7 +338,6 @@ class SweepResult:
         tasks: Tasks submitted now.
         runs_per_task: Mean batch size (runs per task).
         wall_s: Time from the first submission to the last part written (s).
-        compute_s: Sum of the runs' own times, done now (s).
         table: The consolidated Parquet table.
     """
 
@@ -347,7 +347,6 @@ class SweepResult:
     tasks: int
     runs_per_task: float
     wall_s: float
-    compute_s: float
     table: Path
 
 
@@ -398,7 +397,6 @@ def run_study(
     count = total - len(missing)
     if progress is not None:
         progress(count, total)
-    compute = 0.0
     start = time.perf_counter()
     held: list[BatchResult] = []
     written = time.perf_counter()
@@ -421,7 +419,6 @@ def run_study(
             held.append(result)
             if time.perf_counter() - written >= FLUSH_S:
                 flush()
-            compute += float(np.nansum(result.rows["wall_time_s"]))
             count += len(batches[i])
             if progress is not None:
                 progress(count, total)
@@ -432,7 +429,7 @@ def run_study(
     table = consolidate(plan, out_dir)
     return SweepResult(
         runs=total, skipped=total - len(missing), ran=len(missing), tasks=len(batches),
-        runs_per_task=len(missing) / len(batches) if batches else 0.0, wall_s=wall, compute_s=compute, table=table,
+        runs_per_task=len(missing) / len(batches) if batches else 0.0, wall_s=wall, table=table,
     )
 
 

@@ -59,8 +59,9 @@ class Context:
 
 @dataclass(frozen=True, eq=False)
 class RunOutput:
-    """One run's quantities, its torque curve on ``Context.band_t`` ((K, actuated), or None),
-    and a failure reason for a run that completed without reaching its end ("" if none)."""
+    """One run's quantities, its torque curve on ``Context.band_t`` ((K, actuated), N·m; N for
+    prismatic joints; or None), and a failure reason for a run that completed without
+    reaching its end ("" if none)."""
 
     values: dict[str, float]
     curve: np.ndarray | None = None
@@ -98,14 +99,10 @@ def make_context(study: StudySpec, robot: RobotModel) -> Context:
     return Context(study=study, trajectory=traj, band_t=band_t)
 
 
-def _actuated(robot: RobotModel) -> list[str]:
-    return [j.name for j in robot.joints if j.actuated]
-
-
 # --- feed-forward ---------------------------------------------------------------------------
 
 def _ff_quantities(robot: RobotModel, ctx: Context) -> list[str]:
-    names = _actuated(robot)
+    names = robot.actuated_names
     return [f"{k}.{n}" for k in ("tau_peak", "tau_rms", "friction_peak") for n in names] + ["effort_ratio"]
 
 
@@ -154,7 +151,7 @@ def _sim_setup(robot: RobotModel, ctx: Context):
 
 
 def _sim_quantities(robot: RobotModel, ctx: Context) -> list[str]:
-    return ["drift_max", "drift_final", "velocity_drift_max", *(f"force_peak.{n}" for n in _actuated(robot)), "sigma_ratio_min", "singular_samples"]
+    return ["drift_max", "drift_final", "velocity_drift_max", *(f"force_peak.{n}" for n in robot.actuated_names), "sigma_ratio_min", "singular_samples"]
 
 
 def _sim_check(robot: RobotModel, ctx: Context) -> None:

@@ -40,14 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mbctl.bundled import bundled_study
     from mbctl.config.study import read_study
+    from mbctl.fileio import check_output
     from mbctl.study.cluster import dask_client
     from mbctl.study.engine import completed_runs, prepare, run_study
 
     out = args.out
     if out.exists() and not out.is_dir():
         raise InputError("is a file, not a directory", file=out)
-    if not out.exists() and not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise InputError("output directory's parent does not exist", file=out)
+    check_output(out)  # its parent exists (out itself is created)
     if args.resume and not (out / "sweep.json").is_file():
         raise InputError("no sweep to resume here (no sweep.json)", file=out)
     if not args.resume and (out / "sweep.json").exists():
@@ -75,14 +75,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"mbctl: sweep stopped with {done} of {len(plan.design)} runs written; continue with --resume", file=sys.stderr)
         raise
     written = [result.table, out / "runs.csv"]
-    written += write_results(plan, out, time.perf_counter() - started, plots=not args.no_plots)
-    print(format_result(result, out))
+    summary, files = write_results(plan, out, time.perf_counter() - started, plots=not args.no_plots)
+    written += files
+    print(format_result(result, summary))
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 
 
-def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> list[Path]:
-    """Summary JSON, torque bands and plots of the consolidated table."""
+def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> tuple[dict, list[Path]]:
+    """Summary JSON, torque bands and plots of the consolidated table.
+
+    Returns:
+        The summary (what ``summary.json`` holds) and the files written.
+    """
     from mbctl.cli.plots import plot_sweep_histograms, plot_sweep_scatter, plot_torque_bands
     from mbctl.study.summary import read_table, summarize, torque_bands, write_summary
 
@@ -94,7 +99,7 @@ def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> l
     if bands is not None:
         written.append(out / "bands.npz")
     if not plots or summary["ok"] == 0:
-        return written
+        return summary, written
     name = plan.study.robot.stem
     for path in plan.design.paths[:PLOT_LIMIT]:
         target = out / f"scatter-{path}.png"
@@ -105,14 +110,11 @@ def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> l
     if bands is not None:
         plot_torque_bands(bands, out / "torque-bands.png", f"{name}: drive torque percentiles over {bands.runs} runs (N·m; N for prismatic joints)")
         written.append(out / "torque-bands.png")
-    return written
+    return summary, written
 
 
-def format_result(result: SweepResult, out: Path) -> str:
-    """The lines printed at the end: counts, throughput, failures."""
-    import json
-
-    s = json.loads((out / "summary.json").read_text())
+def format_result(result: SweepResult, s: dict) -> str:
+    """The lines printed at the end: counts, throughput, failures (``s``: the summary)."""
     lines = [
         f"{s['runs']} runs: {s['ok']} ok, {s['failed']} failed"
         + (f" ({result.skipped} were done before)" if result.skipped else "")
