@@ -36,8 +36,8 @@ def duty_ranges(logs) -> None:
     gain can learn from: the kp 400 logs reach duties the kp 100 logs never do)."""
     for kp in (100.0, 400.0):
         d = np.concatenate([
-            np.abs(np.clip(kp * (g.goal - g.position) * g.model.counts / (2 * np.pi) / g.model.divisor / g.model.pwm_max, -1, 1))[g.enabled]
-            for g in logs if g.model.kp == kp
+            np.abs(np.clip(kp * (g.goal - g.position) * g.model.firmware.counts / (2 * np.pi) / g.model.firmware.divisor / g.model.firmware.pwm_max, -1, 1))[g.enabled]
+            for g in logs if g.model.firmware.kp == kp
         ])
         print(f"kp {kp:.0f}: duty p95 {np.percentile(d, 95):.2f}, max {d.max():.2f}, above 0.5 in {100 * (d > 0.5).mean():.0f} % of samples")
     print()
@@ -46,7 +46,7 @@ def duty_ranges(logs) -> None:
 def held_out(logs) -> None:
     print("1. mean absolute position error over full 6 s open-loop simulations (mrad); BAM's published sets: 51-66")
     print(f"{'law':<18}{'fit kp100':>11}{'held-out kp400':>16}{'fit kp400':>11}{'held-out kp100':>16}{'fit s':>8}")
-    by_kp = {kp: [log for log in logs if log.model.kp == kp] for kp in (100.0, 400.0)}
+    by_kp = {kp: [log for log in logs if log.model.firmware.kp == kp] for kp in (100.0, 400.0)}
     for law in LAWS:
         a = fit_servo(by_kp[100.0], law, validate=by_kp[400.0])
         b = fit_servo(by_kp[400.0], law, validate=by_kp[100.0])

@@ -249,7 +249,7 @@ class DriveEmulator:
         self._servo_slots = tuple(getattr(plant, "servo_slots", ()))
         for k, model in zip(self._servo_slots, getattr(plant, "servo_models", ())):
             # the goal register is converted with [drives]; the servo model turns with its own gear
-            if abs(float(self.units.gear_ratio[k])) != model.firmware.gear_ratio:
+            if not math.isclose(abs(float(self.units.gear_ratio[k])), abs(model.firmware.gear_ratio)):
                 raise ConfigError(
                     f"servo ID {int(self.units.ids[k])}: [drives] gear_ratio {float(self.units.gear_ratio[k]):g} differs from its actuator table's {model.firmware.gear_ratio:g}",
                     field="drives.joints",

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from mbctl.dynamics.actuator import robot_servos
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.clock import WallClock
 from mbctl.hardware.interface import CommandMode, CommunicationError, HardwareError, JointCommand, JointInterface, JointState
@@ -198,8 +199,7 @@ class PlantProcess(JointInterface):
         self.spin_s = spin_s
         self.realtime_priority = realtime_priority
         self._layout = _Layout(len(self.joint_names))
-        servos = {name for name, j in truth.spec.joints.items() if j.actuator is not None} if truth.spec is not None else set()
-        self._servo_joints = bool(self.joint_names) and set(self.joint_names) <= servos
+        self._servo_joints = bool(self.joint_names) and set(self.joint_names) <= set(robot_servos(truth))
         self._shm: SharedMemory | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._report: dict[str, Any] | None = None

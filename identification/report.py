@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbctl.config.actuator import OPTIONAL, REQUIRED, SERVO_FRICTION_LAWS
 from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
@@ -26,7 +27,7 @@ from mbctl.identification.fitting import FrictionFit
 from mbctl.identification.presliding import PreslidingFit
 from mbctl.identification.processing import ProcessedLog
 
-__all__ = ["IdentificationResult", "actuator_table", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
+__all__ = ["IdentificationResult", "actuator_table", "check_copy_target", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
 
 ORDER = ("fc", "fs", "vs", "delta", "fv", "sigma0", "sigma1")
 
@@ -148,7 +149,7 @@ def write_robot_copy(config: Path, out: Path, joint: str, law: CoulombViscous | 
         InputError: If ``out`` is ``config`` itself, exists (without ``force``), or the
             copy would not be valid.
     """
-    _check_copy_target(config, out, force)
+    check_copy_target(config, out, force)
     text = config.read_text()
     original = tomllib.loads(text)
     warnings = []
@@ -163,7 +164,13 @@ def write_robot_copy(config: Path, out: Path, joint: str, law: CoulombViscous | 
     return warnings
 
 
-def _check_copy_target(config: Path, out: Path, force: bool) -> None:
+def check_copy_target(config: Path, out: Path, force: bool) -> None:
+    """Refuse to write a robot TOML's copy ``out``: if it is ``config`` itself, or if it exists
+    (without ``force``).
+
+    Raises:
+        InputError: Naming ``out``.
+    """
     if out.exists() and out.resolve() == config.resolve():
         raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=out)
     if out.exists() and not force:
@@ -191,9 +198,9 @@ def _write_edited_copy(config: Path, out: Path, text: str, new_text: str, edit, 
             raise InputError(f"the copy with {new} does not load: {exc.reason}", file=out, field=exc.field) from None
 
 
-# the order of the fields of a written [joints.<name>.actuator] table
-ACTUATOR_ORDER = ("kt", "R", "vin", "kp", "divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "armature", "gear_ratio")
-SERVO_FRICTION_ORDER = ("fc", "fv", "fs", "vs", "mu", "sigma0", "sigma1")
+# the order of the fields of a written [joints.<name>.actuator] table: the order the config lists them
+ACTUATOR_ORDER = (*REQUIRED, *OPTIONAL)
+SERVO_FRICTION_ORDER = tuple(dict.fromkeys(name for names in SERVO_FRICTION_LAWS.values() for name in names))
 
 
 def actuator_table(joint: str, values: dict[str, float], law: str, friction: dict[str, float], comment: str = "") -> str:
@@ -206,8 +213,13 @@ def actuator_table(joint: str, values: dict[str, float], law: str, friction: dic
     return "\n".join(lines) + "\n"
 
 
+def _servo_friction(friction: dict[str, float]) -> dict[str, float]:
+    """The friction parameters a written table holds (other keys dropped), in table order."""
+    return {k: friction[k] for k in SERVO_FRICTION_ORDER if k in friction}
+
+
 def _servo_friction_inline(law: str, friction: dict[str, float]) -> str:
-    return "{ " + ", ".join([f'law = "{law}"'] + [f"{k} = {_fmt(friction[k])}" for k in SERVO_FRICTION_ORDER if k in friction]) + " }"
+    return "{ " + ", ".join([f'law = "{law}"'] + [f"{k} = {_fmt(v)}" for k, v in _servo_friction(friction).items()]) + " }"
 
 
 def write_servo_robot_copy(config: Path, out: Path, joint: str, values: dict[str, float], law: str, friction: dict[str, float], *, force: bool = False) -> None:
@@ -218,14 +230,14 @@ def write_servo_robot_copy(config: Path, out: Path, joint: str, values: dict[str
         InputError: If ``out`` is ``config`` itself, exists (without ``force``), or the copy
             would not be valid.
     """
-    _check_copy_target(config, out, force)
+    check_copy_target(config, out, force)
     text = config.read_text()
     body = actuator_table(joint, values, law, friction).splitlines(keepends=True)[1:]
     inline = "{ " + ", ".join([f"{k} = {_fmt(values[k])}" for k in ACTUATOR_ORDER if k in values] + [f"friction = {_servo_friction_inline(law, friction)}"]) + " }"
 
     def edit(document: dict) -> None:
         table = {k: float(_fmt(values[k])) for k in ACTUATOR_ORDER if k in values}
-        table["friction"] = {"law": law, **{k: float(_fmt(v)) for k, v in friction.items()}}
+        table["friction"] = {"law": law, **{k: float(_fmt(v)) for k, v in _servo_friction(friction).items()}}
         document.setdefault("joints", {}).setdefault(joint, {})["actuator"] = table
 
     _write_edited_copy(config, out, text, _replace_subtable(text, joint, "actuator", body, inline), edit, f"actuator of {joint}", "the identified servo")

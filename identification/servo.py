@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from mbctl.dynamics.model.robot import RobotModel
 
-# casadi, the code generator and scipy's optimiser load when a model is built, so that the
+# casadi and the code generator load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
 __all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo"]
@@ -68,31 +68,20 @@ LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.item
 
 @dataclass(frozen=True)
 class ServoModel:
-    """The servo's firmware and the bench (SI units; ``kp`` in firmware units).
+    """The bench and the servo's firmware (SI units; ``kp`` in firmware units).
 
     Attributes:
-        mass: Pendulum point mass (kg); length: its distance from the axis (m).
-        kp: Firmware position gain; vin: supply voltage (V).
-        counts: Encoder counts per revolution; pwm_limit, divisor: the duty is
-            ``kp * e / (divisor * pwm_limit)`` (XL330: 885, and 256 as observed).
+        mass: Pendulum point mass (kg).
+        length: Its distance from the axis (m).
+        firmware: The servo's firmware and supply, of the shared servo model: the duty is
+            ``pwm = clip(kp * e / divisor, +-pwm_limit)`` (``e`` the error in encoder counts),
+            the voltage ``V = pwm / pwm_max * vin``, the current at most ``current_limit`` (A)
+            (XL330: pwm_limit = pwm_max = 885, divisor 256 as observed).
     """
 
     mass: float
     length: float
-    kp: float
-    vin: float
-    counts: int = 4096
-    pwm_limit: float = 885.0
-    divisor: float = 256.0
-    pwm_max: float = 885.0
-    current_limit: float | None = None
-
-    @property
-    def firmware(self) -> ServoFirmware:
-        """The firmware of the shared servo model."""
-        return ServoFirmware(
-            kp=self.kp, vin=self.vin, divisor=self.divisor, pwm_limit=self.pwm_limit, pwm_max=self.pwm_max, counts=self.counts, current_limit=self.current_limit
-        )
+    firmware: ServoFirmware
 
 
 def bench_model(robot: RobotModel, joint: str) -> ServoModel:
@@ -123,10 +112,7 @@ def bench_model(robot: RobotModel, joint: str) -> ServoModel:
     if abs(moments[0]) > 1e-9 * max(1.0, abs(moments[1])) or not moments[1] > 0:
         raise ConfigError("a servo bench is a pendulum hanging down at q = 0 (gravity moment G sin q, G > 0)", file=robot.source, field="urdf")
     length = inertia * GRAVITY / moments[1]
-    return ServoModel(
-        mass=moments[1] / (GRAVITY * length), length=length, kp=firmware.kp, vin=firmware.vin, counts=int(firmware.counts),
-        pwm_limit=firmware.pwm_limit, divisor=firmware.divisor, pwm_max=firmware.pwm_max, current_limit=firmware.current_limit,
-    )
+    return ServoModel(mass=moments[1] / (GRAVITY * length), length=length, firmware=firmware)
 
 
 @dataclass(frozen=True)
@@ -180,7 +166,7 @@ def read_servo_log(path: str | Path) -> ServoLog:
     dt = np.diff(t)
     if not (dt > 0).all() or np.ptp(dt) > 1e-6 * max(1.0, dt.mean()) + 1e-9:
         raise InputError("samples must be at a constant, increasing time step", file=path, field="entries.timestamp")
-    model = ServoModel(mass=numbers["mass"], length=numbers["length"], kp=numbers["kp"], vin=numbers["vin"])
+    model = ServoModel(mass=numbers["mass"], length=numbers["length"], firmware=ServoFirmware(kp=numbers["kp"], vin=numbers["vin"]))
     name = path.name.removesuffix(".gz").removesuffix(".json")
     enabled = np.array([bool(e.get("torque_enable", True)) for e in entries])
     return ServoLog(name=name, t=t - t[0], position=columns["position"], goal=columns["goal_position"], model=model, enabled=enabled)
@@ -405,7 +391,6 @@ class _Solution:
     cost: float
     residual: np.ndarray
     jac: np.ndarray
-    iterations: int
 
 
 def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray, upper: np.ndarray, *, max_iterations: int, ftol: float = 1e-5) -> _Solution:
@@ -420,8 +405,8 @@ def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray
     cost = 0.5 * float(r @ r)
     if not np.isfinite(cost) or not np.isfinite(J).all():
         raise np.linalg.LinAlgError("non-finite simulation at the start")
-    lam, iterations = 1e-3, 0
-    for iterations in range(1, max_iterations + 1):
+    lam = 1e-3
+    for _ in range(max_iterations):
         g, H = J.T @ r, J.T @ J
         d = np.sqrt(np.diag(H))
         d[d == 0] = 1.0
@@ -449,7 +434,7 @@ def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray
         cost = 0.5 * float(r @ r)
         if decrease <= ftol * cost:
             break
-    return _Solution(x=z, cost=cost, residual=r, jac=J, iterations=iterations)
+    return _Solution(x=z, cost=cost, residual=r, jac=J)
 
 
 def fit_servo(
@@ -486,21 +471,6 @@ def fit_servo(
         lower[list(names).index("fc")] = LUGRE_MIN_FC
     evaluations = [0]
 
-    def functions(steps: int):
-        # a step rejected by the damping needs the residual only: two functions
-        error = residual_function(law, logs, fit_offset=fit_offset, substeps=steps, jacobian=False)
-        with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=steps)
-
-        def counted_error(z):
-            evaluations[0] += 1
-            return error(z)
-
-        def counted_jacobian(z):
-            evaluations[0] += 1
-            return with_jacobian(z)
-
-        return counted_error, counted_jacobian
-
     rng = np.random.default_rng(seed)
     guesses = [np.array([PARAMETERS[n][2] for n in names])]
     if law == "lugre":
@@ -515,11 +485,22 @@ def fit_servo(
         g = rng.uniform(lower, upper)
         g[positive] = np.exp(rng.uniform(np.log(lower[positive]), np.log(upper[positive])))
         guesses.append(g)
-    error, with_jacobian = functions(substeps)
+    # a step rejected by the damping needs the residual only: two functions
+    error = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps, jacobian=False)
+    with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps)
+
+    def counted_error(z):
+        evaluations[0] += 1
+        return error(z)
+
+    def counted_jacobian(z):
+        evaluations[0] += 1
+        return with_jacobian(z)
+
     best = None
     for guess in guesses:
         try:
-            res = _levenberg_marquardt(error, with_jacobian, guess, lower, upper, max_iterations=100)
+            res = _levenberg_marquardt(counted_error, counted_jacobian, guess, lower, upper, max_iterations=100)
         except (ValueError, np.linalg.LinAlgError):
             continue
         if np.isfinite(res.cost) and (best is None or res.cost < best.cost):

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from mbctl.bundled import bundled_servo_logs
+from mbctl.dynamics.actuator import ServoFirmware
 from mbctl.identification.servo import ServoLog, ServoModel, fit_servo, read_servo_log, simulate_servo
 
-BENCH = ServoModel(mass=0.49, length=0.1, kp=400.0, vin=7.4)
+BENCH = ServoModel(mass=0.49, length=0.1, firmware=ServoFirmware(kp=400.0, vin=7.4))
 TRUE = {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3}
 
 
@@ -23,7 +24,7 @@ def bench_log(goal, model=BENCH, parameters=TRUE, law="stribeck", noise=0.0, see
     enabled = None if off_after is None else t < off_after
     base = ServoLog(name=name, t=t, position=np.zeros(len(t)), goal=goal, model=model, enabled=enabled)
     theta = simulate_servo(base, law, parameters)
-    step = 2 * np.pi / model.counts
+    step = 2 * np.pi / model.firmware.counts
     measured = np.round(theta / step) * step + np.random.default_rng(seed).normal(0.0, noise, len(t))
     return ServoLog(name=name, t=t, position=measured, goal=goal, model=model, enabled=enabled)
 
@@ -69,7 +70,7 @@ def test_the_firmware_loop_saturates():
     """A 1.5 rad step: at kp 400 and at kp 4000 the duty is clipped to 1 while the error is
     large, so the first 60 ms are the same motion; an unclipped kp 4000 would be ten times stronger."""
     step = np.full(400, 1.5)
-    runs = {kp: bench_log(step, ServoModel(0.49, 0.1, kp, 7.4)).position for kp in (400.0, 4000.0)}
+    runs = {kp: bench_log(step, ServoModel(0.49, 0.1, ServoFirmware(kp=kp, vin=7.4))).position for kp in (400.0, 4000.0)}
     assert np.array_equal(runs[400.0][:12], runs[4000.0][:12]) and runs[400.0][11] > 0.01
     assert not np.allclose(runs[400.0][100:], runs[4000.0][100:], atol=1e-3)  # they differ once the error is small
 
@@ -97,7 +98,7 @@ def test_real_logs_are_simulated_closely_by_a_fitted_model():
     """Two real XL330 logs (kp 100): a Coulomb–viscous fit simulates them open loop over 6 s
     within 50 mrad mean absolute error (the published parameter sets reach 51–66 mrad)."""
     logs = [read_servo_log(p) for p in bundled_servo_logs("xl330-pendulum")]
-    chosen = [log for log in logs if log.model.kp == 100 and log.name.endswith(("10h28m10", "10h28m32"))]
+    chosen = [log for log in logs if log.model.firmware.kp == 100 and log.name.endswith(("10h28m10", "10h28m32"))]
     fit = fit_servo(chosen, "coulomb-viscous", starts=1)
     assert np.mean(list(fit.train_mae.values())) < 0.05
     assert 0.1 <= fit.parameters["kt"] <= 3.0 and 2.0 <= fit.parameters["R"] <= 5.0

@@ -52,7 +52,7 @@ def bench(tmp_path, law="stribeck-load", friction=None, extra=""):
 
 def logged_goals(seconds: float) -> np.ndarray:
     """The goals of a real kp 400 log, on whole encoder counts (what a goal register holds)."""
-    log = next(g for g in map(read_servo_log, bundled_servo_logs("xl330-pendulum")) if g.model.kp == 400 and "10h29m14" in g.name)
+    log = next(g for g in map(read_servo_log, bundled_servo_logs("xl330-pendulum")) if g.model.firmware.kp == 400 and "10h29m14" in g.name)
     n = int(round(seconds / 0.005))
     return np.round(log.goal[:n] / COUNT) * COUNT
 
@@ -302,12 +302,13 @@ def test_mbctl_simulate_says_it_leaves_the_servo_out(cli, tmp_path):
 
 
 def test_a_lugre_servo_is_written_back_with_its_bristle_parameters(tmp_path):
-    """The write-back of a LuGre servo keeps sigma0 and sigma1: the copy loads to the same servo."""
+    """The write-back of a LuGre servo keeps sigma0 and sigma1 and the firmware (divisor and
+    pwm_limit off their defaults): the copy loads to the same servo."""
     from mbctl.identification.report import write_servo_robot_copy
 
-    robot = bench(tmp_path)
-    values = {"kt": 0.3, "R": 3.0, "vin": 7.4, "kp": 400.0, "armature": 0.002}
-    write_servo_robot_copy(BENCH_DIR / "bench.toml", tmp_path / "copy.toml", "servo", values, "lugre", LUGRE)
+    robot = bench(tmp_path, "lugre", LUGRE, extra="kt = 0.3\nR = 3.0\narmature = 0.002\ndivisor = 128\npwm_limit = 600\n")
+    values = {"kt": 0.3, "R": 3.0, "vin": 7.4, "kp": 400.0, "divisor": 128.0, "pwm_limit": 600.0, "armature": 0.002}
+    write_servo_robot_copy(tmp_path / "bench.toml", tmp_path / "copy.toml", "servo", values, "lugre", LUGRE)
     servo = robot_servos(load_robot(tmp_path / "copy.toml"))["servo"]
     assert servo.law == "lugre" and dict(servo.parameters) == {"kt": 0.3, "R": 3.0, "armature": 0.002, **LUGRE}
     assert servo.firmware == robot_servos(robot)["servo"].firmware

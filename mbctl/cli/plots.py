@@ -586,7 +586,7 @@ def plot_servo_fit(fit: ServoFit, logs: Sequence[ServoLog], path: str | Path) ->
         ax.plot(log.t, simulated, color="C1", lw=1.0, label="simulated")
         held = log.name in fit.validation_mae
         mae = (fit.validation_mae if held else fit.train_mae)[log.name]
-        ax.set_title(f"{log.name} (kp {log.model.kp:g}){' held out' if held else ''}: {mae * 1e3:.1f} mrad", fontsize="small")
+        ax.set_title(f"{log.name} (kp {log.model.firmware.kp:g}){' held out' if held else ''}: {mae * 1e3:.1f} mrad", fontsize="small")
         ax.set_xlabel("t [s]")
         ax.set_ylabel("position [rad]")
     for ax in axes[len(logs) :]:

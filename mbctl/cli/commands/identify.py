@@ -269,7 +269,7 @@ def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = No
                 kp = float(value)
             except ValueError:
                 raise InputError(f"expected kp=N, got {selector!r}", field=field) from None
-            found = [log for log in found if log.model.kp == kp]
+            found = [log for log in found if log.model.firmware.kp == kp]
             if not found:
                 raise InputError(f"no bundled log of {name} has kp = {value}", field=field)
         logs.extend(found)
@@ -283,7 +283,7 @@ def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
     if spec is not None and spec.actuator is not None:
         firmware = {k: v for k, v in spec.actuator.values.items() if k not in ("kt", "R", "armature")}
     else:
-        m = first_log.model
+        m = first_log.model.firmware
         firmware = {"vin": m.vin, "kp": m.kp, "divisor": m.divisor, "pwm_limit": m.pwm_limit, "pwm_max": m.pwm_max, "counts": float(m.counts)}
         if m.current_limit is not None:
             firmware["current_limit"] = m.current_limit
@@ -303,10 +303,9 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
     if args.write_back is not None:
         if args.config is None:
             raise InputError("needs --config and --joint (the robot TOML to copy and the servo's joint)", field="--write-back")
-        if args.write_back.exists() and args.write_back.resolve() == args.config.resolve():
-            raise InputError("will not overwrite the robot's own TOML; write the copy elsewhere", file=args.write_back)
-        if args.write_back.exists() and not args.force:
-            raise InputError("exists; choose another file or pass --force", file=args.write_back)
+        from mbctl.identification.report import check_copy_target
+
+        check_copy_target(args.config, args.write_back, args.force)
     robot = bench = None
     if args.config is not None:
         from mbctl.dynamics.model.robot import load_robot

@@ -23,6 +23,7 @@ from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_reactions, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
+from mbctl.dynamics.actuator import robot_servos
 from mbctl.dynamics.constraints.analysis import analyse_constraints
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import (
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
     robot = override_friction(load_robot(args.config), args.friction)
-    servos = [name for name, j in robot.spec.joints.items() if j.actuator is not None] if robot.spec is not None else []
+    servos = list(robot_servos(robot))
     if servos:  # simulate has no goal positions to give them: say so rather than drop them silently
         warn(f"{args.config}: the servo of joint {servos[0]} ([joints.{servos[0]}.actuator]) is not simulated here (no goal positions); "
              "mbctl run --controller position drives it")
