@@ -5,8 +5,9 @@ The experiment of the 3-RRR study with flexible levers (``configs/rrr3_flexible.
 1. the config's constraints (loops plus the programmed end-effector path) fix the motion
    of the *rigid* mechanism (:func:`mbctl.ctrl.constrained_path.trajectory_from_constraints`),
    sampled at ``rate``; the FEM levers are rigid there with the beam's own mass
-   distribution (mass ``mu L``, centre ``L/2``, ``I_zz = mu L^3/12 + rho I L``), so the
-   rigid model is the flexible one's stiff limit;
+   distribution (mass ``mu L``, centre ``L/2``, ``I_zz = mu L^3/12 + rho I L``) plus any
+   mass fixed to them, so the rigid model is the flexible one's stiff limit
+   (:func:`mbctl.dynamics.flexible.planar.rigid_limit`);
 2. rigid inverse dynamics and the torque distribution of :mod:`mbctl.ctrl.redundancy`
    give the drive torques in every mode asked for;
 3. each torque history (linearly interpolated between samples) drives the flexible
@@ -39,10 +40,10 @@ from mbctl.config.robot import RobotSpec
 from mbctl.ctrl.closed_chain import closed_chain_feedforward
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
 from mbctl.ctrl.feedforward import feedforward
-from mbctl.ctrl.trajectory import Trajectory
+from mbctl.ctrl.trajectory import Trajectory, _sample_times
 from mbctl.dynamics.constraints.loops import LoopClosure
-from mbctl.dynamics.flexible.fem import FEMBeam, beam_from_spec
-from mbctl.dynamics.flexible.planar import FlexibleRun, PlanarFlexibleModel
+from mbctl.dynamics.flexible.fem import beam_from_spec
+from mbctl.dynamics.flexible.planar import FlexibleRun, PlanarFlexibleModel, rigid_limit
 from mbctl.dynamics.forces import ForceElement
 from mbctl.dynamics.model.robot import RobotModel, build_robot, robot_from_pinocchio
 from mbctl.dynamics.simulation.setup import build_dynamics, constraint_set, initial_state, simulation_setup
@@ -143,7 +144,7 @@ class FlexFeedResult:
         stiff_error: Largest end-effector error (m) of the stiff-limit run (E x ``stiff_factor``), or NaN.
         stiff_factor: The factor.
         rfe: The RFE cross-check, or None.
-        integrator, step: Integration settings of the FEM runs.
+        integrator, step: Integration settings of the FEM runs (``step`` in s).
         rigid_s: Wall time of the rigid part (inverse kinematics, inverse dynamics, distribution), s.
     """
 
@@ -170,21 +171,9 @@ def _fem_specs(spec: RobotSpec) -> tuple[FEMSpec, ...]:
     return fem
 
 
-def _rigid_robot(spec: RobotSpec, beams: dict[str, FEMBeam]) -> RobotModel:
-    """The rigid tree with every FEM lever's URDF inertia replaced by the beam's rigid one
-    (out-of-plane moments: a thin bar's, ``I_yy = I_zz``; they only load the bearings)."""
-    robot = build_robot(spec, rigid_links=True)
-    model = robot.model
-    for link, beam in beams.items():
-        jid = int(model.frames[model.getFrameId(link, pin.FrameType.BODY)].parentJoint)
-        mass, L = beam.mu * beam.length, beam.length
-        izz = mass * L**2 / 12 + beam.rotary_inertia
-        model.inertias[jid] = pin.Inertia(mass, np.array([L / 2, 0.0, 0.0]), np.diag([beam.rotary_inertia, izz, izz]))
-    return robot
-
-
 def flexible_setup(spec: RobotSpec, *, E_factor: float = 1.0, damping: bool = True) -> tuple[RobotModel, PlanarFlexibleModel, list[LoopClosure]]:
-    """The rigid robot (levers with the beams' mass), the planar flexible model and the loops of ``spec``.
+    """The rigid robot (the flexible model's stiff limit,
+    :func:`~mbctl.dynamics.flexible.planar.rigid_limit`), the planar flexible model and the loops of ``spec``.
 
     ``E_factor`` scales every lever's Young's modulus (stiff-limit checks).
 
@@ -193,9 +182,10 @@ def flexible_setup(spec: RobotSpec, *, E_factor: float = 1.0, damping: bool = Tr
     """
     fem = _fem_specs(spec)
     beams = {f.link: beam_from_spec(f, E=f.E * E_factor) for f in fem}
-    robot = _rigid_robot(spec, beams)
+    tree = build_robot(spec, rigid_links=True)
+    robot = rigid_limit(tree, beams)
     loops = [c for c in constraint_set(robot) if isinstance(c, LoopClosure)]
-    return robot, PlanarFlexibleModel(robot, beams, loops, damping=damping), loops
+    return robot, PlanarFlexibleModel(tree, beams, loops, damping=damping), loops
 
 
 def _lever_joints(robot: RobotModel) -> tuple[str, ...]:
@@ -262,7 +252,7 @@ def flexible_feedforward(
         if frame is None:
             raise ConfigError("no programmed frame path to take the end-effector from", file=spec.source, field="constraints")
     q0, _ = initial_state(robot, setup, dynamics)
-    t = np.linspace(0.0, duration, int(math.ceil(duration * rate - 1e-9)) + 1)
+    t = _sample_times(duration, rate)
     say(f"rigid motion: {len(t)} samples over {duration:g} s")
     traj = trajectory_from_constraints(dynamics, t, q0)
     ff = feedforward(robot, traj)

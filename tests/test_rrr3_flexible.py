@@ -154,17 +154,22 @@ def test_internal_force_joint_sets_are_each_optimal(start):
     assert max(runs["tree"].residual.max(), runs["all"].residual.max()) < 1e-9
 
 
-def test_w_inverse_equals_the_full_inverse():
-    """The block form of (I - gh J)^-1 for J = [[0, I], [J_q, J_v]] equals the 2n x 2n inverse."""
-    from mbctl.dynamics.flexible.planar import _w_inverse
+def test_s_inverse_block_solve_equals_the_full_solve():
+    """For J = [[0, I], [J_q, J_v]] the block solve with :func:`_s_inverse`, ``k_v = S^-1 (r_v +
+    gh J_q r_q)``, ``k_q = r_q + gh k_v``, solves (I - gh J) k = r as the 2n x 2n solve does."""
+    from mbctl.dynamics.flexible.planar import _s_inverse
 
     rng = np.random.default_rng(3)
     n, gh = 7, 3e-5
     J = np.zeros((2 * n, 2 * n))
     J[:n, n:] = np.eye(n)
     J[n:, :n], J[n:, n:] = -1e8 * rng.random((n, n)), -1e4 * rng.random((n, n))
-    full = np.linalg.inv(np.eye(2 * n) - gh * J)
-    assert np.abs(_w_inverse(J, gh) - full).max() < 1e-10 * np.abs(full).max()
+    r = rng.standard_normal((2 * n, 3))
+    full = np.linalg.solve(np.eye(2 * n) - gh * J, r)
+    Si, Jq = _s_inverse(J, gh)
+    kv = Si @ (r[n:] + gh * (Jq @ r[:n]))
+    block = np.vstack([r[:n] + gh * kv, kv])
+    assert np.abs(block - full).max() < 1e-10 * np.abs(full).max()
 
 
 def test_stiff_jacobian_update_matches_forward_differences(spec, start):

@@ -41,8 +41,8 @@ its root. The elastic coordinates ``w`` are the ``3 n`` coordinates of nodes 1..
   Foreshortening under other loads (the axial force a tip joint transmits) is not
   included;
 - damping ``D = alpha M_ww + beta K`` (Rayleigh), or from a ratio ``zeta`` the
-  stiffness-proportional ``beta = 2 zeta/omega_1`` with ``omega_1 = 1.8751^2
-  sqrt(E Iz/(mu L^4))`` the first clamped-free bending frequency (the rule the RFE links
+  stiffness-proportional ``beta = 2 zeta/omega_1`` with ``omega_1 = BETA1^2
+  sqrt(E Iz/(mu L^4))`` (``BETA1 = 1.87510...``) the first clamped-free bending frequency (the rule the RFE links
   use, so both discretisations damp the same).
 
 The frame rotation also carries the sections' rotary inertia ``rho Iz L`` (so a stiff
@@ -61,8 +61,10 @@ import scipy.linalg
 from mbctl.config.flexible import FEMSpec
 
 __all__ = [
+    "BETA1",
     "FEMBeam",
     "beam_from_spec",
+    "clamped_free_bending_frequency",
     "element_mass",
     "element_stiffness",
     "make_beam",
@@ -77,6 +79,13 @@ _GAUSS = np.polynomial.legendre.leggauss(4)  # exact to degree 7 on an element
 _OMEGA = np.array([[0.0, -1.0], [1.0, 0.0]])  # 90 deg rotation in the plane
 
 
+def clamped_free_bending_frequency(E: float, I: float, mu: float, L: float) -> float:  # noqa: E741 - the beam's I
+    """Euler–Bernoulli first clamped-free bending frequency ``BETA1² sqrt(E I/(mu L⁴))`` (rad/s)
+    of a uniform beam: modulus ``E`` (Pa), second moment ``I`` (m⁴), mass per length ``mu``
+    (kg/m), length ``L`` (m)."""
+    return BETA1**2 * math.sqrt(E * I / (mu * L**4))
+
+
 def shape_functions(xi: float, le: float) -> np.ndarray:
     """``S_e(xi)`` (2 x 6): axial and transverse displacement per element coordinate (m/m, m/rad)."""
     return np.array(
@@ -88,7 +97,8 @@ def shape_functions(xi: float, le: float) -> np.ndarray:
 
 
 def shape_slopes(xi: float, le: float) -> np.ndarray:
-    """``d S_e / dx`` (2 x 6): axial strain and section rotation ``v'`` per element coordinate."""
+    """``d S_e / dx`` (2 x 6): axial strain (1/m per m of ``u``) and section rotation ``v'``
+    (rad per m of ``v``: 1/m; per rad of ``theta``: 1) per element coordinate."""
     return np.array(
         [
             [-1 / le, 0.0, 0.0, 1 / le, 0.0, 0.0],
@@ -133,10 +143,11 @@ class FEMBeam:
         elements: n.
         E, A, Iz: Young's modulus (Pa), area (m²), in-plane second moment (m⁴).
         mu: Mass per length (kg/m).
-        K: Stiffness (3n x 3n) on the elastic coordinates ``w``.
-        M: Consistent mass ``∫ mu S^T S dx`` (3n x 3n).
+        K: Stiffness (3n x 3n) on the elastic coordinates ``w`` (u, v in m, theta in rad): N/m,
+            N/rad (= N·m/m) and N·m/rad blocks.
+        M: Consistent mass ``∫ mu S^T S dx`` (3n x 3n): kg, kg·m and kg·m² blocks.
         K_G1: Geometric stiffness per unit squared rotation rate (3n x 3n; times omega², rad²/s², a stiffness).
-        D: Damping (3n x 3n, Rayleigh ``alpha M + beta K``).
+        D: Damping (3n x 3n, Rayleigh ``alpha M + beta K``): N·s/m, N·s/rad and N·m·s/rad blocks.
         rayleigh: ``(alpha, beta)`` (1/s, s).
         geometric_stiffness: Whether the mechanism model includes ``K_G1``.
         x_points, weights: Gauss points along the lever (m) and their weights times mu (kg).
@@ -171,8 +182,8 @@ class FEMBeam:
 
     @property
     def first_frequency(self) -> float:
-        """Euler–Bernoulli first clamped-free bending frequency ``1.8751² sqrt(E Iz/(mu L⁴))`` (rad/s)."""
-        return BETA1**2 * math.sqrt(self.E * self.Iz / (self.mu * self.length**4))
+        """Euler–Bernoulli first clamped-free bending frequency (rad/s), :func:`clamped_free_bending_frequency`."""
+        return clamped_free_bending_frequency(self.E, self.Iz, self.mu, self.length)
 
     def _locate(self, x: float) -> tuple[int, float]:
         le = self.length / self.elements
@@ -197,8 +208,8 @@ class FEMBeam:
 
     @property
     def coupling(self) -> np.ndarray:
-        """``S_tilde = ∫ mu S^T Omega^T S dx`` (3n x 3n, skew): the gyroscopic coupling of
-        axial and transverse motion in a rotating frame."""
+        """``S_tilde = ∫ mu S^T Omega^T S dx`` (3n x 3n, skew; kg, kg·m, kg·m² blocks like
+        :attr:`M`): the gyroscopic coupling of axial and transverse motion in a rotating frame."""
         return np.einsum("k,kai,ab,kbj->ij", self.weights, self.S_points, _OMEGA.T, self.S_points)
 
 
@@ -209,7 +220,20 @@ def _assemble(n: int, block) -> np.ndarray:
     return full[3:, 3:]
 
 
-def _beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float, *, damping_ratio=None, rayleigh=None, geometric_stiffness=True) -> FEMBeam:
+def make_beam(
+    length: float,
+    elements: int,
+    E: float,
+    A: float,
+    Iz: float,
+    mu: float,
+    *,
+    damping_ratio: float | None = None,
+    rayleigh: tuple[float, float] | None = None,
+    geometric_stiffness: bool = True,
+) -> FEMBeam:
+    """A lever from numbers (SI units); the options as :func:`beam_from_spec` takes them from
+    TOML: ``damping_ratio``, ``rayleigh = (alpha, beta)``, ``geometric_stiffness``."""
     n, le = elements, length / elements
     K = _assemble(n, lambda e: element_stiffness(E, A, Iz, le))
     M = _assemble(n, lambda e: element_mass(mu, le))
@@ -234,7 +258,7 @@ def _beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float
             full[:, 3 * e : 3 * e + 6] = shape_functions(xi, le)
             Ss.append(full[:, 3:])
     if rayleigh is None:
-        beta = 0.0 if not damping_ratio else 2.0 * damping_ratio / (BETA1**2 * math.sqrt(E * Iz / (mu * length**4)))
+        beta = 0.0 if not damping_ratio else 2.0 * damping_ratio / clamped_free_bending_frequency(E, Iz, mu, length)
         rayleigh = (0.0, beta)
     alpha, beta = rayleigh
     return FEMBeam(
@@ -259,7 +283,7 @@ def _beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float
 def beam_from_spec(spec: FEMSpec, *, E: float | None = None) -> FEMBeam:
     """The lever a ``[flexible.<link>]`` table with ``method = "fem"`` describes
     (``E`` overrides the modulus, e.g. to stiffen it towards the rigid limit)."""
-    return _beam(
+    return make_beam(
         spec.length,
         spec.elements,
         spec.E if E is None else E,
@@ -270,12 +294,6 @@ def beam_from_spec(spec: FEMSpec, *, E: float | None = None) -> FEMBeam:
         rayleigh=spec.rayleigh,
         geometric_stiffness=spec.geometric_stiffness,
     )
-
-
-def make_beam(length: float, elements: int, E: float, A: float, Iz: float, mu: float, **options) -> FEMBeam:
-    """A lever from numbers (SI units); options as :func:`beam_from_spec` takes them from TOML:
-    ``damping_ratio``, ``rayleigh = (alpha, beta)``, ``geometric_stiffness``."""
-    return _beam(length, elements, E, A, Iz, mu, **options)
 
 
 def static_deflection(beam: FEMBeam, x: float, force: np.ndarray) -> np.ndarray:

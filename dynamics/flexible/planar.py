@@ -55,6 +55,7 @@ block — the columns of the elastic coordinates, ``-P(q) [K, D]`` — updated e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,11 +72,11 @@ from mbctl.config.simulation import Baumgarte
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.flexible.fem import FEMBeam
-from mbctl.dynamics.model.edit import link_inertia, subtract_inertia
+from mbctl.dynamics.model.edit import add_inertias, link_inertia, subtract_inertia
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError, MbctlError
 
-__all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError"]
+__all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError", "rigid_limit"]
 
 INTEGRATORS = ("radau", "ros2")
 
@@ -91,7 +92,7 @@ class FlexibleRun:
     Attributes:
         t: Times (s), (N,).
         q, v, a: Generalized coordinates, velocities, accelerations (N, n).
-        lam: Loop multipliers (N, m).
+        lam: Loop multipliers (N, m), N (``Q_c = -A^T lambda`` on the position rows ``p_A - p_B``).
         phi: Loop violation (N, m) (m).
         integrator: ``"radau"`` or ``"ros2"``.
         steps: Integrator steps (ros2; 0 for radau); evaluations: right-hand-side evaluations; jacobians: Jacobian evaluations.
@@ -122,6 +123,40 @@ def _planar_placement(X: pin.SE3, what: str, source) -> tuple[np.ndarray, float]
     if abs(R[2, 2] - 1.0) > 1e-9:
         raise ConfigError(f"{what} is not a planar placement (its rotation is not about z)", file=source, field="urdf")
     return np.array(X.translation[:2]), math.atan2(R[1, 0], R[0, 0])
+
+
+def _beam_inertia(beam: FEMBeam) -> pin.Inertia:
+    """The lever as a rigid body in its joint's frame (the beam along x): mass ``mu L`` (kg),
+    centre ``L/2`` (m), ``I_zz = mu L^3/12 + rho Iz L`` about the centre (kg·m²) and a thin
+    bar's out-of-plane moments (``I_yy = I_zz``, ``I_xx = rho Iz L``; they only load the bearings)."""
+    mass, L = beam.mu * beam.length, beam.length
+    izz = mass * L**2 / 12 + beam.rotary_inertia
+    return pin.Inertia(mass, np.array([L / 2, 0.0, 0.0]), np.diag([beam.rotary_inertia, izz, izz]))
+
+
+def rigid_limit(robot: RobotModel, beams: Mapping[str, FEMBeam]) -> RobotModel:
+    """The stiff limit of :class:`PlanarFlexibleModel` with these ``beams`` as a rigid robot: a
+    copy of ``robot`` with each lever's own URDF inertia
+    (:func:`~mbctl.dynamics.model.edit.link_inertia`) replaced by the beam's rigid one
+    (:func:`_beam_inertia`); masses fixed to the lever's body stay, as the flexible model
+    keeps them (``robot`` itself is not changed).
+
+    Raises:
+        ConfigError: For a lever that is not a link of the model, or whose own inertia is not
+            part of its joint's body.
+    """
+    model = robot.model.copy()
+    for link, beam in beams.items():
+        fid = model.getFrameId(link, pin.FrameType.BODY)
+        if fid >= len(model.frames):
+            raise ConfigError(f"no link {link!r} in the URDF", file=robot.source, field=f"flexible.{link}")
+        jid = int(model.frames[fid].parentJoint)
+        try:
+            rest = subtract_inertia(model.inertias[jid], link_inertia(model, fid), what=f"link {link!r}")
+        except ValueError as exc:
+            raise ConfigError(str(exc), file=robot.source, field=f"flexible.{link}") from None
+        model.inertias[jid] = _beam_inertia(beam) if rest.mass == 0 else add_inertias(rest, _beam_inertia(beam))
+    return dataclasses.replace(robot, model=model)
 
 
 class PlanarFlexibleModel:
@@ -290,7 +325,6 @@ class PlanarFlexibleModel:
         gamma = -ca.jtimes(dPhi, q, v) if rows else ca.SX(0, 1)
         c1, c0 = self.baumgarte.coefficients
         b = gamma - c1 * dPhi - c0 * Phi
-        u = ca.SX.sym("u", self.n)
         # the stiff coordinates (elastic ones, spring joints) with their constant stiffness and
         # damping: the Jacobian columns that must stay fresh (see :meth:`simulate`)
         stiff, K_s, D_s = [], [], []
@@ -307,7 +341,7 @@ class PlanarFlexibleModel:
         self._K_s = scipy.linalg.block_diag(*K_s) if K_s else np.zeros((0, 0))
         self._D_s = scipy.linalg.block_diag(*D_s) if D_s else np.zeros((0, 0))
         self.kkt = ca.Function(f"planar_{robot.name}_{self.n}_kkt", [q], [M, A], ["q"], ["M", "A"])
-        self._sx = {"q": q, "v": v, "u": u, "T": T, "V": V, "M": M, "h": h, "Qd": Qd, "Phi": Phi, "A": A, "b": b}
+        self._sx = {"q": q, "v": v, "h": h}
         self.terms = ca.Function("planar_terms", [q, v], [M, h, Qd, Phi, A, b, T, V], ["q", "v"], ["M", "h", "Qd", "Phi", "A", "b", "T", "V"])
         # the right-hand side and its Jacobian: KKT solve in MX (QR, generated as C)
         qm, vm, um = ca.MX.sym("q", self.n), ca.MX.sym("v", self.n), ca.MX.sym("u", self.n)
@@ -408,7 +442,6 @@ class PlanarFlexibleModel:
         step: float = 1e-4,
         jacobian_interval: float = 1e-2,
         stiff_interval: float = 1e-4,
-        max_step: float = math.inf,
         compiled_steps: bool = True,
         progress: Callable[[int, int], None] | None = None,
     ) -> FlexibleRun:
@@ -416,7 +449,7 @@ class PlanarFlexibleModel:
 
         Args:
             force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints); default none.
-            integrator: ``"radau"`` (adaptive, ``rtol``/``atol``, ``max_step``) or ``"ros2"`` (fixed ``step``,
+            integrator: ``"radau"`` (adaptive, ``rtol``/``atol``) or ``"ros2"`` (fixed ``step``,
                 the Jacobian by forward differences every ``jacobian_interval`` s).
             stiff_interval: ``ros2``: between two forward-difference Jacobians its stiff block is
                 updated every ``stiff_interval`` s (0: never), exactly where it is stiff: the
@@ -462,7 +495,7 @@ class PlanarFlexibleModel:
 
         start = time.perf_counter()
         if integrator == "radau":
-            sol = scipy.integrate.solve_ivp(f, (t_out[0], t_out[-1]), x0, method="Radau", t_eval=t_out, jac=J, rtol=rtol, atol=atol, max_step=max_step)
+            sol = scipy.integrate.solve_ivp(f, (t_out[0], t_out[-1]), x0, method="Radau", t_eval=t_out, jac=J, rtol=rtol, atol=atol)
             if not sol.success or sol.y.shape[1] != len(t_out):
                 raise PlanarFlexibleError(f"Radau failed at t = {sol.t[-1]:.6g} s: {sol.message}")
             X, steps = sol.y.T, 0  # scipy does not report its accepted steps
@@ -602,21 +635,6 @@ def _s_inverse(J: np.ndarray, gh: float) -> tuple[np.ndarray, np.ndarray]:
     return Si, np.ascontiguousarray(Jq)
 
 
-def _w_inverse(J: np.ndarray, gh: float) -> np.ndarray:
-    """``(I - gh J)^-1`` assembled from :func:`_s_inverse`:
-    ``[[I + gh^2 S^-1 J_q, gh S^-1], [gh S^-1 J_q, S^-1]]``."""
-    n = J.shape[0] // 2
-    Si, Jq = _s_inverse(J, gh)
-    SJ = Si @ Jq
-    out = np.empty_like(J)
-    out[:n, :n] = gh * gh * SJ
-    out[:n, :n] += np.eye(n)
-    out[:n, n:] = gh * Si
-    out[n:, :n] = gh * SJ
-    out[n:, n:] = Si
-    return out
-
-
 class _StiffJacobian:
     """The Jacobian a ROS2 run steps with: by forward differences every ``full`` s, its stiff
     block updated every ``stiff`` s in between (see :meth:`PlanarFlexibleModel.simulate`)."""
@@ -654,7 +672,6 @@ class _StiffJacobian:
             return True
         if self.kkt is None or not self.stiff or t - self.t_stiff < self.stiff - 1e-12:
             return False
-        self.counts["stiff"] = self.counts.get("stiff", 0) + 1
         dP = self._P(x[: pm.n]) - self.P0
         n, s = pm.n, pm._stiff
         self.J[n:, s] = self.base[n:, s] - dP @ pm._K_s

@@ -47,7 +47,7 @@ the tip, the last one; the link's own frame stays on rfe 0 with the joint.
 
 **Damping.** ``ratio = zeta`` gives stiffness-proportional damping per DOF family,
 ``D_d = (2*zeta/omega_1) S``, with ``omega_1`` the family's first clamped-free frequency
-of the bare link: ``1.8751^2*sqrt(E*I/(mu*L^4))`` in bending, ``(pi/2)/L*sqrt(G*J/(rho*(Iy + Iz)))``
+of the bare link: ``BETA1^2*sqrt(E*I/(mu*L^4))`` (``BETA1 = 1.87510...``) in bending, ``(pi/2)/L*sqrt(G*J/(rho*(Iy + Iz)))``
 in torsion. That mode gets the damping ratio ``zeta``, mode ``i`` about
 ``zeta*omega_i/omega_1``. Explicit values (N*m*s/rad, per sde) are used as given.
 
@@ -65,6 +65,7 @@ import numpy as np
 import pinocchio as pin
 
 from mbctl.config.flexible import AXES, RFESpec
+from mbctl.dynamics.flexible.fem import clamped_free_bending_frequency
 from mbctl.dynamics.model.edit import (
     JointSpec,
     add_inertias,
@@ -89,11 +90,12 @@ def sde_stiffness(spec: RFESpec) -> np.ndarray:
 def first_frequencies(spec: RFESpec) -> np.ndarray:
     """First clamped-free frequencies (rad/s) of the bare link: torsion, bending about y', about z'.
 
-    Torsion ``(pi/2)/L sqrt(G J / (rho (Iy + Iz)))``; bending ``1.8751² sqrt(E I / (mu L⁴))``.
+    Torsion ``(pi/2)/L sqrt(G J / (rho (Iy + Iz)))``; bending ``BETA1² sqrt(E I / (mu L⁴))``
+    (:func:`mbctl.dynamics.flexible.fem.clamped_free_bending_frequency`).
     """
     L, mu = spec.length, spec.mass_per_length
     torsion = (math.pi / 2) / L * math.sqrt(spec.G * spec.J / (spec.density * (spec.Iy + spec.Iz)))
-    bending = [1.8751**2 * math.sqrt(spec.E * area_moment / (mu * L**4)) for area_moment in (spec.Iy, spec.Iz)]
+    bending = [clamped_free_bending_frequency(spec.E, area_moment, mu, L) for area_moment in (spec.Iy, spec.Iz)]
     return np.array([torsion, *bending])
 
 

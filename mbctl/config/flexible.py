@@ -117,7 +117,6 @@ class FEMSpec:
     G: float | None = None
     Iy: float | None = None
     J: float | None = None
-    method: str = "fem"
 
     def as_rfe(self, elements: int) -> RFESpec:
         """The same lever as a chain of ``elements`` rigid finite elements (axis x), damped with the
@@ -148,11 +147,6 @@ class FEMSpec:
             damping_ratio=None if explicit else (self.damping_ratio or 0.0),
             damping=explicit,
         )
-
-    @property
-    def density(self) -> float:
-        """rho = mu/A (kg/m³)."""
-        return self.mass_per_length / self.A
 
 
 FlexibleSpec = RFESpec | FEMSpec

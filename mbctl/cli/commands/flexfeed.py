@@ -16,17 +16,14 @@ import math
 from pathlib import Path
 
 from mbctl.cli.arguments import robot_config
+from mbctl.config.actuation import MODES
 from mbctl.errors import InputError
-
-MODE_CHOICES = ("min-norm", "min-internal-force", "min-power", "non-redundant")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
     p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
-    p.add_argument(
-        "--modes", default="non-redundant,min-internal-force,min-power", help="comma-separated distribution modes (default: the 3-RRR study's three)"
-    )
+    p.add_argument("--modes", help="comma-separated distribution modes (default: the 3-RRR study's three)")
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
     p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
@@ -46,17 +43,17 @@ def _line(mode: str, entry: dict, links: list[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from mbctl.cli.plots import FLEXFEED_PLOTS, plot_flexfeed
     from mbctl.config.robot import read_robot_spec
-    from mbctl.ctrl.flexible_feedforward import flexible_feedforward, summary_table
+    from mbctl.ctrl.flexible_feedforward import STUDY_MODES, flexible_feedforward, summary_table
     from mbctl.fileio import atomic_output, check_output
 
     if not args.out_dir.is_dir():
         raise InputError("output directory does not exist", file=args.out_dir)
     for name in (*FLEXFEED_PLOTS, "flexfeed.json"):
         check_output(args.out_dir / name)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODE_CHOICES]
+    modes = list(STUDY_MODES) if args.modes is None else [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise InputError(f"unknown mode {bad[0] if bad else ''!r} (expected some of: {', '.join(MODE_CHOICES)})", field="--modes")
+        raise InputError(f"unknown mode {bad[0] if bad else ''!r} (expected some of: {', '.join(MODES)})", field="--modes")
     for value, option in ((args.step, "--step"), (args.duration, "--duration"), (args.rtol, "--rtol"), (args.rate, "--rate")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"must be > 0, got {value!r}", field=option)
