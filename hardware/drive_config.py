@@ -102,6 +102,8 @@ def bus_config(robot: RobotModel, spec: DrivesSpec | None = None) -> BusConfig:
         spec = robot.spec.drives if robot.spec is not None else None
     if spec is None:
         raise ConfigError("missing required table (the Dynamixel bus needs its servos)", file=robot.source, field="drives")
+    if not isinstance(spec, DrivesSpec):
+        raise ConfigError('bus = "canopen": these are CANopen drives (mbctl run --bus canopen)', file=spec.file, field="drives.bus")
     check_joint_names(robot, spec.servos, file=spec.file, field="drives.joints", allowed=robot.actuated_names)
     servos = []
     for name in robot.actuated_names:
