@@ -58,7 +58,6 @@ from mbctl.hardware.cia402.objects import (
     TARGET_TORQUE,
     TORQUE_ACTUAL,
     VELOCITY_ACTUAL,
-    Command,
     Mode,
     State,
     build_dictionary,

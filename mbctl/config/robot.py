@@ -19,8 +19,8 @@ from pathlib import Path
 from mbctl.bundled import resolve_config, resolve_urdf
 from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
-from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.canopen import CanopenSpec
+from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.drives import DrivesSpec, parse_drives
 from mbctl.config.flexible import FlexibleSpec, parse_flexible
 from mbctl.config.identification import IdentificationSpec, parse_identification
