@@ -25,7 +25,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator
-from mbctl.hardware.cia402.units import canopen_config
+from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.interface import CommandMode, HardwareError, JointInterface
@@ -163,6 +163,10 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
     ``mbctl emulate`` in a child process on ``udp_multicast`` (loopback, a random group and port)."""
     config = canopen_config(robot)
     period_s = 1.0 / options.rate_hz
+    load = bus_load(len(robot.actuated_names), config.mode, config.bitrate, period_s)
+    if not options.emulate and load > 1.0:
+        raise InputError(f"{len(robot.actuated_names)} drives need {100 * load:.0f} % of the {config.bitrate / 1e6:g} Mbit/s bus per cycle (SYNC and three PDOs each); "
+                         f"lower the rate to {options.rate_hz / load:.0f} Hz or less", field="--rate")
     interface = options.interface or (config.interface if not options.emulate else "virtual")
     channel = options.channel if options.channel is not None else config.channel
     # lock-step: the emulator takes what time it needs; the heartbeat clock counts SYNC periods
