@@ -188,7 +188,9 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
         raise InputError("an emulated CANopen bus is virtual (in this process) or udp_multicast (its own process)", field="--interface")
     if options.channel is None:
         bus.channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
-    extra = ("--bus", "canopen", "--interface", "udp_multicast", "--channel", bus.channel)
+    extra = ["--bus", "canopen", "--interface", "udp_multicast", "--channel", bus.channel]
+    if not options.lockstep and options.realtime_priority is not None:
+        extra += ["--realtime-priority", str(options.realtime_priority - 1)]  # like the paced plant's process
     with emulator_process(robot, actuated_q0, lockstep_s, extra), bus:
         yield bus
 
