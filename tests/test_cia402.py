@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import numpy as np
 import pytest
+from test_dynamixel import Inertia, wait_until
 
 from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.tracking import TrackingController
@@ -39,20 +39,6 @@ def channel() -> str:
     return f"test-cia402-{next(_channels)}"
 
 
-class Inertia:
-    """Independent joints: inertia J (kg m^2) and viscous damping b (N m s/rad)."""
-
-    def __init__(self, n: int = 2, J: float = 0.01, b: float = 0.05):
-        self.q, self.dq, self.J, self.b = np.zeros(n), np.zeros(n), J, b
-
-    def step(self, tau, dt):
-        self.dq += dt * (tau - self.b * self.dq) / self.J
-        self.q += dt * self.dq
-
-    def state(self):
-        return self.q.copy(), self.dq.copy()
-
-
 def two_drives(mode: Mode = Mode.CST, heartbeat_s: float = 1e-3, heartbeat_timeout_s: float = 2.5e-3) -> CanopenConfig:
     units = Cia402Units(
         node_ids=np.array([3, 7]),
@@ -71,16 +57,6 @@ def lockstep_pair(config: CanopenConfig, plant=None, faults=None, mode=CommandMo
     emulator = Cia402Emulator(config, plant or Inertia(), faults=faults, lockstep_s=PERIOD_S)
     bus = Cia402Bus(("a", "b"), config, mode=mode, cycle_s=PERIOD_S, pdo_timeout_s=pdo_timeout_s)
     return emulator, bus
-
-
-def wait_until(condition, timeout_s: float = 5.0) -> bool:
-    """Poll ``condition``: the emulator applies the last frames in its own thread."""
-    end = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > end:
-            return False
-        time.sleep(1e-3)
-    return True
 
 
 def torque_off(emulator: Cia402Emulator) -> bool:

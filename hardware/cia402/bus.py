@@ -171,7 +171,8 @@ class Cia402Bus(JointInterface):
     ):
         wanted = {CommandMode.TORQUE: Mode.CST, CommandMode.POSITION: Mode.CSP}.get(mode)
         if wanted is not config.mode:
-            raise ConfigError(f"the drives run in {config.mode.name}; {mode.value} commands need mode = \"{'cst' if mode is CommandMode.TORQUE else 'csp'}\"", field="drives.mode")
+            need = "cst" if mode is CommandMode.TORQUE else "csp"
+            raise ConfigError(f'the drives run in {config.mode.name}; {mode.value} commands need mode = "{need}"', file=config.file, field="drives.mode")
         self.joint_names = tuple(joint_names)
         self.config = config
         self.units = config.units
@@ -287,7 +288,7 @@ class Cia402Bus(JointInterface):
                     raise HardwareError(f"{self._who(k)} is not a CiA 402 drive (device type 0x{device:08x})")
                 rated_mNm = self._sdo(k, RATED_TORQUE)
                 if not np.isclose(rated_mNm, u.rated_torque_Nm[k] * 1e3, rtol=5e-3):
-                    raise ConfigError(f"{self._who(k)} reports a motor rated torque (0x6076) of {rated_mNm} mN·m", field=f"drives.joints.{name}.rated_torque_mNm")
+                    raise ConfigError(f"{self._who(k)} reports a motor rated torque (0x6076) of {rated_mNm} mN·m", file=self.config.file, field=f"drives.joints.{name}.rated_torque_mNm")
                 self._sdo(k, MODES, int(self.config.mode))
                 self._sdo(k, MAX_TORQUE, int(u.max_torque_permille[k]))
                 self._sdo(k, SYNC_COB_ID, SYNC_ID)

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.config.canopen import CanopenSpec
-from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 from mbctl.hardware.cia402.objects import Mode
+from mbctl.hardware.drive_config import joint_drives
 
 __all__ = ["Cia402Units", "CanopenConfig", "canopen_config", "bus_load"]
 
@@ -83,6 +83,7 @@ class CanopenConfig:
     pdo_timeout_s: float | None
     eds: Path | None
     units: Cia402Units
+    file: Path | None = None
 
 
 def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> CanopenConfig:
@@ -98,12 +99,7 @@ def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> Canope
         raise ConfigError("missing required table (the CANopen bus needs its drives)", file=robot.source, field="drives")
     if not isinstance(spec, CanopenSpec):
         raise ConfigError('this is a Dynamixel bus: set bus = "canopen" for CiA 402 drives', file=spec.file, field="drives.bus")
-    check_joint_names(robot, spec.drives, file=spec.file, field="drives.joints", allowed=robot.actuated_names)
-    drives = []
-    for name in robot.actuated_names:
-        if name not in spec.drives:
-            raise ConfigError("missing: every actuated joint needs a drive", file=spec.file, field=f"drives.joints.{name}")
-        drives.append(spec.drives[name])
+    drives = joint_drives(robot, spec.drives, spec.file, "a drive")
     units = Cia402Units(
         node_ids=np.array([d.node_id for d in drives], dtype=int),
         max_torque_permille=np.array([d.max_torque_permille for d in drives], dtype=int),
@@ -119,6 +115,7 @@ def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> Canope
         pdo_timeout_s=spec.pdo_timeout_s,
         eds=spec.eds,
         units=units,
+        file=spec.file,
     )
 
 
