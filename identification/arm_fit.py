@@ -13,6 +13,13 @@ and ``f_j`` a friction law of :mod:`mbctl.dynamics.friction.laws`:
   ``(fc, fs, fv)`` for a fixed ``vs``; ``vs`` of each joint is chosen from a grid by
   minimising the residual (a separable least-squares search, joint by joint).
 
+**Parallel filtering.** Every column of the regressor and of the friction terms, and the
+measured torques, pass the same zero-phase low-pass (``parallel_cutoff_hz``, 5 Hz by
+default) before the fit: the equation stays exact for the filtered
+signals, while the noise of the differentiated acceleration and the smear of each
+Coulomb step at a velocity reversal (tens of milliseconds in the filtered torque, a
+bias of the order of ``fc`` against a sharp ``sgn(dq)`` column) leave the residual.
+
 Rows are weighted by ``1/sigma_j``, each joint's residual standard deviation in a first
 ordinary fit, so a noisy joint does not dominate a quiet one.
 
@@ -83,8 +90,10 @@ class ArmFitSettings:
         weighting: ``"noise"`` (rows by ``1/sigma_j``) or ``"none"``.
         free_bodies: Names of the bodies (their joints) to identify; None for all.
         payload: Identify a physically consistent *addition* to the free body (one body).
+        offsets: Fit a constant bias per joint torque (sensor offsets; reported, not written back).
+        parallel_cutoff_hz: Low-pass of the fit's columns and torques (Hz), see "Parallel filtering".
         effective_samples: Samples counted as one independent sample for the standard
-            errors (the conditioning's ``rate / (2 * cutoff)``); 1 treats them as independent.
+            errors (``rate / (2 * parallel_cutoff_hz)`` for filtered logs); 1 treats them as independent.
     """
 
     friction: Literal["coulomb-viscous", "stribeck", "none"] = "coulomb-viscous"
@@ -92,6 +101,8 @@ class ArmFitSettings:
     weighting: Literal["noise", "none"] = "noise"
     free_bodies: tuple[str, ...] | None = None
     payload: bool = False
+    offsets: bool = False
+    parallel_cutoff_hz: float = 5.0
     effective_samples: float = 1.0
 
     def __post_init__(self) -> None:
@@ -103,6 +114,8 @@ class ArmFitSettings:
             raise DataError(f"must be noise or none, got {self.weighting!r}", field="weighting")
         if self.payload and (self.free_bodies is None or len(self.free_bodies) != 1):
             raise DataError("a payload is identified on exactly one body", field="payload")
+        if not (np.isfinite(self.parallel_cutoff_hz) and self.parallel_cutoff_hz > 0):
+            raise DataError(f"must be a positive number of Hz, got {self.parallel_cutoff_hz!r}", field="parallel_cutoff_hz")
         if not self.effective_samples >= 1:
             raise DataError(f"must be >= 1, got {self.effective_samples!r}", field="effective_samples")
 
@@ -144,6 +157,8 @@ class ArmFit:
         sigma: Residual standard deviation per joint of the first ordinary fit (N·m, N).
         rms_consistent, rms_ols: RMS residual per joint on the fitted samples.
         changes: How far each free body moved.
+        offsets: Each joint's torque-sensor bias (N·m, N; zeros without ``settings.offsets``):
+            measured = model + offset. Not part of the robot: a drive need not produce it.
         payload_mass, payload_com: With ``settings.payload``: the payload (kg, m in the body's frame).
         solver_status: IPOPT's return status.
         seconds: Wall time of the fit (regressor, both solves).
@@ -165,6 +180,7 @@ class ArmFit:
     rms_consistent: np.ndarray
     rms_ols: np.ndarray
     changes: tuple[BodyChange, ...]
+    offsets: np.ndarray
     payload_mass: float | None = None
     payload_com: np.ndarray | None = None
     solver_status: str = ""
@@ -198,8 +214,11 @@ def _friction_law(law: str, p: dict[str, float]) -> CoulombViscous | Stribeck | 
     return None
 
 
-def predict_torques(robot: RobotModel, theta: np.ndarray, friction: dict[str, CoulombViscous | Stribeck | None], log: ConditionedLog) -> np.ndarray:
-    """Torques the model ``(theta, friction)`` predicts along ``log``, shape (N, len(log.joint_names))."""
+def predict_torques(
+    robot: RobotModel, theta: np.ndarray, friction: dict[str, CoulombViscous | Stribeck | None], log: ConditionedLog, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """Torques the model ``(theta, friction)`` predicts along ``log``, shape (N, len(log.joint_names)),
+    plus ``offsets`` (per joint of the log) to predict what a biased sensor reads."""
     idx = [robot.joint(j).idx_v for j in log.joint_names]
     if len(idx) != robot.nv:
         raise DataError("the log must hold every DOF of the robot", file=log.source)
@@ -211,7 +230,7 @@ def predict_torques(robot: RobotModel, theta: np.ndarray, friction: dict[str, Co
         law = friction.get(j)
         if law is not None:
             tau[:, c] += law.steady(log.dq[:, c], motion_direction(log.dq[:, c], log.ddq[:, c]))
-    return tau
+    return tau if offsets is None else tau + offsets
 
 
 def _log_cholesky(theta_body: np.ndarray) -> np.ndarray:
@@ -292,18 +311,19 @@ def fit_arm(
     ddq = np.concatenate([lg.ddq for lg in logs])
     tau = np.concatenate([lg.tau for lg in logs])  # type: ignore[misc]
     N = len(q)
-    Y_full = _regressor(robot, idx, q, dq, ddq)
+    cutoff = settings.parallel_cutoff_hz
+    Y_full = _parallel_filter(_regressor(robot, idx, q, dq, ddq), logs, cutoff)
+    tau = _parallel_filter(tau, logs, cutoff)
     rhs = tau - Y_full[:, :, ~free_mask] @ theta_prior[~free_mask]
     base = base_parameters(robot) if settings.free_bodies is None else _free_base(free_mask, bodies)
 
     # friction columns, block-diagonal over joints
     law = settings.friction
-    vs = _stribeck_speeds(base.reduce(Y_full), dq, ddq, rhs) if law == "stribeck" else np.full(n, np.nan)
-    blocks = [_friction_columns(law, dq[:, c], ddq[:, c], vs[c]) for c in range(n)]
-    k = len(blocks[0][1])
-    F = np.zeros((N, n, n * k))
-    for c, (cols, _) in enumerate(blocks):
-        F[:, c, c * k : (c + 1) * k] = cols
+    vs = _stribeck_speeds(base.reduce(Y_full), logs, rhs, cutoff) if law == "stribeck" else np.full(n, np.nan)
+    F, names = _friction_matrix(law, logs, vs, cutoff)
+    k = len(names)
+    if settings.offsets:  # one constant column per joint: the torque sensor's bias
+        F = np.concatenate([F, np.broadcast_to(np.eye(n), (N, n, n))], axis=2)
 
     # 1. unconstrained, weighted by each joint's noise
     A = np.concatenate([base.reduce(Y_full), F], axis=2)
@@ -328,7 +348,6 @@ def fit_arm(
     theta, phi, status = _consistent(Y_full[:, :, free_mask], F, rhs, w, theta_prior, free_mask, z_ols[nb:], law, k, settings)
     friction_fit = {}
     friction_ols = {}
-    names = blocks[0][1]
     for c, j in enumerate(joints):
         p = dict(zip(names, phi[c * k : (c + 1) * k]))
         p_ols = dict(zip(names, z_ols[nb + c * k : nb + (c + 1) * k]))
@@ -336,6 +355,7 @@ def fit_arm(
             p["vs"] = p_ols["vs"] = float(vs[c])
         friction_fit[j] = _friction_law(law, p)
         friction_ols[j] = {key: float(v) for key, v in p_ols.items()}
+    offsets = phi[n * k :] if settings.offsets else np.zeros(n)
     rms_consistent = np.sqrt(np.mean((Y_full @ theta + F @ phi - tau) ** 2, axis=0))
     changes = tuple(_body_change(b, theta_prior[10 * i : 10 * i + 10], theta[10 * i : 10 * i + 10]) for i, b in enumerate(bodies) if b in free)
     payload_mass = payload_com = None
@@ -360,12 +380,38 @@ def fit_arm(
         rms_consistent=rms_consistent,
         rms_ols=rms_ols,
         changes=changes,
+        offsets=offsets,
         payload_mass=payload_mass,
         payload_com=payload_com,
         solver_status=status,
         seconds=time.perf_counter() - start,
         samples=N,
     )
+
+
+def _friction_matrix(law: str, logs: Sequence[ConditionedLog], vs: np.ndarray, cutoff_hz: float) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Friction columns, block-diagonal over joints, shape (N, n, n*k), parallel-filtered, and the parameter names."""
+    parts = []
+    for log in logs:
+        n = len(log.joint_names)
+        blocks = [_friction_columns(law, log.dq[:, c], log.ddq[:, c], vs[c]) for c in range(n)]
+        names = blocks[0][1]
+        k = len(names)
+        F = np.zeros((len(log), n, n * k))
+        for c, (cols, _) in enumerate(blocks):
+            F[:, c, c * k : (c + 1) * k] = cols
+        parts.append(F)
+    return _parallel_filter(np.concatenate(parts), logs, cutoff_hz), names
+
+
+def _parallel_filter(x: np.ndarray, logs: Sequence[ConditionedLog], cutoff_hz: float) -> np.ndarray:
+    """Each log's stretch of ``x`` (samples along axis 0) through a zero-phase low-pass at ``cutoff_hz``."""
+    out, start = np.empty_like(x), 0
+    for log in logs:
+        stop = start + len(log)
+        out[start:stop] = log.conditioning.smooth(x[start:stop], cutoff_hz) if x.shape[-1] else x[start:stop]
+        start = stop
+    return out
 
 
 def _regressor(robot: RobotModel, idx: list[int], q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
@@ -383,29 +429,25 @@ def _free_base(free_mask: np.ndarray, bodies: Sequence[str]) -> BaseParameters:
     return BaseParameters(columns=columns, K=K, names=tuple(f"{bodies[c // 10]}.{INERTIAL_NAMES[c % 10]}" for c in columns), rows=())
 
 
-def _stribeck_speeds(Yb: np.ndarray, dq: np.ndarray, ddq: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+def _stribeck_speeds(Yb: np.ndarray, logs: Sequence[ConditionedLog], rhs: np.ndarray, cutoff_hz: float) -> np.ndarray:
     """Each joint's Stribeck velocity (rad/s, m/s) from :data:`STRIBECK_VS_GRID`.
 
     The rigid part is taken from a Coulomb–viscous fit; then, joint by joint, the
     grid speed whose linear Stribeck fit leaves the smallest residual wins.
     """
-    N, n, _ = Yb.shape
-    cols = [_friction_columns("coulomb-viscous", dq[:, c], ddq[:, c])[0] for c in range(n)]
-    F = np.zeros((N, n, 2 * n))
-    for c in range(n):
-        F[:, c, 2 * c : 2 * c + 2] = cols[c]
+    N, n, nb = Yb.shape
+    F, _ = _friction_matrix("coulomb-viscous", logs, np.full(n, np.nan), cutoff_hz)
     A = np.concatenate([Yb, F], axis=2)
     z, *_ = np.linalg.lstsq(A.reshape(N * n, -1), rhs.ravel(), rcond=None)
-    rest = rhs - Yb @ z[: Yb.shape[2]]
-    out = np.empty(n)
-    for c in range(n):
-        errors = []
-        for vs in STRIBECK_VS_GRID:
-            B = _friction_columns("stribeck", dq[:, c], ddq[:, c], vs)[0]
-            _, resid, *_ = np.linalg.lstsq(B, rest[:, c], rcond=None)
-            errors.append(float(resid[0]) if len(resid) else np.inf)
-        out[c] = STRIBECK_VS_GRID[int(np.argmin(errors))]
-    return out
+    rest = rhs - Yb @ z[:nb]
+    errors = np.empty((len(STRIBECK_VS_GRID), n))
+    for i, vs in enumerate(STRIBECK_VS_GRID):
+        F, _ = _friction_matrix("stribeck", logs, np.full(n, vs), cutoff_hz)
+        for c in range(n):
+            B = F[:, c, 3 * c : 3 * c + 3]
+            x, *_ = np.linalg.lstsq(B, rest[:, c], rcond=None)
+            errors[i, c] = np.sum((B @ x - rest[:, c]) ** 2)
+    return STRIBECK_VS_GRID[np.argmin(errors, axis=0)]
 
 
 def _consistent(
@@ -446,7 +488,7 @@ def _consistent(
     theta_free = ca.vertcat(*parts)
     residual = ca.mtimes(ca.DM(Rz), ca.vertcat(theta_free, phi)) - ca.DM(r)
     objective = ca.sumsqr(residual) / (N * n) + settings.regularisation * divergence
-    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(F.shape[2])]
+    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(n * k), np.full(F.shape[2] - n * k, -np.inf)]
     ubx = np.full(len(lbx), np.inf)
     g, lbg = [], []
     if law == "stribeck":  # fs >= fc; fv and fc bounded by lbx
@@ -457,7 +499,7 @@ def _consistent(
         "arm_fit", "ipopt", {"x": ca.vertcat(x, phi), "f": objective, "g": ca.vertcat(*g)},
         {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 500},
     )
-    sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0, 0.0)], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
+    sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
     status = str(solver.stats()["return_status"])
     if status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
         raise MbctlError(f"the physically consistent fit did not converge (IPOPT: {status})")

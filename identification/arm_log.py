@@ -142,6 +142,10 @@ class Conditioning:
         if self.velocity not in ("auto", "logged", "differentiated"):
             raise DataError(f"must be auto, logged or differentiated, got {self.velocity!r}", field="velocity")
 
+    def smooth(self, x: np.ndarray, cutoff_hz: float | None = None) -> np.ndarray:
+        """``x`` (samples along axis 0) through the zero-phase low-pass at ``cutoff_hz`` (default: that of q, dq, tau)."""
+        return sosfiltfilt(butter(self.order, cutoff_hz or self.cutoff_hz, fs=self.rate_hz, output="sos"), x, axis=0)
+
     def describe(self) -> str:
         """One line for reports."""
         return (
@@ -159,6 +163,7 @@ class ConditionedLog:
         joint_names: Joints of the columns.
         t, q, dq, ddq, tau: Samples; ``tau`` is None for a log without torques.
         notes: What was done, in words (dropped rows, the velocity's source, the filters).
+        conditioning: How (the fit filters its discontinuous friction columns alike).
     """
 
     source: Path
@@ -169,6 +174,7 @@ class ConditionedLog:
     ddq: np.ndarray
     tau: np.ndarray | None
     notes: tuple[str, ...]
+    conditioning: Conditioning = Conditioning()
 
     def __len__(self) -> int:
         return len(self.t)
@@ -179,7 +185,7 @@ class ConditionedLog:
         if not 0 < k < len(self):
             raise DataError(f"fraction {fraction:g} leaves one part empty", field="fraction")
         part = lambda s: ConditionedLog(  # noqa: E731
-            self.source, self.joint_names, self.t[s], self.q[s], self.dq[s], self.ddq[s], None if self.tau is None else self.tau[s], self.notes
+            self.source, self.joint_names, self.t[s], self.q[s], self.dq[s], self.ddq[s], None if self.tau is None else self.tau[s], self.notes, self.conditioning
         )
         return part(slice(0, k)), part(slice(k, None))
 
@@ -207,16 +213,14 @@ def condition_log(log: ArmLog, how: Conditioning = Conditioning()) -> Conditione
     dt = 1.0 / how.rate_hz
     grid = np.arange(t[0], t[-1] + 0.5 * dt, dt)
     grid = grid[grid <= t[-1]]
-    sos = butter(how.order, how.cutoff_hz, fs=how.rate_hz, output="sos")
-    sos_acc = butter(how.order, how.acceleration_cutoff_hz, fs=how.rate_hz, output="sos")
     edge = int(round(how.edge_s * how.rate_hz))
     if len(grid) <= max(2 * edge, 30 * how.order):
         raise DataError(f"{t[-1] - t[0]:.3g} s of samples is too short for the filters", file=log.source)
-    smooth = sosfiltfilt(sos, np.column_stack([np.interp(grid, t, raw[:, i]) for i in range(1, raw.shape[1])]), axis=0)
+    smooth = how.smooth(np.column_stack([np.interp(grid, t, raw[:, i]) for i in range(1, raw.shape[1])]))
     n = len(log.joint_names)
     q = smooth[:, :n]
     dq = smooth[:, n : 2 * n] if use_logged else np.gradient(q, dt, axis=0)
-    ddq = sosfiltfilt(sos_acc, np.gradient(dq, dt, axis=0), axis=0)
+    ddq = how.smooth(np.gradient(dq, dt, axis=0), how.acceleration_cutoff_hz)
     tau = smooth[:, -n:] if log.tau is not None else None
     keep_rows = slice(edge, len(grid) - edge)
     gaps = np.diff(t)
@@ -235,4 +239,5 @@ def condition_log(log: ArmLog, how: Conditioning = Conditioning()) -> Conditione
         ddq=ddq[keep_rows],
         tau=None if tau is None else tau[keep_rows],
         notes=tuple(notes),
+        conditioning=how,
     )

@@ -118,10 +118,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--holdout", type=float, metavar="FRACTION", help="keep the last FRACTION of each log back and report its errors (e.g. 0.3)")
     d.add_argument("--friction", choices=("coulomb-viscous", "stribeck", "none"), default="coulomb-viscous", help="friction law per joint (default coulomb-viscous)")
     d.add_argument("--regularisation", type=float, default=1e-2, help="weight of the pull toward the robot's own inertials (default 1e-2)")
+    d.add_argument("--offsets", action="store_true", help="also fit a constant torque-sensor bias per joint (reported, not written back)")
     d.add_argument("--payload", action="store_true", help="identify only a payload on the last body; the rest of the arm keeps the robot's inertials")
     d.add_argument("--rate", type=float, default=1000.0, help="resampling rate, Hz (default 1000)")
     d.add_argument("--cutoff", type=float, default=20.0, help="low-pass of q, dq and tau, Hz (default 20)")
-    d.add_argument("--accel-cutoff", type=float, default=5.0, help="low-pass of the acceleration, Hz (default 5)")
+    d.add_argument(
+        "--fit-cutoff", type=float, default=5.0,
+        help="low-pass of the fit's regressor columns and torques alike, and of the acceleration of held-out logs, Hz (default 5)",
+    )
     d.add_argument("--velocity", choices=("auto", "logged", "differentiated"), default="auto", help="dq: logged where present (auto, default) or the derivative of q")
     d.add_argument("--out", type=Path, help="the fit to write (.json)")
     d.add_argument("--plot", type=Path, help="measured against predicted torques (.png, .pdf or .svg)")
@@ -404,10 +408,17 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     if args.holdout is not None and not 0 < args.holdout < 1:
         raise InputError(f"must be between 0 and 1, got {args.holdout:g}", field="--holdout")
     try:
-        how = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.accel_cutoff, velocity=args.velocity)
-        settings = ArmFitSettings(friction=args.friction, regularisation=args.regularisation, effective_samples=max(args.rate / (2 * args.cutoff), 1.0))
+        # the fit filters its columns and torques itself (parallel filtering), so its logs keep
+        # the acceleration at the cutoff of q, dq and tau; predictions smooth it at --fit-cutoff
+        predict = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.fit_cutoff, velocity=args.velocity)
+        how = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.cutoff, velocity=args.velocity)
+        settings = ArmFitSettings(
+            friction=args.friction, regularisation=args.regularisation, parallel_cutoff_hz=args.fit_cutoff, offsets=args.offsets,
+            effective_samples=max(args.rate / (2 * args.fit_cutoff), 1.0),
+        )
     except DataError as exc:
-        option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--accel-cutoff", "regularisation": "--regularisation"}
+        option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--fit-cutoff", "regularisation": "--regularisation",
+                  "parallel_cutoff_hz": "--fit-cutoff"}
         raise InputError(exc.reason, field=option.get(exc.field or "", exc.field)) from None
     robot = load_robot(args.config)
     if args.payload:
@@ -416,12 +427,13 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     joints = robot.joint_names
     fitted, held_out = [], []
     for path in args.logs:
-        log = condition_log(read_arm_log(path, joints), how)
+        raw = read_arm_log(path, joints)
+        log = condition_log(raw, how)
         if args.holdout is not None:
-            log, rest = log.split(1 - args.holdout)
-            held_out.append((f"{path.name} (last {args.holdout:.0%})", rest))
+            log = log.split(1 - args.holdout)[0]
+            held_out.append((f"{path.name} (last {args.holdout:.0%})", condition_log(raw, predict).split(1 - args.holdout)[1]))
         fitted.append(log)
-    held_out += [(path.name, condition_log(read_arm_log(path, joints), how)) for path in args.validate]
+    held_out += [(path.name, condition_log(read_arm_log(path, joints), predict)) for path in args.validate]
     for note in dict.fromkeys(n for log in fitted for n in log.notes):
         print(note)
     fit = fit_arm(robot, fitted, settings)
@@ -430,6 +442,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     for name, log in held_out:
         errors = {
             "consistent": predict_torques(robot, fit.theta, fit.friction, log) - log.tau,
+            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets) - log.tau} if settings.offsets else {}),
             "prior": predict_torques(robot, fit.theta_prior, {j.name: j.friction.law if j.friction else None for j in robot.joints}, log) - log.tau,
         }
         validation[name] = {k: np.sqrt(np.mean(e**2, axis=0)).tolist() for k, e in errors.items()}
