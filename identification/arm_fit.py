@@ -497,7 +497,7 @@ def _consistent(
             lbg.append(0.0)
     solver = ca.nlpsol(
         "arm_fit", "ipopt", {"x": ca.vertcat(x, phi), "f": objective, "g": ca.vertcat(*g)},
-        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 500},
+        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 3000},
     )
     sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
     status = str(solver.stats()["return_status"])
