@@ -76,7 +76,7 @@ from mbctl.identification.arm_log import ConditionedLog
 __all__ = ["ARM_FRICTION_LAWS", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
 
 ARM_FRICTION_LAWS = ("coulomb-viscous", "stribeck", "none")
-STRIBECK_VS_GRID = np.geomspace(0.005, 0.5, 21)  # rad/s (m/s)
+STRIBECK_VS_GRID = np.geomspace(0.02, 0.5, 15)  # rad/s (m/s); a slower bump is lost in the 5 Hz parallel filter
 
 
 @dataclass(frozen=True)

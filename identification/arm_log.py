@@ -68,7 +68,7 @@ def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequenc
         return None
     if not all(present):
         missing = names[present.index(False)]
-        raise DataError(f"no column {missing!r} (the robot's joints: {', '.join(joints)})", file=path, field=missing)
+        raise DataError(f"missing column {missing!r} (the robot's joints: {', '.join(joints)})", file=path, field=missing)
     index = {c: i for i, c in enumerate(columns)}
     return data[:, [index[n] for n in names]]
 

@@ -99,7 +99,7 @@ def trajectory_or_log(path: Path, robot: RobotModel):  # noqa: ANN201  (Trajecto
     from mbctl.fileio import read_csv
 
     header = read_csv(path).header
-    if all(f"ddq.{j}" in header for j in robot.joint_names):
+    if any(name.startswith("ddq.") for name in header):
         return read_trajectory(path, robot.joint_names), None
     from mbctl.identification.arm_log import condition_log, read_arm_log
 
