@@ -12,8 +12,8 @@ Rows, all fitted in this run on the same samples:
   Coulomb, viscous and offset columns per joint, not physically consistent (the usual
   40 lines of numpy);
 - ``mbctl``: ``mbctl identify dynamics`` (weighted, parallel-filtered, physically
-  consistent; Coulomb-viscous), then with ``--offsets`` (the torque sensors' bias,
-  predicted as the sensor reads it) and with ``--friction stribeck``;
+  consistent; Coulomb-viscous), then with ``--offsets separable|all`` (the torque
+  sensors' bias, predicted as the sensor reads it) and with ``--friction stribeck``;
 - ``FIGAROH``: its OLS and its physically consistent fit, where figaroh imports
   (``pip install figaroh``; benchmarks/figaroh_panda.py).
 
@@ -86,8 +86,9 @@ def main() -> None:
         fit, seconds = mbctl_fit(robot, raw)
         times.append(seconds)
     rows["mbctl identify dynamics (consistent)"] = predict_torques(robot, fit.theta, fit.friction, test)
-    fit_o, _ = mbctl_fit(robot, raw, offsets=True)
-    rows["mbctl --offsets, as the sensor reads"] = predict_torques(robot, fit_o.theta, fit_o.friction, test, fit_o.offsets)
+    for which in ("separable", "all"):
+        fit_o, _ = mbctl_fit(robot, raw, offsets=which)
+        rows[f"mbctl --offsets {which}, as the sensor reads"] = predict_torques(robot, fit_o.theta, fit_o.friction, test, fit_o.offsets)
     fit_s, _ = mbctl_fit(robot, raw, friction="stribeck")
     rows["mbctl --friction stribeck"] = predict_torques(robot, fit_s.theta, fit_s.friction, test)
     figaroh = {}

@@ -73,7 +73,7 @@ from mbctl.dynamics.regressor import (
 from mbctl.errors import DataError, MbctlError
 from mbctl.identification.arm_log import ConditionedLog
 
-__all__ = ["ARM_FRICTION_LAWS", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
+__all__ = ["ARM_FRICTION_LAWS", "OFFSET_VIF_LIMIT", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
 
 ARM_FRICTION_LAWS = ("coulomb-viscous", "stribeck", "none")
 STRIBECK_VS_GRID = np.geomspace(0.02, 0.5, 15)  # rad/s (m/s); a slower bump is lost in the 5 Hz parallel filter
@@ -90,7 +90,11 @@ class ArmFitSettings:
         weighting: ``"noise"`` (rows by ``1/sigma_j``) or ``"none"``.
         free_bodies: Names of the bodies (their joints) to identify; None for all.
         payload: Identify a physically consistent *addition* to the free body (one body).
-        offsets: Fit a constant bias per joint torque (sensor offsets; reported, not written back).
+        offsets: Constant torque-sensor biases to fit (reported, never written back): ``"none"``,
+            ``"all"``, or ``"separable"``: only on joints where a constant is not nearly a
+            combination of the other columns (variance inflation below
+            :data:`OFFSET_VIF_LIMIT`), e.g. a vertical first axis, where gravity never acts.
+            Elsewhere an offset trades against the gravity parameters and extrapolates badly.
         parallel_cutoff_hz: Low-pass of the fit's columns and torques (Hz), see "Parallel filtering".
         effective_samples: Samples counted as one independent sample for the standard
             errors (``rate / (2 * parallel_cutoff_hz)`` for filtered logs); 1 treats them as independent.
@@ -101,7 +105,7 @@ class ArmFitSettings:
     weighting: Literal["noise", "none"] = "noise"
     free_bodies: tuple[str, ...] | None = None
     payload: bool = False
-    offsets: bool = False
+    offsets: Literal["none", "separable", "all"] = "none"
     parallel_cutoff_hz: float = 5.0
     effective_samples: float = 1.0
 
@@ -114,6 +118,8 @@ class ArmFitSettings:
             raise DataError(f"must be noise or none, got {self.weighting!r}", field="weighting")
         if self.payload and (self.free_bodies is None or len(self.free_bodies) != 1):
             raise DataError("a payload is identified on exactly one body", field="payload")
+        if self.offsets not in ("none", "separable", "all"):
+            raise DataError(f"must be none, separable or all, got {self.offsets!r}", field="offsets")
         if not (np.isfinite(self.parallel_cutoff_hz) and self.parallel_cutoff_hz > 0):
             raise DataError(f"must be a positive number of Hz, got {self.parallel_cutoff_hz!r}", field="parallel_cutoff_hz")
         if not self.effective_samples >= 1:
@@ -157,8 +163,9 @@ class ArmFit:
         sigma: Residual standard deviation per joint of the first ordinary fit (N·m, N).
         rms_consistent, rms_ols: RMS residual per joint on the fitted samples.
         changes: How far each free body moved.
-        offsets: Each joint's torque-sensor bias (N·m, N; zeros without ``settings.offsets``):
+        offsets: Each joint's torque-sensor bias (N·m, N; zero where none was fitted):
             measured = model + offset. Not part of the robot: a drive need not produce it.
+        offset_joints: The joints that got an offset.
         payload_mass, payload_com: With ``settings.payload``: the payload (kg, m in the body's frame).
         solver_status: IPOPT's return status.
         seconds: Wall time of the fit (regressor, both solves).
@@ -181,6 +188,7 @@ class ArmFit:
     rms_ols: np.ndarray
     changes: tuple[BodyChange, ...]
     offsets: np.ndarray
+    offset_joints: tuple[str, ...]
     payload_mass: float | None = None
     payload_com: np.ndarray | None = None
     solver_status: str = ""
@@ -322,8 +330,9 @@ def fit_arm(
     vs = _stribeck_speeds(base.reduce(Y_full), logs, rhs, cutoff) if law == "stribeck" else np.full(n, np.nan)
     F, names = _friction_matrix(law, logs, vs, cutoff)
     k = len(names)
-    if settings.offsets:  # one constant column per joint: the torque sensor's bias
-        F = np.concatenate([F, np.broadcast_to(np.eye(n), (N, n, n))], axis=2)
+    offset_joints = _offset_joints(settings.offsets, np.concatenate([base.reduce(Y_full), F], axis=2))
+    if offset_joints:  # one constant column per such joint: the torque sensor's bias
+        F = np.concatenate([F, np.broadcast_to(np.eye(n)[:, offset_joints], (N, n, len(offset_joints)))], axis=2)
 
     # 1. unconstrained, weighted by each joint's noise
     A = np.concatenate([base.reduce(Y_full), F], axis=2)
@@ -355,7 +364,8 @@ def fit_arm(
             p["vs"] = p_ols["vs"] = float(vs[c])
         friction_fit[j] = _friction_law(law, p)
         friction_ols[j] = {key: float(v) for key, v in p_ols.items()}
-    offsets = phi[n * k :] if settings.offsets else np.zeros(n)
+    offsets = np.zeros(n)
+    offsets[offset_joints] = phi[n * k :]
     rms_consistent = np.sqrt(np.mean((Y_full @ theta + F @ phi - tau) ** 2, axis=0))
     changes = tuple(_body_change(b, theta_prior[10 * i : 10 * i + 10], theta[10 * i : 10 * i + 10]) for i, b in enumerate(bodies) if b in free)
     payload_mass = payload_com = None
@@ -381,12 +391,34 @@ def fit_arm(
         rms_ols=rms_ols,
         changes=changes,
         offsets=offsets,
+        offset_joints=tuple(joints[c] for c in offset_joints),
         payload_mass=payload_mass,
         payload_com=payload_com,
         solver_status=status,
         seconds=time.perf_counter() - start,
         samples=N,
     )
+
+
+OFFSET_VIF_LIMIT = 10.0
+
+
+def _offset_joints(which: str, A: np.ndarray) -> list[int]:
+    """Joints (indices) that get an offset column; ``A`` (N, n, p): the other columns."""
+    n = A.shape[1]
+    if which != "separable":
+        return list(range(n)) if which == "all" else []
+    flat = A.reshape(-1, A.shape[2])
+    out = []
+    for c in range(n):
+        ones = np.zeros((A.shape[0], n))
+        ones[:, c] = 1.0
+        column = ones.ravel()
+        x, *_ = np.linalg.lstsq(flat, column, rcond=None)
+        unexplained = np.sum((column - flat @ x) ** 2) / np.sum(column**2)  # 1 - R^2 (uncentred)
+        if unexplained > 1.0 / OFFSET_VIF_LIMIT:
+            out.append(c)
+    return out
 
 
 def _friction_matrix(law: str, logs: Sequence[ConditionedLog], vs: np.ndarray, cutoff_hz: float) -> tuple[np.ndarray, tuple[str, ...]]:

@@ -81,12 +81,12 @@ def format_arm_fit(fit: ArmFit) -> str:
         f"{len(fit.joint_names)} joints, {fit.samples} samples; {len(fit.base)} base parameters"
         + ("" if s.free_bodies is None else f" of {', '.join(s.free_bodies)}")
         + f", condition number {fit.condition_number:.4g}; {s.friction} friction; fitted in {fit.seconds:.2f} s (IPOPT: {fit.solver_status})",
-        f"  {'joint':<16}{'noise sigma':>12}{'rms consistent':>16}{'rms unconstrained':>19}{'sensor offset' if s.offsets else '':>15}   friction (consistent)",
+        f"  {'joint':<16}{'noise sigma':>12}{'rms consistent':>16}{'rms unconstrained':>19}{'sensor offset' if s.offsets != 'none' else '':>15}   friction (consistent)",
     ]
     for c, j in enumerate(fit.joint_names):
         law = fit.friction.get(j)
         text = "none" if law is None else ", ".join(f"{k} {v:.4g}" for k, v in law.parameters().items() if k != "delta")
-        offset = f"{fit.offsets[c]:>10.4g} {unit(j):<4}" if s.offsets else ""
+        offset = (f"{fit.offsets[c]:>10.4g} {unit(j):<4}" if j in fit.offset_joints else "-    ") if s.offsets != "none" else ""
         lines.append(f"  {j:<16}{fit.sigma[c]:>8.4g} {unit(j):<4}{fit.rms_consistent[c]:>11.4g} {unit(j):<4}{fit.rms_ols[c]:>14.4g} {unit(j):<4}{offset:>15}   {text}")
     lines.append(f"  bodies moved from the prior (pull lambda = {s.regularisation:g}; mass kg, centre-of-mass shift mm, inertia change relative):")
     for ch in sorted(fit.changes, key=lambda c: -abs(c.mass - c.mass_prior) / max(c.mass_prior, 1e-9)):
@@ -106,7 +106,7 @@ def arm_fit_json(fit: ArmFit, validation: dict[str, dict[str, list[float]]] | No
         "joints": list(fit.joint_names),
         "bodies": list(fit.bodies),
         "settings": {"friction": fit.settings.friction, "regularisation": fit.settings.regularisation, "weighting": fit.settings.weighting,
-                     "free_bodies": None if fit.settings.free_bodies is None else list(fit.settings.free_bodies), "payload": fit.settings.payload},
+                     "free_bodies": None if fit.settings.free_bodies is None else list(fit.settings.free_bodies), "payload": fit.settings.payload, "offsets": fit.settings.offsets},
         "samples": fit.samples,
         "seconds": fit.seconds,
         "solver_status": fit.solver_status,
@@ -124,7 +124,7 @@ def arm_fit_json(fit: ArmFit, validation: dict[str, dict[str, list[float]]] | No
         "friction": {j: None if law is None else {"law": law.name, **law.parameters()} for j, law in fit.friction.items()},
         "friction_unconstrained": fit.friction_ols,
         "body_changes": [vars(c) for c in fit.changes],
-        "sensor_offsets": dict(zip(fit.joint_names, fit.offsets.tolist())),
+        "sensor_offsets": {j: float(fit.offsets[fit.joint_names.index(j)]) for j in fit.offset_joints},
         "payload": None if fit.payload_mass is None else {"mass": fit.payload_mass, "com": fit.payload_com.tolist()},  # type: ignore[union-attr]
         "validation": validation or {},
     }

@@ -118,7 +118,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--holdout", type=float, metavar="FRACTION", help="keep the last FRACTION of each log back and report its errors (e.g. 0.3)")
     d.add_argument("--friction", choices=("coulomb-viscous", "stribeck", "none"), default="coulomb-viscous", help="friction law per joint (default coulomb-viscous)")
     d.add_argument("--regularisation", type=float, default=1e-2, help="weight of the pull toward the robot's own inertials (default 1e-2)")
-    d.add_argument("--offsets", action="store_true", help="also fit a constant torque-sensor bias per joint (reported, not written back)")
+    d.add_argument(
+        "--offsets", choices=("none", "separable", "all"), default="none",
+        help="constant torque-sensor biases to fit (reported, not written back): on no joint (default), on the joints where they "
+        "are separable from gravity, or on all",
+    )
     d.add_argument("--payload", action="store_true", help="identify only a payload on the last body; the rest of the arm keeps the robot's inertials")
     d.add_argument("--rate", type=float, default=1000.0, help="resampling rate, Hz (default 1000)")
     d.add_argument("--cutoff", type=float, default=20.0, help="low-pass of q, dq and tau, Hz (default 20)")
@@ -442,7 +446,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     for name, log in held_out:
         errors = {
             "consistent": predict_torques(robot, fit.theta, fit.friction, log) - log.tau,
-            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets) - log.tau} if settings.offsets else {}),
+            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets) - log.tau} if settings.offsets != "none" else {}),
             "prior": predict_torques(robot, fit.theta_prior, {j.name: j.friction.law if j.friction else None for j in robot.joints}, log) - log.tau,
         }
         validation[name] = {k: np.sqrt(np.mean(e**2, axis=0)).tolist() for k, e in errors.items()}
