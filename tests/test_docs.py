@@ -49,6 +49,7 @@ def test_fence_parser_sees_the_readme_examples():
 @pytest.mark.parametrize("page", [_param(p) for p in PAGES if blocks(p)])
 def test_examples_run(page, tmp_path):
     """The page's runnable blocks all succeed, in order, in one working directory."""
+    (tmp_path / "data").symlink_to(ROOT / "data")  # pages run "from the repository's root" for the bundled real logs
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "MPLBACKEND": "Agg"}
     for k, (lang, _, code) in enumerate(blocks(page)):
         cmd = ["bash", "-e", "-c", code] if lang == "sh" else [sys.executable, "-c", code]

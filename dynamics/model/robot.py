@@ -312,6 +312,54 @@ def _check_lugre_dissipative(robot: RobotModel) -> None:
             )
 
 
+def _lock_joints(model: pin.Model, spec: RobotSpec) -> pin.Model:
+    """The model with ``spec.locked`` joints held at their positions and removed (bodies merged)."""
+    if not spec.locked:
+        return model
+    q_ref = pin.neutral(model)
+    ids = []
+    for name, value in spec.locked.items():
+        field = f"locked.{name}"
+        if not model.existJointName(name) or name == "universe":
+            raise ConfigError(f"no joint {name!r} in the URDF", file=spec.source, field=field)
+        jid = model.getJointId(name)
+        jm = model.joints[jid]
+        if jm.nq != 1:
+            raise ConfigError(f"joint {name!r} has {jm.nq} configuration entries; only 1-DOF joints can be locked", file=spec.source, field=field)
+        lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
+        if not lo - 1e-12 <= value <= hi + 1e-12:
+            raise ConfigError(f"{value:g} is outside the joint's range [{lo:g}, {hi:g}]", file=spec.source, field=field)
+        if name in spec.joints:
+            raise ConfigError("a locked joint has no DOF left to describe; remove its [joints] table", file=spec.source, field=f"joints.{name}")
+        q_ref[jm.idx_q] = value
+        ids.append(jid)
+    return pin.buildReducedModel(model, ids, q_ref)
+
+
+def _set_inertials(model: pin.Model, spec: RobotSpec) -> None:
+    """Replace the bodies of joints with an ``inertial`` table; each must be physically consistent."""
+    for name, joint in spec.joints.items():
+        ins = joint.inertial
+        if ins is None:
+            continue
+        if not model.existJointName(name):
+            raise ConfigError(f"no joint {name!r} in the URDF", file=spec.source, field=f"joints.{name}")
+        ixx, iyy, izz, ixy, ixz, iyz = ins.inertia
+        inertia_c = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        eig = np.linalg.eigvalsh(inertia_c)
+        # a mass density exists iff the principal moments are positive and obey the triangle inequalities;
+        # the tolerance admits a line of mass (one moment ~0) written with six significant digits
+        tol = 1e-6 * eig[2]
+        if eig[0] < -tol or eig[2] <= 0 or eig[0] + eig[1] < eig[2] - tol:
+            raise ConfigError(
+                f"principal moments {eig[0]:.4g}, {eig[1]:.4g}, {eig[2]:.4g} kg·m² are not those of a body (need >= 0 and "
+                "the two smaller adding up to at least the largest)",
+                file=ins.file,
+                field=f"{ins.field}.inertia",
+            )
+        model.inertias[model.getJointId(name)] = pin.Inertia(ins.mass, np.asarray(ins.com, dtype=float), inertia_c)
+
+
 def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool = False) -> RobotModel:
     """Build the model a :class:`~mbctl.config.RobotSpec` describes.
 
@@ -324,9 +372,10 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
             joint, or a non-physical parameter.
     """
     check_urdf(spec.urdf)  # before pinocchio, whose messages do not name the joint
-    model = parse_urdf(spec.urdf)
+    model = _lock_joints(parse_urdf(spec.urdf), spec)
     if spec.gravity is not None:
         model.gravity = pin.Motion(np.concatenate([np.asarray(spec.gravity, dtype=float), np.zeros(3)]))
+    _set_inertials(model, spec)
     rfe_links = []
     fem = [link for link in spec.flexible if isinstance(link, FEMSpec)]
     if fem and not rigid_links:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # matplotlib and the result types load only when a figure is 
 __all__ = [
     "FORMATS",
     "VARIANT_PLOTS",
+    "plot_arm_fit",
     "plot_feedforward",
     "plot_identification",
     "plot_reactions",
@@ -102,6 +103,20 @@ def plot_feedforward(ff: FeedforwardResult, path: str | Path, title: str | None 
         ax.set_ylabel(f"{j.name} [{unit}]")
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_arm_fit(logs: Sequence, predicted: Sequence[np.ndarray], path: str | Path) -> None:
+    """Measured (filtered) against predicted joint torques, one panel per joint, logs one after another."""
+    names = logs[0].joint_names
+    fig, axes = _grid(len(names), "measured (grey) and identified model (colour) torques")
+    for log, tau in zip(logs, predicted):
+        for c, ax in enumerate(axes):
+            ax.plot(log.t, log.tau[:, c], color="0.6", lw=1.0)
+            ax.plot(log.t, tau[:, c], lw=0.9)
+            ax.set_ylabel(f"{names[c]} (N·m)")
+    for ax in axes[-2:]:
+        ax.set_xlabel("t (s)")
     save_figure(fig, path)
 
 

@@ -5,6 +5,7 @@
 actuated = true                     # optional, default true
 limits = { position = [-2.9, 2.9], velocity = 3.0, effort = 100.0 }   # optional overrides, SI
 armature = 0.5                      # optional: reflected rotor inertia, kg*m^2 (kg for prismatic joints)
+inertial = { mass = 2.1, com = [0.0, 0.0, 0.1], inertia = [0.02, 0.02, 0.01, 0.0, 0.0, 0.0] }   # optional, below
 friction = { law = "stribeck", fc = 0.8, fs = 1.1, vs = 0.05, delta = 2.0, fv = 0.12 }
 [joints.j2.friction]
 law = "lugre"                       # none | coulomb-viscous | stribeck | lugre
@@ -13,6 +14,12 @@ fc = 0.5
 load = { model = "bearing3d", rb = 0.02, rp = 0.01, rn = 0.015 }   # optional
 [joints.j3.actuator]                # optional: a position-controlled servo (mbctl.config.actuator)
 ```
+
+``inertial`` replaces the rigid body the joint moves (its child link and every link fixed
+to it, merged as pinocchio merges them): ``mass`` in kg, ``com`` in m and ``inertia``
+``[ixx, iyy, izz, ixy, ixz, iyz]`` in kg·m² about the centre of mass, all in the joint's
+frame, as URDF states a link's inertial. Identification writes it (``mbctl identify
+dynamics --write-back``).
 
 The parameter names of each law and load model are the schema below; their physical
 ranges (``fs >= fc``, ...) are checked when :mod:`mbctl.dynamics.friction` builds the
@@ -30,7 +37,7 @@ from types import MappingProxyType
 from mbctl.config.actuator import ActuatorSpec, parse_actuator
 from mbctl.tomlfields import Table
 
-__all__ = ["FRICTION_LAWS", "LOAD_MODELS", "FrictionSpec", "JointSpec", "LoadSpec", "parse_friction", "parse_joint"]
+__all__ = ["FRICTION_LAWS", "LOAD_MODELS", "FrictionSpec", "InertialSpec", "JointSpec", "LoadSpec", "parse_friction", "parse_joint"]
 
 # name -> (required parameters, optional parameters); units: N·m (N) for forces, rad/s (m/s) for speeds
 FRICTION_LAWS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = MappingProxyType({
@@ -42,7 +49,8 @@ LOAD_MODELS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = MappingProx
     "bearing3d": (("rb", "rp", "rn"), ()),
     "journal2d": (("diameter",), ()),
 })
-JOINT_KEYS = ("actuated", "limits", "friction", "armature", "actuator")
+JOINT_KEYS = ("actuated", "limits", "friction", "armature", "actuator", "inertial")
+INERTIAL_KEYS = ("mass", "com", "inertia")
 LIMIT_KEYS = ("position", "velocity", "effort")
 
 
@@ -73,6 +81,18 @@ class FrictionSpec:
 
 
 @dataclass(frozen=True)
+class InertialSpec:
+    """The rigid body a joint moves: mass (kg), centre of mass (m) and inertia about it
+    ``(ixx, iyy, izz, ixy, ixz, iyz)`` (kg·m²), in the joint frame; ``field`` locates it for errors."""
+
+    mass: float
+    com: tuple[float, float, float]
+    inertia: tuple[float, float, float, float, float, float]
+    file: Path | None = dataclasses.field(default=None, compare=False)
+    field: str | None = dataclasses.field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class JointSpec:
     """What the description says about one joint, before it is merged with the URDF (SI units)."""
 
@@ -83,6 +103,7 @@ class JointSpec:
     friction: FrictionSpec | None = None
     armature: float | None = None
     actuator: ActuatorSpec | None = None
+    inertial: InertialSpec | None = None
 
 
 def _parameters(t: Table, schema: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]], name: str, skip: tuple[str, ...]) -> dict[str, float]:
@@ -107,6 +128,20 @@ def parse_friction(t: Table) -> FrictionSpec | None:
         model = lt.string("model", choices=list(LOAD_MODELS))
         load = LoadSpec(model=model, parameters=_parameters(lt, LOAD_MODELS, model, skip=("model",)))
     return FrictionSpec(law=law, parameters=parameters, load=load, file=t.file, field=t.path())
+
+
+def parse_inertial(t: Table) -> InertialSpec:
+    """Parse a ``[joints.<name>.inertial]`` table (its physical consistency is checked with the model)."""
+    t.only(INERTIAL_KEYS)
+    for key in INERTIAL_KEYS:
+        if key not in t:
+            raise t.error(key, "missing (an inertial needs mass, com and inertia)")
+    mass = t.number("mass")
+    if not mass > 0:
+        raise t.error("mass", f"must be > 0 kg, got {mass:g}")
+    com = tuple(float(x) for x in t.vector("com", 3))
+    inertia = tuple(float(x) for x in t.vector("inertia", 6))
+    return InertialSpec(mass=mass, com=com, inertia=inertia, file=t.file, field=t.path())  # type: ignore[arg-type]
 
 
 def parse_joint(t: Table) -> JointSpec:
@@ -138,4 +173,5 @@ def parse_joint(t: Table) -> JointSpec:
         friction=friction,
         armature=armature,
         actuator=parse_actuator(t.table("actuator")) if "actuator" in t else None,
+        inertial=parse_inertial(t.table("inertial")) if "inertial" in t else None,
     )

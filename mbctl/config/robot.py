@@ -3,6 +3,7 @@
 ```toml
 urdf = "scara.urdf"                 # relative to this file, or "example-robot-data:ur5"
 gravity = [0.0, 0.0, -9.81]         # m/s², optional (default: the URDF/pinocchio default)
+locked = { finger1 = 0.0 }          # optional: joints held at a position (rad or m), removed from the model
 [joints.j1]                         # see mbctl.config.joints
 [flexible.upper_arm]                # see mbctl.config.flexible
 [base]                              # see mbctl.config.base
@@ -32,7 +33,7 @@ from mbctl.tomlfields import Table, read_toml
 __all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec", "robot_spec_from_table"]
 
 ROBOT_KEYS = (
-    "urdf", "gravity", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
+    "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
     "flexible", "base",
 )
 
@@ -46,6 +47,8 @@ class RobotSpec:
         name: Robot name (the TOML file's stem).
         source: The TOML file, or None for a spec built in Python.
         gravity: Gravity in the world frame (m/s²), or None for the URDF/pinocchio default.
+        locked: Joints held at a fixed position (rad or m) by name: removed from the model,
+            their bodies merged into the body they hang from (a gripper that stays shut).
         joints: Overrides by URDF joint name.
         flexible: Flexible links (rigid finite elements, or floating-frame FEM beams).
         base: The base support, or None for a rigid base.
@@ -62,6 +65,7 @@ class RobotSpec:
     name: str = "robot"
     source: Path | None = None
     gravity: tuple[float, float, float] | None = None
+    locked: Mapping[str, float] = dataclasses.field(default_factory=dict)
     joints: Mapping[str, JointSpec] = dataclasses.field(default_factory=dict)
     flexible: tuple[FlexibleSpec, ...] = ()
     base: BaseSupport | None = None
@@ -97,6 +101,10 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
     if "gravity" in root:
         gx, gy, gz = root.vector("gravity", 3)
         gravity = (float(gx), float(gy), float(gz))
+    locked = {}
+    if "locked" in root:
+        lt = root.table("locked")
+        locked = {name: lt.number(name) for name in lt.keys()}
     joints = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
     flexible = tuple(parse_flexible(t, link) for link, t in root.table("flexible").tables()) if "flexible" in root else ()
     return RobotSpec(
@@ -104,6 +112,7 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
         name=path.stem,
         source=path,
         gravity=gravity,
+        locked=locked,
         joints=joints,
         flexible=flexible,
         base=parse_base(root.table("base")) if "base" in root else None,

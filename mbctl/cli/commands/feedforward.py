@@ -37,7 +37,13 @@ FRICTION_CHOICES = ("config", "none", *LAWS)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name")
-    p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>")
+    p.add_argument(
+        "--trajectory",
+        type=Path,
+        required=True,
+        help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>; or a measured log without ddq (t, q, optional dq and tau), "
+        "conditioned as `mbctl identify dynamics` does and compared with its tau.<joint> columns",
+    )
     p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")
     p.add_argument("--plot", type=Path, help="also plot the torques (.png, .pdf or .svg)")
     p.add_argument("--reactions", action="store_true", help="add joint reaction wrenches and normal loads to the CSV")
@@ -82,6 +88,38 @@ def override_friction(robot: RobotModel, law: str) -> RobotModel:
     return robot.with_friction(changed)
 
 
+def trajectory_or_log(path: Path, robot: RobotModel):  # noqa: ANN201  (Trajectory, measured torques or None)
+    """A trajectory CSV as it is, or a measured log (no ``ddq.`` columns) conditioned into one.
+
+    A log is resampled, filtered and differentiated with the defaults of
+    :class:`mbctl.identification.arm_log.Conditioning`; its ``tau.<joint>`` columns, if
+    present, come back (filtered alike) to be compared with the prediction.
+    """
+    from mbctl.ctrl.trajectory import Trajectory
+    from mbctl.fileio import read_csv
+
+    header = read_csv(path).header
+    if any(name.startswith("ddq.") for name in header):
+        return read_trajectory(path, robot.joint_names), None
+    from mbctl.identification.arm_log import condition_log, read_arm_log
+
+    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False))
+    print(f"{path}: no ddq columns, conditioned as a measured log: {log.notes[1]}")
+    return Trajectory(t=log.t, joint_names=log.joint_names, q=log.q, dq=log.dq, ddq=log.ddq), log.tau
+
+
+def format_prediction_error(ff: FeedforwardResult, measured) -> str:  # noqa: ANN001  (array (N, nv))
+    """RMS and peak difference between the predicted and the measured torques, per joint."""
+    lines = [f"  {'against the measured tau':<26}{'rms error':>12}{'peak error':>12}{'rms measured':>14}"]
+    for j in ff.robot.joints:
+        e = ff.dynamics.tau[:, j.idx_v] - measured[:, j.idx_v]
+        unit = "N·m" if j.kind == "revolute" else "N"
+        lines.append(
+            f"  {j.name:<26}{np.sqrt(np.mean(e**2)):>8.4g} {unit:<3}{np.abs(e).max():>8.4g} {unit:<3}{np.sqrt(np.mean(measured[:, j.idx_v] ** 2)):>10.4g} {unit:<3}"
+        )
+    return "\n".join(lines)
+
+
 def format_summary(ff: FeedforwardResult, elapsed_s: float) -> str:
     """Per-joint peak/RMS torque table with limit flags, as printed by the CLI."""
     n = len(ff.trajectory)
@@ -110,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.animate, HTML)
     robot = override_friction(load_robot(args.config), args.friction)
     control_settings(robot)  # a bad [control] table is reported even where no controller is built
-    traj = read_trajectory(args.trajectory, robot.joint_names)
+    traj, measured = trajectory_or_log(args.trajectory, robot)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     closed_chain = args.mode is not None or (robot.spec is not None and robot.spec.actuation is not None)
@@ -145,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     if args.animate:
         write_view(args.animate, robot, traj.t, traj.q, args, args.trajectory.name)
     print(format_summary(ff, elapsed))
+    if measured is not None:
+        print(format_prediction_error(ff, measured))
     print(f"wrote {', '.join(str(p) for p in (args.out, args.plot, args.animate) if p)}")
     return 0
 

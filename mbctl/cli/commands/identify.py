@@ -103,6 +103,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--force", action="store_true", help="overwrite an existing --write-back file")
     s.set_defaults(run=fit_servo_logs)
 
+    d = isub.add_parser(
+        "dynamics",
+        help="identify a whole arm's inertial parameters and joint friction from logs of its motion",
+        description="Fit every body's inertial parameters (physically consistent: positive definite pseudo-inertia) and "
+        "each joint's friction to logs of the arm's motion (CSV: t, q.<joint>, optional dq.<joint>, tau.<joint>; or "
+        "an mbctl run log .npz). The logs are resampled, filtered (zero phase) and differentiated first. Prints the "
+        "fit against the unconstrained least squares; --write-back writes a copy of the robot with the identified "
+        "[joints.<joint>.inertial] and [joints.<joint>.friction]. Model: mbctl.identification.arm_fit.",
+    )
+    d.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name: its inertials are the prior")
+    d.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="logs to fit (.csv or .npz)")
+    d.add_argument("--validate", nargs="+", default=[], type=Path, metavar="LOG", help="held-out logs: errors reported, not fitted")
+    d.add_argument("--holdout", type=float, metavar="FRACTION", help="keep the last FRACTION of each log back and report its errors (e.g. 0.3)")
+    d.add_argument("--friction", choices=("coulomb-viscous", "stribeck", "none"), default="coulomb-viscous", help="friction law per joint (default coulomb-viscous)")
+    d.add_argument("--regularisation", type=float, default=1e-2, help="weight of the pull toward the robot's own inertials (default 1e-2)")
+    d.add_argument(
+        "--offsets", choices=("none", "separable", "all"), default="none",
+        help="constant torque-sensor biases to fit (reported, not written back): on no joint (default), on the joints where they "
+        "are separable from gravity, or on all",
+    )
+    d.add_argument("--payload", action="store_true", help="identify only a payload on the last body; the rest of the arm keeps the robot's inertials")
+    d.add_argument("--rate", type=float, default=1000.0, help="resampling rate, Hz (default 1000)")
+    d.add_argument("--cutoff", type=float, default=20.0, help="low-pass of q, dq and tau, Hz (default 20)")
+    d.add_argument(
+        "--fit-cutoff", type=float, default=5.0,
+        help="low-pass of the fit's regressor columns and torques alike, and of the acceleration of held-out logs, Hz (default 5)",
+    )
+    d.add_argument("--velocity", choices=("auto", "logged", "differentiated"), default="auto", help="dq: logged where present (auto, default) or the derivative of q")
+    d.add_argument("--out", type=Path, help="the fit to write (.json)")
+    d.add_argument("--plot", type=Path, help="measured against predicted torques (.png, .pdf or .svg)")
+    d.add_argument("--write-back", type=Path, metavar="COPY.toml", help="write a copy of the robot TOML with the identified inertials and friction")
+    d.add_argument("--force", action="store_true", help="overwrite an existing --write-back file")
+    d.set_defaults(run=fit_arm_logs)
+
 
 def run_experiments(args: argparse.Namespace) -> int:
     from mbctl.cli.commands.run import format_run
@@ -357,4 +391,78 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
     written = [str(p) for p in (args.out, args.plot, args.write_back) if p]
     if written:
         print(f"wrote {', '.join(written)}")
+    return 0
+
+
+def fit_arm_logs(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from mbctl.dynamics.model.robot import load_robot
+    from mbctl.errors import DataError
+    from mbctl.identification.arm_fit import ArmFitSettings, fit_arm, predict_torques
+    from mbctl.identification.arm_log import Conditioning, condition_log, read_arm_log
+    from mbctl.identification.arm_report import arm_fit_json, format_arm_fit, write_arm_robot_copy
+    from mbctl.identification.report import check_copy_target
+
+    for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
+        if path:
+            check_output(path, kinds)
+    if args.write_back is not None:
+        check_copy_target(args.config, args.write_back, args.force)
+    if args.holdout is not None and not 0 < args.holdout < 1:
+        raise InputError(f"must be between 0 and 1, got {args.holdout:g}", field="--holdout")
+    try:
+        # the fit filters its columns and torques itself (parallel filtering), so its logs keep
+        # the acceleration at the cutoff of q, dq and tau; predictions smooth it at --fit-cutoff
+        predict = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.fit_cutoff, velocity=args.velocity)
+        how = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.cutoff, velocity=args.velocity)
+        settings = ArmFitSettings(
+            friction=args.friction, regularisation=args.regularisation, parallel_cutoff_hz=args.fit_cutoff, offsets=args.offsets,
+            effective_samples=max(args.rate / (2 * args.fit_cutoff), 1.0),
+        )
+    except DataError as exc:
+        option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--fit-cutoff", "regularisation": "--regularisation",
+                  "parallel_cutoff_hz": "--fit-cutoff"}
+        raise InputError(exc.reason, field=option.get(exc.field or "", exc.field)) from None
+    robot = load_robot(args.config)
+    if args.payload:
+        last = max(robot.joints, key=lambda j: j.id).name
+        settings = ArmFitSettings(**{**vars(settings), "free_bodies": (last,), "payload": True})
+    joints = robot.joint_names
+    fitted, held_out = [], []
+    for path in args.logs:
+        raw = read_arm_log(path, joints)
+        log = condition_log(raw, how)
+        if args.holdout is not None:
+            log = log.split(1 - args.holdout)[0]
+            held_out.append((f"{path.name} (last {args.holdout:.0%})", condition_log(raw, predict).split(1 - args.holdout)[1]))
+        fitted.append(log)
+    held_out += [(path.name, condition_log(read_arm_log(path, joints), predict)) for path in args.validate]
+    for note in dict.fromkeys(n for log in fitted for n in log.notes):
+        print(note)
+    fit = fit_arm(robot, fitted, settings)
+    print(format_arm_fit(fit))
+    validation = {}
+    for name, log in held_out:
+        errors = {
+            "consistent": predict_torques(robot, fit.theta, fit.friction, log) - log.tau,
+            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets) - log.tau} if settings.offsets != "none" else {}),
+            "prior": predict_torques(robot, fit.theta_prior, {j.name: j.friction.law if j.friction else None for j in robot.joints}, log) - log.tau,
+        }
+        validation[name] = {k: np.sqrt(np.mean(e**2, axis=0)).tolist() for k, e in errors.items()}
+        print(f"held out: {name}, {len(log)} samples; RMS torque error per joint (N·m, N):")
+        for label, rms in validation[name].items():
+            print(f"  {label + (' (the robot as given)' if label == 'prior' else ''):<26}" + "".join(f"{x:>8.3g}" for x in rms))
+    if args.out:
+        with atomic_output(args.out) as tmp:
+            tmp.write_text(json.dumps(arm_fit_json(fit, validation), indent=2))
+    if args.plot:
+        from mbctl.cli.plots import plot_arm_fit
+
+        plot_arm_fit(fitted + [log for _, log in held_out], [predict_torques(robot, fit.theta, fit.friction, log) for log in fitted + [log for _, log in held_out]], args.plot)
+    if args.write_back:
+        write_arm_robot_copy(args.config, args.write_back, fit, args.logs, force=args.force)
+    written = [p for p in (args.out, args.plot, args.write_back) if p]
+    if written:
+        print(f"wrote {', '.join(str(p) for p in written)}")
     return 0

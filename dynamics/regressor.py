@@ -1,0 +1,187 @@
+"""Joint torques linear in the inertial parameters: the regressor and the base parameters.
+
+Rigid-body inverse dynamics is linear in each body's ten inertial parameters,
+``tau = Y(q, dq, ddq) @ theta``. Body ``b`` (the body moved by pinocchio joint ``b + 1``,
+every fixed link merged in) contributes, in its joint frame, in pinocchio's order::
+
+    theta_b = [m, m*cx, m*cy, m*cz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
+
+with ``m`` in kg, ``c`` the centre of mass (m) and ``I`` the rotational inertia about the
+joint frame's *origin* (kg·m², not about the centre of mass).
+
+Not every combination of parameters moves the torques: a body's mass on a joint that
+only turns about a fixed axis, parameters of the base body, ... Those columns of ``Y``
+are zero or linearly dependent. :func:`base_parameters` finds an independent set by a
+rank-revealing QR of the regressor stacked over random states (Gautier's numerical
+method): ``Y @ theta = Y_b @ beta`` with ``beta = K @ theta``, ``Y_b`` the independent
+columns. ``beta`` is what a log of motions can identify; the rest needs prior knowledge.
+
+A set ``theta_b`` is physically consistent when the body's pseudo-inertia matrix::
+
+    J = [[ (tr(I)/2)*1 - I,  m*c ],
+         [ (m*c)^T,          m   ]]       (4 x 4, kg·m², kg·m, kg)
+
+is positive definite; this is mass > 0, a positive definite inertia about the centre
+of mass and its triangle inequalities together (a density of mass exists).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+import scipy.linalg
+
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.errors import DataError
+
+__all__ = [
+    "INERTIAL_NAMES",
+    "BaseParameters",
+    "base_parameters",
+    "body_names",
+    "inertial_parameters",
+    "joint_torque_regressor",
+    "pseudo_inertia",
+    "from_pseudo_inertia",
+    "random_states",
+    "with_inertial_parameters",
+]
+
+INERTIAL_NAMES = ("m", "mx", "my", "mz", "ixx", "ixy", "iyy", "ixz", "iyz", "izz")
+
+
+def body_names(robot: RobotModel) -> tuple[str, ...]:
+    """Name of each body, the joint that moves it (pinocchio joint order, universe excluded)."""
+    return tuple(robot.model.names[i] for i in range(1, robot.model.njoints))
+
+
+def inertial_parameters(robot: RobotModel) -> np.ndarray:
+    """The model's inertial parameters ``theta``, shape (10 * n_bodies,), order as in the module docstring."""
+    return np.concatenate([robot.model.inertias[i].toDynamicParameters() for i in range(1, robot.model.njoints)])
+
+
+def with_inertial_parameters(robot: RobotModel, theta: np.ndarray) -> RobotModel:
+    """A copy of ``robot`` whose bodies carry ``theta`` (kg, kg·m, kg·m² about each joint origin)."""
+    theta = np.asarray(theta, dtype=float).reshape(-1, 10)
+    if theta.shape[0] != robot.model.njoints - 1:
+        raise DataError(f"{theta.shape[0]} bodies of parameters for a model with {robot.model.njoints - 1}", field="theta")
+    model = pin.Model(robot.model)
+    for b, p in enumerate(theta):
+        model.inertias[b + 1] = pin.Inertia.FromDynamicParameters(p)
+    return dataclasses.replace(robot, model=model)
+
+
+def joint_torque_regressor(robot: RobotModel, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
+    """``Y`` with ``tau[k] = Y[k] @ theta`` for every sample, shape (N, nv, 10 * n_bodies).
+
+    Args:
+        q, dq, ddq: DOF positions (rad, m), velocities and accelerations, shape (N, nv),
+            in the robot's joint order.
+    """
+    q, dq, ddq = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (q, dq, ddq))
+    model = robot.model
+    if not q.shape == dq.shape == ddq.shape or q.shape[1] != model.nv:
+        raise DataError(f"q, dq, ddq must all have shape (N, {model.nv}); got {q.shape}, {dq.shape}, {ddq.shape}", field="q")
+    data = model.createData()
+    config = robot.configuration(q)
+    out = np.empty((len(q), model.nv, 10 * (model.njoints - 1)))
+    for k in range(len(q)):
+        out[k] = pin.computeJointTorqueRegressor(model, data, config[k], dq[k], ddq[k])
+    return out
+
+
+def pseudo_inertia(theta_body: np.ndarray) -> np.ndarray:
+    """The 4 x 4 pseudo-inertia matrix of one body's ten parameters (see the module docstring)."""
+    m, mx, my, mz, ixx, ixy, iyy, ixz, iyz, izz = np.asarray(theta_body, dtype=float)
+    inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    J = np.empty((4, 4))
+    J[:3, :3] = 0.5 * np.trace(inertia) * np.eye(3) - inertia
+    J[:3, 3] = J[3, :3] = (mx, my, mz)
+    J[3, 3] = m
+    return J
+
+
+def from_pseudo_inertia(J: np.ndarray) -> np.ndarray:
+    """One body's ten parameters from its pseudo-inertia matrix (inverse of :func:`pseudo_inertia`)."""
+    sigma = np.asarray(J, dtype=float)[:3, :3]
+    inertia = np.trace(sigma) * np.eye(3) - sigma
+    return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1], inertia[0, 2], inertia[1, 2], inertia[2, 2]])
+
+
+def random_states(robot: RobotModel, n: int, *, seed: int = 0, speed: float = 2.0, acceleration: float = 10.0) -> tuple[np.ndarray, ...]:
+    """``(q, dq, ddq)`` drawn uniformly: positions within the joint limits (±pi where unbounded),
+    velocities within ±``speed`` (or the velocity limit), accelerations within ±``acceleration``."""
+    rng = np.random.default_rng(seed)
+    lo = np.array([max(j.limits.lower, -np.pi) for j in robot.joints])
+    hi = np.array([min(j.limits.upper, np.pi) for j in robot.joints])
+    vmax = np.array([min(j.limits.velocity, speed) for j in robot.joints])
+    q = rng.uniform(lo, hi, (n, robot.nv))
+    dq = rng.uniform(-vmax, vmax, (n, robot.nv))
+    ddq = rng.uniform(-acceleration, acceleration, (n, robot.nv))
+    return q, dq, ddq
+
+
+@dataclass(frozen=True)
+class BaseParameters:
+    """An independent set of parameter combinations, ``beta = K @ theta``.
+
+    Attributes:
+        columns: Indices into ``theta`` of the independent regressor columns, shape (nb,).
+        K: Map from full to base parameters, shape (nb, 10 * n_bodies): identity on
+            ``columns`` plus the dependent columns regrouped onto them.
+        names: ``"<body>.<parameter>"`` of each base parameter (its leading column).
+        rows: Which DOF rows of the regressor the set was found for (indices into ``q``).
+    """
+
+    columns: np.ndarray
+    K: np.ndarray
+    names: tuple[str, ...]
+    rows: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def base(self, theta: np.ndarray) -> np.ndarray:
+        """``beta = K @ theta``."""
+        return self.K @ np.asarray(theta, dtype=float)
+
+    def reduce(self, Y: np.ndarray) -> np.ndarray:
+        """The independent columns ``Y_b`` of a regressor (..., 10 * n_bodies) -> (..., nb)."""
+        return np.asarray(Y)[..., self.columns]
+
+
+def base_parameters(
+    robot: RobotModel, rows: Sequence[int] | None = None, *, samples: int = 400, seed: int = 0, tolerance: float = 1e-8
+) -> BaseParameters:
+    """Base parameters of ``robot`` for the regressor rows ``rows`` (DOF indices; default: all).
+
+    The regressor is stacked over ``samples`` random states (:func:`random_states`) and
+    factored by QR with column pivoting; a column is independent when its diagonal entry
+    of ``R`` exceeds ``tolerance`` times the largest. With ``Y P = Q [R1 R2]`` the dependent
+    columns are ``Y_d = Y_b R1^-1 R2``, so ``beta = theta_b + R1^-1 R2 theta_d``.
+
+    Rows matter: a DOF whose torque is not measured (a gripper finger) adds no equation.
+    """
+    rows = tuple(range(robot.nv)) if rows is None else tuple(int(r) for r in rows)
+    q, dq, ddq = random_states(robot, samples, seed=seed)
+    Y = joint_torque_regressor(robot, q, dq, ddq)[:, rows, :].reshape(-1, 10 * (robot.model.njoints - 1))
+    scale = np.linalg.norm(Y, axis=0)
+    usable = np.flatnonzero(scale > tolerance * scale.max())
+    _, R, perm = scipy.linalg.qr(Y[:, usable], mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    rank = int(np.sum(diag > tolerance * diag[0]))
+    independent = usable[perm[:rank]]
+    dependent = usable[perm[rank:]]
+    regroup = scipy.linalg.solve_triangular(R[:rank, :rank], R[:rank, rank:])
+    order = np.argsort(independent)  # keep theta's order among the base parameters
+    K = np.zeros((rank, Y.shape[1]))
+    K[np.arange(rank), independent] = 1.0
+    K[:, dependent] = regroup
+    K[np.abs(K) < 1e-10] = 0.0
+    bodies = body_names(robot)
+    names = tuple(f"{bodies[c // 10]}.{INERTIAL_NAMES[c % 10]}" for c in independent[order])
+    return BaseParameters(columns=independent[order], K=K[order], names=names, rows=rows)

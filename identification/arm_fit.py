@@ -1,0 +1,541 @@
+"""Whole-arm dynamic identification: inertial parameters and joint friction from logs of motion.
+
+The measured torque of joint ``j`` at sample ``k`` is modelled as::
+
+    tau_kj = Y_kj(q, dq, ddq) @ theta + f_j(dq_kj, ddq_kj) + e_kj
+
+with ``theta`` the ten inertial parameters of every body (:mod:`mbctl.dynamics.regressor`)
+and ``f_j`` a friction law of :mod:`mbctl.dynamics.friction.laws`:
+
+- ``coulomb-viscous``: ``fc*s + fv*dq`` with ``s = sgn(dq)`` (``sgn(ddq)`` where ``dq = 0``,
+  as inverse dynamics evaluates it), linear in ``(fc, fv)``;
+- ``stribeck`` (``delta = 2``): ``[fc + (fs - fc)*exp(-(dq/vs)^2)]*s + fv*dq``, linear in
+  ``(fc, fs, fv)`` for a fixed ``vs``; ``vs`` of each joint is chosen from a grid by
+  minimising the residual (a separable least-squares search, joint by joint).
+
+**Parallel filtering.** Every column of the regressor and of the friction terms, and the
+measured torques, pass the same zero-phase low-pass (``parallel_cutoff_hz``, 5 Hz by
+default) before the fit: the equation stays exact for the filtered
+signals, while the noise of the differentiated acceleration and the smear of each
+Coulomb step at a velocity reversal (tens of milliseconds in the filtered torque, a
+bias of the order of ``fc`` against a sharp ``sgn(dq)`` column) leave the residual.
+
+Rows are weighted by ``1/sigma_j``, each joint's residual standard deviation in a first
+ordinary fit, so a noisy joint does not dominate a quiet one.
+
+Two estimates are computed:
+
+1. **Unconstrained** (printed, never written back): weighted least squares on the base
+   parameters, with standard errors and the condition number of the column-scaled base
+   regressor. The filtered samples are correlated; the standard errors count
+   ``rate / (2 * cutoff)`` samples as one.
+2. **Physically consistent** (written back): each body's pseudo-inertia is ``U U^T``
+   with ``U`` upper triangular and an exponential on its diagonal (a log-Cholesky
+   parametrisation), so every body keeps a positive mass, a positive definite inertia and
+   its triangle inequalities whatever the solver does. Solved by IPOPT (through CasADi):
+
+   ``min (1/n) |W (Y theta + F phi - tau)|^2 + lambda * sum_b D(J_b, J_b_prior)``
+
+   ``D(J, J0) = tr(J0^-1 J) - log det(J0^-1 J) - 4`` is the log-determinant divergence
+   between pseudo-inertias: zero at the prior, free of units and scales, and infinite on
+   the boundary of consistency, so no body ends as a degenerate line or plane of mass.
+   The friction parameters are bounded (``fc, fv >= 0``, ``fs >= fc``). The data term is
+   compressed to its QR factor first, so the solve does not grow with the log. The prior
+   (the model's own inertials) fixes what the logs cannot see; ``lambda`` (default 1e-2)
+   is stated in the report, with how far each body moved.
+
+With ``free_bodies`` only those bodies change (the others keep the model's values):
+``free_bodies=(last,)`` and ``payload=True`` identifies a payload added to the last body,
+itself physically consistent (a mass >= 0), whose mass a full fit cannot separate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from mbctl.dynamics.friction.laws import CoulombViscous, Stribeck, motion_direction
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.regressor import (
+    INERTIAL_NAMES,
+    BaseParameters,
+    base_parameters,
+    body_names,
+    inertial_parameters,
+    from_pseudo_inertia,
+    joint_torque_regressor,
+    pseudo_inertia,
+)
+from mbctl.errors import DataError, MbctlError
+from mbctl.identification.arm_log import ConditionedLog
+
+__all__ = ["ARM_FRICTION_LAWS", "OFFSET_VIF_LIMIT", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
+
+ARM_FRICTION_LAWS = ("coulomb-viscous", "stribeck", "none")
+STRIBECK_VS_GRID = np.geomspace(0.02, 0.5, 15)  # rad/s (m/s); a slower bump is lost in the 5 Hz parallel filter
+
+
+@dataclass(frozen=True)
+class ArmFitSettings:
+    """Choices of the fit.
+
+    Attributes:
+        friction: ``"coulomb-viscous"``, ``"stribeck"`` or ``"none"``.
+        regularisation: ``lambda``, the weight of the pull toward the prior (dimensionless,
+            relative to the mean weighted squared residual).
+        weighting: ``"noise"`` (rows by ``1/sigma_j``) or ``"none"``.
+        free_bodies: Names of the bodies (their joints) to identify; None for all.
+        payload: Identify a physically consistent *addition* to the free body (one body).
+        offsets: Constant torque-sensor biases to fit (reported, never written back): ``"none"``,
+            ``"all"``, or ``"separable"``: only on joints where a constant is not nearly a
+            combination of the other columns (variance inflation below
+            :data:`OFFSET_VIF_LIMIT`), e.g. a vertical first axis, where gravity never acts.
+            Elsewhere an offset trades against the gravity parameters and extrapolates badly.
+        parallel_cutoff_hz: Low-pass of the fit's columns and torques (Hz), see "Parallel filtering".
+        effective_samples: Samples counted as one independent sample for the standard
+            errors (``rate / (2 * parallel_cutoff_hz)`` for filtered logs); 1 treats them as independent.
+    """
+
+    friction: Literal["coulomb-viscous", "stribeck", "none"] = "coulomb-viscous"
+    regularisation: float = 1e-2
+    weighting: Literal["noise", "none"] = "noise"
+    free_bodies: tuple[str, ...] | None = None
+    payload: bool = False
+    offsets: Literal["none", "separable", "all"] = "none"
+    parallel_cutoff_hz: float = 5.0
+    effective_samples: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.friction not in ARM_FRICTION_LAWS:
+            raise DataError(f"must be one of {', '.join(ARM_FRICTION_LAWS)}, got {self.friction!r}", field="friction")
+        if not (np.isfinite(self.regularisation) and self.regularisation > 0):
+            raise DataError(f"must be a positive number, got {self.regularisation!r}", field="regularisation")
+        if self.weighting not in ("noise", "none"):
+            raise DataError(f"must be noise or none, got {self.weighting!r}", field="weighting")
+        if self.payload and (self.free_bodies is None or len(self.free_bodies) != 1):
+            raise DataError("a payload is identified on exactly one body", field="payload")
+        if self.offsets not in ("none", "separable", "all"):
+            raise DataError(f"must be none, separable or all, got {self.offsets!r}", field="offsets")
+        if not (np.isfinite(self.parallel_cutoff_hz) and self.parallel_cutoff_hz > 0):
+            raise DataError(f"must be a positive number of Hz, got {self.parallel_cutoff_hz!r}", field="parallel_cutoff_hz")
+        if not self.effective_samples >= 1:
+            raise DataError(f"must be >= 1, got {self.effective_samples!r}", field="effective_samples")
+
+
+@dataclass(frozen=True)
+class BodyChange:
+    """How far the consistent fit moved one body from the prior.
+
+    Attributes:
+        body: The joint that moves the body.
+        mass_prior, mass: kg.
+        com_shift: Distance between the prior's and the fit's centre of mass (m).
+        inertia_change: Largest change of the inertia about the centre of mass relative to
+            the prior's largest principal moment (dimensionless).
+    """
+
+    body: str
+    mass_prior: float
+    mass: float
+    com_shift: float
+    inertia_change: float
+
+
+@dataclass(frozen=True, eq=False)
+class ArmFit:
+    """The result of :func:`fit_arm` (SI units; arrays in joint or body order).
+
+    Attributes:
+        joint_names: Joints whose torques were fitted.
+        bodies: Body names (their joints), the order of ``theta``.
+        settings: The settings used.
+        base: Base parameters of the free bodies (of the unconstrained fit).
+        theta: Physically consistent inertial parameters of every body (10 per body).
+        theta_prior: The model's own parameters.
+        friction: The consistent fit's friction law per joint (None for ``"none"``).
+        beta_ols, beta_ols_stderr: Unconstrained base parameters and their standard errors.
+        friction_ols: Unconstrained friction parameters per joint (name -> value).
+        condition_number: Of the weighted, column-scaled base regressor with friction columns.
+        sigma: Residual standard deviation per joint of the first ordinary fit (N·m, N).
+        rms_consistent, rms_ols: RMS residual per joint on the fitted samples.
+        changes: How far each free body moved.
+        offsets: Each joint's torque-sensor bias (N·m, N; zero where none was fitted):
+            measured = model + offset. Not part of the robot: a drive need not produce it.
+        offset_joints: The joints that got an offset.
+        payload_mass, payload_com: With ``settings.payload``: the payload (kg, m in the body's frame).
+        solver_status: IPOPT's return status.
+        seconds: Wall time of the fit (regressor, both solves).
+        samples: Samples fitted.
+    """
+
+    joint_names: tuple[str, ...]
+    bodies: tuple[str, ...]
+    settings: ArmFitSettings
+    base: BaseParameters
+    theta: np.ndarray
+    theta_prior: np.ndarray
+    friction: dict[str, CoulombViscous | Stribeck | None]
+    beta_ols: np.ndarray
+    beta_ols_stderr: np.ndarray
+    friction_ols: dict[str, dict[str, float]]
+    condition_number: float
+    sigma: np.ndarray
+    rms_consistent: np.ndarray
+    rms_ols: np.ndarray
+    changes: tuple[BodyChange, ...]
+    offsets: np.ndarray
+    offset_joints: tuple[str, ...]
+    payload_mass: float | None = None
+    payload_com: np.ndarray | None = None
+    solver_status: str = ""
+    seconds: float = 0.0
+    samples: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def beta(self) -> np.ndarray:
+        """The consistent fit's base parameters ``K @ theta``."""
+        return self.base.base(self.theta)
+
+
+def _friction_columns(law: str, dq: np.ndarray, ddq: np.ndarray, vs: float | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Columns of one joint's friction, shape (N, k), and the parameter names."""
+    s = motion_direction(dq, ddq)
+    if law == "coulomb-viscous":
+        return np.column_stack([s, dq]), ("fc", "fv")
+    if law == "stribeck":
+        bump = np.exp(-((dq / vs) ** 2))
+        return np.column_stack([s * (1 - bump), s * bump, dq]), ("fc", "fs", "fv")
+    return np.zeros((len(dq), 0)), ()
+
+
+def _friction_law(law: str, p: dict[str, float]) -> CoulombViscous | Stribeck | None:
+    if law == "coulomb-viscous":
+        return CoulombViscous(fc=max(p["fc"], 0.0), fv=max(p["fv"], 0.0))
+    if law == "stribeck":
+        fc = max(p["fc"], 0.0)
+        return Stribeck(fc=fc, fs=max(p["fs"], fc), vs=p["vs"], fv=max(p["fv"], 0.0), delta=2.0)
+    return None
+
+
+def predict_torques(
+    robot: RobotModel, theta: np.ndarray, friction: dict[str, CoulombViscous | Stribeck | None], log: ConditionedLog, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """Torques the model ``(theta, friction)`` predicts along ``log``, shape (N, len(log.joint_names)),
+    plus ``offsets`` (per joint of the log) to predict what a biased sensor reads."""
+    idx = [robot.joint(j).idx_v for j in log.joint_names]
+    if len(idx) != robot.nv:
+        raise DataError("the log must hold every DOF of the robot", file=log.source)
+    q = np.empty((len(log), robot.nv))
+    dq, ddq = np.empty_like(q), np.empty_like(q)
+    q[:, idx], dq[:, idx], ddq[:, idx] = log.q, log.dq, log.ddq
+    tau = (joint_torque_regressor(robot, q, dq, ddq) @ theta)[:, idx]
+    for c, j in enumerate(log.joint_names):
+        law = friction.get(j)
+        if law is not None:
+            tau[:, c] += law.steady(log.dq[:, c], motion_direction(log.dq[:, c], log.ddq[:, c]))
+    return tau if offsets is None else tau + offsets
+
+
+def _log_cholesky(theta_body: np.ndarray) -> np.ndarray:
+    """The ten log-Cholesky coordinates of a body with a positive definite pseudo-inertia."""
+    J = pseudo_inertia(theta_body)
+    flip = np.eye(4)[::-1]
+    U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip  # upper triangular, J = U U^T
+    return np.array([np.log(U[0, 0]), U[0, 1], U[0, 2], U[0, 3], np.log(U[1, 1]), U[1, 2], U[1, 3], np.log(U[2, 2]), U[2, 3], np.log(U[3, 3])])
+
+
+def _theta_symbolic(x):  # noqa: ANN001, ANN202  (CasADi SX in and out)
+    """One body's ten parameters and pseudo-inertia ``J = U U^T`` from its log-Cholesky coordinates (CasADi)."""
+    import casadi as ca
+
+    U = ca.SX.zeros(4, 4)
+    U[0, 0], U[0, 1], U[0, 2], U[0, 3] = ca.exp(x[0]), x[1], x[2], x[3]
+    U[1, 1], U[1, 2], U[1, 3] = ca.exp(x[4]), x[5], x[6]
+    U[2, 2], U[2, 3] = ca.exp(x[7]), x[8]
+    U[3, 3] = ca.exp(x[9])
+    J = U @ U.T
+    S = J[:3, :3]
+    inertia = ca.trace(S) * ca.SX.eye(3) - S
+    theta = ca.vertcat(J[3, 3], J[0, 3], J[1, 3], J[2, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1], inertia[0, 2], inertia[1, 2], inertia[2, 2])
+    return theta, J
+
+
+def _body_change(name: str, prior: np.ndarray, fit: np.ndarray) -> BodyChange:
+    def com_and_inertia(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c = p[1:4] / p[0]
+        ixx, ixy, iyy, ixz, iyz, izz = p[4:]
+        inertia_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        return c, inertia_o - p[0] * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
+
+    c0, i0 = com_and_inertia(prior)
+    c1, i1 = com_and_inertia(fit)
+    scale = max(np.linalg.eigvalsh(i0).max(), 1e-12)
+    return BodyChange(name, float(prior[0]), float(fit[0]), float(np.linalg.norm(c1 - c0)), float(np.abs(np.linalg.eigvalsh(i1 - i0)).max() / scale))
+
+
+def fit_arm(
+    robot: RobotModel,
+    logs: Sequence[ConditionedLog],
+    settings: ArmFitSettings = ArmFitSettings(),
+) -> ArmFit:
+    """Identify the inertial parameters and joint friction of ``robot`` from conditioned logs.
+
+    Every log must hold every DOF of the robot with torques. See the module docstring for
+    the model, the weighting and the two estimates.
+
+    Raises:
+        DataError: For a log without torques or joints, an unknown body, or too few samples.
+        MbctlError: If IPOPT fails.
+    """
+    start = time.perf_counter()
+    if not logs:
+        raise DataError("no log to fit", field="logs")
+    joints = logs[0].joint_names
+    for log in logs:
+        if log.tau is None:
+            raise DataError("the log has no tau.<joint> columns", file=log.source, field="tau")
+        if log.joint_names != joints:
+            raise DataError("all logs must hold the same joints", file=log.source)
+    idx = [robot.joint(j).idx_v for j in joints]
+    if sorted(idx) != list(range(robot.nv)):
+        missing = [j.name for j in robot.joints if j.idx_v not in idx]
+        raise DataError(f"the logs lack joints {', '.join(missing)}: lock them in the robot TOML (locked = {{...}})", file=logs[0].source)
+    bodies = body_names(robot)
+    free = bodies if settings.free_bodies is None else settings.free_bodies
+    for b in free:
+        if b not in bodies:
+            raise DataError(f"no body {b!r} (bodies are named by their joints: {', '.join(bodies)})", field="free_bodies")
+    free_mask = np.repeat([b in free for b in bodies], 10)
+    theta_prior = inertial_parameters(robot)
+    n = len(joints)
+
+    q = np.concatenate([lg.q for lg in logs])
+    dq = np.concatenate([lg.dq for lg in logs])
+    ddq = np.concatenate([lg.ddq for lg in logs])
+    tau = np.concatenate([lg.tau for lg in logs])  # type: ignore[misc]
+    N = len(q)
+    cutoff = settings.parallel_cutoff_hz
+    Y_full = _parallel_filter(_regressor(robot, idx, q, dq, ddq), logs, cutoff)
+    tau = _parallel_filter(tau, logs, cutoff)
+    rhs = tau - Y_full[:, :, ~free_mask] @ theta_prior[~free_mask]
+    base = base_parameters(robot) if settings.free_bodies is None else _free_base(free_mask, bodies)
+
+    # friction columns, block-diagonal over joints
+    law = settings.friction
+    vs = _stribeck_speeds(base.reduce(Y_full), logs, rhs, cutoff) if law == "stribeck" else np.full(n, np.nan)
+    F, names = _friction_matrix(law, logs, vs, cutoff)
+    k = len(names)
+    offset_joints = _offset_joints(settings.offsets, np.concatenate([base.reduce(Y_full), F], axis=2))
+    if offset_joints:  # one constant column per such joint: the torque sensor's bias
+        F = np.concatenate([F, np.broadcast_to(np.eye(n)[:, offset_joints], (N, n, len(offset_joints)))], axis=2)
+
+    # 1. unconstrained, weighted by each joint's noise
+    A = np.concatenate([base.reduce(Y_full), F], axis=2)
+    z0, *_ = np.linalg.lstsq(A.reshape(N * n, -1), rhs.ravel(), rcond=None)
+    sigma = np.sqrt(np.mean((A @ z0 - rhs) ** 2, axis=0))
+    w = 1.0 / np.maximum(sigma, 1e-9) if settings.weighting == "noise" else np.ones(n)
+    Aw = (A * w[None, :, None]).reshape(N * n, -1)
+    bw = (rhs * w).ravel()
+    z_ols, *_ = np.linalg.lstsq(Aw, bw, rcond=None)
+    res = Aw @ z_ols - bw
+    dof = max(len(bw) - len(z_ols), 1)
+    col = np.linalg.norm(Aw, axis=0)
+    col[col == 0] = 1.0
+    scaled = Aw / col
+    condition = float(np.linalg.cond(scaled))
+    cov = np.linalg.pinv(scaled.T @ scaled) / np.outer(col, col) * (res @ res / dof) * settings.effective_samples
+    stderr = np.sqrt(np.clip(np.diag(cov), 0, None))
+    nb = len(base)
+    rms_ols = np.sqrt(np.mean((A @ z_ols - rhs) ** 2, axis=0))
+
+    # 2. physically consistent
+    theta, phi, status = _consistent(Y_full[:, :, free_mask], F, rhs, w, theta_prior, free_mask, z_ols[nb:], law, k, settings)
+    friction_fit = {}
+    friction_ols = {}
+    for c, j in enumerate(joints):
+        p = dict(zip(names, phi[c * k : (c + 1) * k]))
+        p_ols = dict(zip(names, z_ols[nb + c * k : nb + (c + 1) * k]))
+        if law == "stribeck":
+            p["vs"] = p_ols["vs"] = float(vs[c])
+        friction_fit[j] = _friction_law(law, p)
+        friction_ols[j] = {key: float(v) for key, v in p_ols.items()}
+    offsets = np.zeros(n)
+    offsets[offset_joints] = phi[n * k :]
+    rms_consistent = np.sqrt(np.mean((Y_full @ theta + F @ phi - tau) ** 2, axis=0))
+    changes = tuple(_body_change(b, theta_prior[10 * i : 10 * i + 10], theta[10 * i : 10 * i + 10]) for i, b in enumerate(bodies) if b in free)
+    payload_mass = payload_com = None
+    if settings.payload:
+        i = bodies.index(free[0])
+        delta = theta[10 * i : 10 * i + 10] - theta_prior[10 * i : 10 * i + 10]
+        payload_mass = float(delta[0])
+        payload_com = delta[1:4] / delta[0] if delta[0] > 1e-12 else np.zeros(3)
+    return ArmFit(
+        joint_names=joints,
+        bodies=bodies,
+        settings=settings,
+        base=base,
+        theta=theta,
+        theta_prior=theta_prior,
+        friction=friction_fit,
+        beta_ols=z_ols[:nb],
+        beta_ols_stderr=stderr[:nb],
+        friction_ols=friction_ols,
+        condition_number=condition,
+        sigma=sigma,
+        rms_consistent=rms_consistent,
+        rms_ols=rms_ols,
+        changes=changes,
+        offsets=offsets,
+        offset_joints=tuple(joints[c] for c in offset_joints),
+        payload_mass=payload_mass,
+        payload_com=payload_com,
+        solver_status=status,
+        seconds=time.perf_counter() - start,
+        samples=N,
+    )
+
+
+OFFSET_VIF_LIMIT = 10.0
+
+
+def _offset_joints(which: str, A: np.ndarray) -> list[int]:
+    """Joints (indices) that get an offset column; ``A`` (N, n, p): the other columns."""
+    n = A.shape[1]
+    if which != "separable":
+        return list(range(n)) if which == "all" else []
+    flat = A.reshape(-1, A.shape[2])
+    out = []
+    for c in range(n):
+        ones = np.zeros((A.shape[0], n))
+        ones[:, c] = 1.0
+        column = ones.ravel()
+        x, *_ = np.linalg.lstsq(flat, column, rcond=None)
+        unexplained = np.sum((column - flat @ x) ** 2) / np.sum(column**2)  # 1 - R^2 (uncentred)
+        if unexplained > 1.0 / OFFSET_VIF_LIMIT:
+            out.append(c)
+    return out
+
+
+def _friction_matrix(law: str, logs: Sequence[ConditionedLog], vs: np.ndarray, cutoff_hz: float) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Friction columns, block-diagonal over joints, shape (N, n, n*k), parallel-filtered, and the parameter names."""
+    parts = []
+    for log in logs:
+        n = len(log.joint_names)
+        blocks = [_friction_columns(law, log.dq[:, c], log.ddq[:, c], vs[c]) for c in range(n)]
+        names = blocks[0][1]
+        k = len(names)
+        F = np.zeros((len(log), n, n * k))
+        for c, (cols, _) in enumerate(blocks):
+            F[:, c, c * k : (c + 1) * k] = cols
+        parts.append(F)
+    return _parallel_filter(np.concatenate(parts), logs, cutoff_hz), names
+
+
+def _parallel_filter(x: np.ndarray, logs: Sequence[ConditionedLog], cutoff_hz: float) -> np.ndarray:
+    """Each log's stretch of ``x`` (samples along axis 0) through a zero-phase low-pass at ``cutoff_hz``."""
+    out, start = np.empty_like(x), 0
+    for log in logs:
+        stop = start + len(log)
+        out[start:stop] = log.conditioning.smooth(x[start:stop], cutoff_hz) if x.shape[-1] else x[start:stop]
+        start = stop
+    return out
+
+
+def _regressor(robot: RobotModel, idx: list[int], q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
+    """The regressor with rows (and samples' columns) in the logs' joint order ``idx``."""
+    full = [np.empty((len(q), robot.nv)) for _ in range(3)]
+    for x, logged in zip(full, (q, dq, ddq)):
+        x[:, idx] = logged
+    return joint_torque_regressor(robot, *full)[:, idx, :]
+
+
+def _free_base(free_mask: np.ndarray, bodies: Sequence[str]) -> BaseParameters:
+    """The free bodies' own parameters as the 'base' set (the others are known)."""
+    columns = np.flatnonzero(free_mask)
+    K = np.eye(len(free_mask))[columns]
+    return BaseParameters(columns=columns, K=K, names=tuple(f"{bodies[c // 10]}.{INERTIAL_NAMES[c % 10]}" for c in columns), rows=())
+
+
+def _stribeck_speeds(Yb: np.ndarray, logs: Sequence[ConditionedLog], rhs: np.ndarray, cutoff_hz: float) -> np.ndarray:
+    """Each joint's Stribeck velocity (rad/s, m/s) from :data:`STRIBECK_VS_GRID`.
+
+    The rigid part is taken from a Coulomb–viscous fit; then, joint by joint, the
+    grid speed whose linear Stribeck fit leaves the smallest residual wins.
+    """
+    N, n, nb = Yb.shape
+    F, _ = _friction_matrix("coulomb-viscous", logs, np.full(n, np.nan), cutoff_hz)
+    A = np.concatenate([Yb, F], axis=2)
+    z, *_ = np.linalg.lstsq(A.reshape(N * n, -1), rhs.ravel(), rcond=None)
+    rest = rhs - Yb @ z[:nb]
+    errors = np.empty((len(STRIBECK_VS_GRID), n))
+    for i, vs in enumerate(STRIBECK_VS_GRID):
+        F, _ = _friction_matrix("stribeck", logs, np.full(n, vs), cutoff_hz)
+        for c in range(n):
+            B = F[:, c, 3 * c : 3 * c + 3]
+            x, *_ = np.linalg.lstsq(B, rest[:, c], rcond=None)
+            errors[i, c] = np.sum((B @ x - rest[:, c]) ** 2)
+    return STRIBECK_VS_GRID[np.argmin(errors, axis=0)]
+
+
+def _consistent(
+    Y: np.ndarray,
+    F: np.ndarray,
+    rhs: np.ndarray,
+    w: np.ndarray,
+    theta_prior: np.ndarray,
+    free_mask: np.ndarray,
+    phi0: np.ndarray,
+    law: str,
+    k: int,
+    settings: ArmFitSettings,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The physically consistent fit (module docstring); returns ``(theta, phi, status)``."""
+    import casadi as ca
+
+    N, n, p = Y.shape
+    A = np.concatenate([Y, F], axis=2) * w[None, :, None]
+    R = np.linalg.qr(np.column_stack([A.reshape(N * n, -1), (rhs * w).ravel()]), mode="r")
+    Rz, r = R[:, :-1], R[:, -1]
+    prior_free = theta_prior[free_mask].reshape(-1, 10)
+    nfree = len(prior_free)
+    x = ca.SX.sym("x", 10 * nfree)
+    phi = ca.SX.sym("phi", F.shape[2])
+    parts, x0, divergence = [], [], 0
+    for b in range(nfree):
+        body, J = _theta_symbolic(x[10 * b : 10 * b + 10])
+        if settings.payload:  # the payload itself is a body; its prior is nothing, so only its own J is kept interior
+            parts.append(ca.DM(prior_free[b]) + body)
+            J0 = pseudo_inertia(np.array([0.1, 0, 0, 0, 1e-4, 0, 1e-4, 0, 0, 1e-4]))
+        else:
+            parts.append(body)
+            J0 = pseudo_inertia(prior_free[b])
+        x0.append(_log_cholesky(from_pseudo_inertia(J0)))
+        log_det_J = 2 * (x[10 * b] + x[10 * b + 4] + x[10 * b + 7] + x[10 * b + 9])
+        divergence += ca.trace(ca.mtimes(ca.DM(np.linalg.inv(J0)), J)) - log_det_J + np.log(np.linalg.det(J0)) - 4
+    theta_free = ca.vertcat(*parts)
+    residual = ca.mtimes(ca.DM(Rz), ca.vertcat(theta_free, phi)) - ca.DM(r)
+    objective = ca.sumsqr(residual) / (N * n) + settings.regularisation * divergence
+    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(n * k), np.full(F.shape[2] - n * k, -np.inf)]
+    ubx = np.full(len(lbx), np.inf)
+    g, lbg = [], []
+    if law == "stribeck":  # fs >= fc; fv and fc bounded by lbx
+        for c in range(n):
+            g.append(phi[c * k + 1] - phi[c * k])
+            lbg.append(0.0)
+    solver = ca.nlpsol(
+        "arm_fit", "ipopt", {"x": ca.vertcat(x, phi), "f": objective, "g": ca.vertcat(*g)},
+        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 3000},
+    )
+    sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
+    status = str(solver.stats()["return_status"])
+    if status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
+        raise MbctlError(f"the physically consistent fit did not converge (IPOPT: {status})")
+    values = ca.Function("theta", [x], [theta_free])(sol["x"][: 10 * nfree])
+    theta = theta_prior.copy()
+    theta[free_mask] = np.asarray(values, dtype=float).ravel()
+    return theta, np.asarray(sol["x"][10 * nfree :], dtype=float).ravel(), status

@@ -1,0 +1,243 @@
+"""Whole-arm identification: log conditioning, the fit against a simulated truth, payloads,
+write-back reproduced by the feed-forward, the real Panda log, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from mbctl.ctrl.trajectory import Trajectory, write_trajectory
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.regressor import inertial_parameters, pseudo_inertia
+from mbctl.errors import ConfigError, DataError
+from mbctl.identification.arm_fit import ArmFitSettings, fit_arm, predict_torques
+from mbctl.identification.arm_log import ArmLog, Conditioning, condition_log, read_arm_log
+
+ROOT = Path(__file__).resolve().parent.parent
+PANDA_LOG = ROOT / "data" / "panda-excitation" / "train.csv"
+
+TRUTH = """
+urdf = "example-robot-data:ur5"
+gravity = [0.0, 0.0, -9.81]
+[joints.shoulder_pan_joint]
+friction = { law = "coulomb-viscous", fc = 4.0, fv = 6.0 }
+[joints.shoulder_lift_joint]
+friction = { law = "coulomb-viscous", fc = 4.5, fv = 6.5 }
+[joints.elbow_joint]
+friction = { law = "coulomb-viscous", fc = 3.5, fv = 5.0 }
+inertial = { mass = 2.9, com = [0.0, 0.01, 0.22], inertia = [0.05, 0.05, 0.006, 0.0, 0.0, 0.001] }
+[joints.wrist_1_joint]
+friction = { law = "coulomb-viscous", fc = 1.2, fv = 1.0 }
+[joints.wrist_2_joint]
+friction = { law = "coulomb-viscous", fc = 1.2, fv = 1.0 }
+[joints.wrist_3_joint]
+friction = { law = "coulomb-viscous", fc = 1.1, fv = 0.9 }
+inertial = { mass = 0.6, com = [0.0, 0.03, 0.01], inertia = [0.0008, 0.0006, 0.0009, 0.0, 0.0, 0.0] }
+[control.computed-torque]
+kp = 400.0
+kd = 40.0
+[plant]
+substeps = 4
+encoder_counts = 524288
+velocity = "difference"
+{payload}
+"""
+
+
+def fourier_trajectory(robot, path: Path, period_s: float = 10.0, harmonics: int = 4, seed: int = 1) -> Path:
+    """A rest-to-rest Fourier-series trajectory around a mid-range pose (analytic q, dq, ddq)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, period_s + 1e-9, 1e-3)
+    wf = 2 * np.pi / period_s
+    q = np.tile([0.0, -1.2, 1.2, -1.0, 1.0, 0.0], (len(t), 1))
+    dq, ddq = np.zeros_like(q), np.zeros_like(q)
+    for j in range(robot.nv):
+        for k in range(1, harmonics + 1):
+            a, b = rng.normal(0.0, 0.25 / k, 2)
+            w = wf * k
+            q[:, j] += a / w * np.sin(w * t) - b / w * np.cos(w * t) + b / w
+            dq[:, j] += a * np.cos(w * t) + b * np.sin(w * t)
+            ddq[:, j] += -a * w * np.sin(w * t) + b * w * np.cos(w * t)
+    write_trajectory(path, Trajectory(t=t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq))
+    return path
+
+
+@pytest.fixture(scope="module")
+def simulated_runs(tmp_path_factory):
+    """Lock-step runs of a perturbed UR5 (inertials, friction), without and with an unmodelled payload."""
+    from mbctl.cli import main
+
+    d = tmp_path_factory.mktemp("armsim")
+    traj = fourier_trajectory(load_robot("ur5"), d / "exc.csv")
+    out = {}
+    for name, payload in (("truth", ""), ("payload", 'payload = { frame = "tool0", mass = 2.0, com = [0.01, 0.0, 0.06] }')):
+        (d / f"{name}.toml").write_text(TRUTH.replace("{payload}", payload))
+        code = main(["run", str(d / f"{name}.toml"), "--trajectory", str(traj), "--lockstep", "--log", str(d / f"{name}.npz"), "--summary", str(d / f"{name}.json")])
+        assert code == 0
+        out[name] = (d / f"{name}.toml", d / f"{name}.npz")
+    return out
+
+
+def _fit(robot, log_path, **settings):
+    rate, cutoff, fit_cutoff = 1000.0, 20.0, 5.0
+    log = condition_log(read_arm_log(log_path, robot.joint_names), Conditioning(acceleration_cutoff_hz=cutoff))
+    return fit_arm(robot, [log], ArmFitSettings(parallel_cutoff_hz=fit_cutoff, effective_samples=rate / (2 * fit_cutoff), **settings))
+
+
+@pytest.mark.slow
+def test_simulated_truth_recovered_within_four_standard_errors(simulated_runs):
+    """A run of a perturbed UR5 gives back the truth's base parameters within 4 standard errors, and its friction."""
+    truth_toml, log = simulated_runs["truth"]
+    nominal = load_robot("ur5")
+    fit = _fit(nominal, log)
+    beta_truth = fit.base.base(inertial_parameters(load_robot(truth_toml)))
+    beta_nominal = fit.base.base(inertial_parameters(nominal))
+    z = (fit.beta_ols - beta_truth) / fit.beta_ols_stderr
+    assert np.abs(z).max() < 4.0, dict(zip(fit.base.names, z.round(1)))
+    assert np.abs((fit.beta - beta_truth) / fit.beta_ols_stderr).max() < 4.0
+    # the perturbation itself is far outside those errors: the test can tell truth from prior
+    assert np.abs((beta_nominal - beta_truth) / fit.beta_ols_stderr).max() > 20
+    truth = load_robot(truth_toml)
+    for j in nominal.joint_names:
+        law, true_law = fit.friction[j], truth.joint(j).friction.law
+        assert law.fc == pytest.approx(true_law.fc, rel=0.05) and law.fv == pytest.approx(true_law.fv, rel=0.1)
+
+
+@pytest.mark.slow
+def test_every_identified_body_is_physically_consistent(simulated_runs):
+    """Every body of the consistent fit has a positive definite pseudo-inertia."""
+    fit = _fit(load_robot("ur5"), simulated_runs["truth"][1], regularisation=1e-5)
+    for b in range(len(fit.bodies)):
+        assert np.linalg.eigvalsh(pseudo_inertia(fit.theta[10 * b : 10 * b + 10])).min() > 0
+
+
+@pytest.mark.slow
+def test_payload_mass_recovered_within_two_percent(simulated_runs):
+    """With the arm known, the identified payload on the last body is the plant's 2.0 kg within 2 %, at its centre of mass."""
+    truth_toml, log = simulated_runs["payload"]
+    arm = load_robot(truth_toml)  # the arm as the plant has it; the payload is what the model lacks
+    fit = _fit(arm, log, free_bodies=("wrist_3_joint",), payload=True)
+    assert fit.payload_mass == pytest.approx(2.0, rel=0.02)
+    tool = arm.model.frames[arm.model.getFrameId("tool0")].placement
+    com_in_joint = tool.act(np.array([0.01, 0.0, 0.06]))
+    assert np.linalg.norm(fit.payload_com - com_in_joint) < 0.01
+
+
+@pytest.mark.slow
+def test_write_back_is_what_feedforward_predicts(cli, simulated_runs, tmp_path):
+    """`mbctl feedforward COPY.toml` on a measured log reproduces the fit's predicted torques."""
+    truth_toml, log = simulated_runs["truth"]
+    csv = tmp_path / "log.csv"
+    with np.load(log) as z:
+        cols = [str(c) for c in z["columns"]]
+        keep = [i for i, c in enumerate(cols) if c == "t" or c.split(".")[0] in ("q", "dq", "tau")]
+        np.savetxt(csv, z["data"][:, keep], delimiter=",", header=",".join(cols[i] for i in keep), comments="")
+    r = cli("identify", "dynamics", "ur5", csv, "--write-back", tmp_path / "copy.toml", "--out", tmp_path / "fit.json")
+    assert r.code == 0, r.err
+    r = cli("feedforward", tmp_path / "copy.toml", "--trajectory", csv, "--out", tmp_path / "tau.csv")
+    assert r.code == 0, r.err
+    assert "against the measured tau" in r.out
+    copy = load_robot(tmp_path / "copy.toml")
+    fit = json.loads((tmp_path / "fit.json").read_text())
+    log_c = condition_log(read_arm_log(csv, copy.joint_names))
+    predicted = predict_torques(copy, inertial_parameters(copy), {j.name: j.friction.law for j in copy.joints}, log_c)
+    written = np.loadtxt(tmp_path / "tau.csv", delimiter=",", skiprows=1)[:, 1 : 1 + copy.nv]
+    assert np.abs(written - predicted).max() < 1e-9
+    # and the copy's numbers are the fit's (six significant digits)
+    for j, values in fit["inertials"].items():
+        assert copy.model.inertias[copy.model.getJointId(j)].mass == pytest.approx(values["mass"], rel=1e-6)
+
+
+def test_conditioning_of_an_irregular_log_matches_derivatives(tmp_path):
+    """Repeated rows are dropped, and a slow sine sampled irregularly comes back with its analytic derivatives."""
+    rng = np.random.default_rng(0)
+    t = np.sort(np.r_[0.0, rng.uniform(0.0, 6.0, 5000)])
+    t = np.repeat(t, 2)[:-1]  # every sample logged twice, with a later time: a logger re-sending its last sample
+    t[1::2] += 3e-4
+    w = 2 * np.pi * 0.5
+    q = 0.3 * np.sin(w * np.repeat(t[::2], 2)[: len(t)])
+    log = ArmLog(tmp_path / "x.csv", ("j",), t, q[:, None], None, 0.2 * q[:, None])
+    c = condition_log(log, Conditioning(velocity="differentiated"))
+    assert "repeated rows dropped" in c.notes[0]
+    inner = slice(500, -500)  # the 5 Hz acceleration filter needs ~0.5 s to forget the ends
+    assert np.abs(c.dq[inner, 0] - 0.3 * w * np.cos(w * c.t[inner])).max() < 2e-3 * 0.3 * w
+    assert np.abs(c.ddq[inner, 0] + 0.3 * w**2 * np.sin(w * c.t[inner])).max() < 2e-2 * 0.3 * w**2
+
+
+def test_panda_fit_beats_the_urdf_on_held_out_motion():
+    """On the real Panda log, the consistent fit on the first 70 % predicts the rest better than the URDF on every joint."""
+    robot = load_robot("panda_arm")
+    raw = read_arm_log(PANDA_LOG, robot.joint_names)
+    train = condition_log(raw, Conditioning(acceleration_cutoff_hz=20.0)).split(0.7)[0]
+    test = condition_log(raw).split(0.7)[1]
+    fit = fit_arm(robot, [train], ArmFitSettings(effective_samples=100.0))
+    rms = lambda e: np.sqrt(np.mean(e**2, axis=0))  # noqa: E731
+    identified = rms(predict_torques(robot, fit.theta, fit.friction, test) - test.tau)
+    urdf = rms(predict_torques(robot, fit.theta_prior, {}, test) - test.tau)
+    assert np.all(identified < urdf), (identified, urdf)
+    # the URDF's last body carries the hand; the arm in the log evidently did not: the fit shows it
+    last = next(c for c in fit.changes if c.body == "panda_joint7")
+    assert last.mass < 0.8 * last.mass_prior
+
+
+def test_bundled_identified_panda_is_what_the_command_writes(cli, tmp_path):
+    """configs/panda_arm_identified.toml holds what `mbctl identify dynamics panda_arm train.csv` writes today."""
+    r = cli("identify", "dynamics", "panda_arm", PANDA_LOG, "--write-back", tmp_path / "copy.toml")
+    assert r.code == 0, r.err
+    mine, bundled = load_robot(tmp_path / "copy.toml"), load_robot("panda_arm_identified")
+    assert np.allclose(inertial_parameters(mine), inertial_parameters(bundled), rtol=1e-4, atol=1e-6)
+    for j in mine.joints:
+        assert j.friction.law == bundled.joint(j.name).friction.law
+
+
+def test_locked_joints_keep_the_mass_and_leave_the_dofs():
+    """Locking the Panda's fingers removes two DOF and keeps the total mass."""
+    full, arm = load_robot("panda"), load_robot("panda_arm")
+    assert arm.nv == full.nv - 2 and "panda_finger_joint1" not in arm.joint_names
+    assert pin.computeTotalMass(arm.model) == pytest.approx(pin.computeTotalMass(full.model), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('locked = { nope = 0.0 }', "locked.nope"),
+        ('locked = { panda_finger_joint1 = 0.5 }', "locked.panda_finger_joint1"),
+        ('[joints.panda_joint7]\ninertial = { mass = 1.0, com = [0.0, 0.0, 0.0], inertia = [1.0, 0.1, 0.1, 0.0, 0.0, 0.0] }', "joints.panda_joint7.inertial.inertia"),
+        ('[joints.panda_joint7]\ninertial = { mass = -1.0, com = [0.0, 0.0, 0.0], inertia = [0.1, 0.1, 0.1, 0.0, 0.0, 0.0] }', "joints.panda_joint7.inertial.mass"),
+        ('[joints.panda_joint7]\ninertial = { mass = 1.0, com = [0.0, 0.0] , inertia = [0.1, 0.1, 0.1, 0.0, 0.0, 0.0] }', "joints.panda_joint7.inertial.com"),
+    ],
+)
+def test_bad_locked_and_inertial_tables_name_their_field(tmp_path, toml, field):
+    """Unknown or out-of-range locked joints and impossible inertials are refused at their field."""
+    path = tmp_path / "r.toml"
+    path.write_text(f'urdf = "example-robot-data:panda"\n{toml}\n')
+    with pytest.raises(ConfigError) as info:
+        load_robot(path)
+    assert info.value.field == field
+
+
+def test_a_valid_inertial_table_is_used(tmp_path):
+    """The control case: a consistent inertial replaces the body, in the joint frame."""
+    path = tmp_path / "r.toml"
+    path.write_text('urdf = "example-robot-data:panda"\n[joints.panda_joint7]\ninertial = { mass = 1.0, com = [0.0, 0.0, 0.1], inertia = [0.1, 0.1, 0.1, 0.0, 0.0, 0.0] }\n')
+    robot = load_robot(path)
+    body = robot.model.inertias[robot.model.getJointId("panda_joint7")]
+    assert body.mass == 1.0 and np.allclose(body.lever, [0.0, 0.0, 0.1])
+
+
+def test_bad_logs_and_options_are_refused_in_one_line(cli, tmp_path):
+    """A log without a joint's column, or a hold-out fraction out of range, exits 2 naming the file or option."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,q.panda_joint1\n" + "".join(f"{k * 1e-3},0.1\n" for k in range(50)))
+    r = cli("identify", "dynamics", "panda_arm", bad)
+    assert r.code == 2 and "bad.csv" in r.err and "q.panda_joint2" in r.err and len(r.err.strip().splitlines()) == 1
+    r = cli("identify", "dynamics", "panda_arm", PANDA_LOG, "--holdout", "1.5")
+    assert r.code == 2 and "--holdout" in r.err
+    r = cli("identify", "dynamics", "panda_arm", PANDA_LOG, "--fit-cutoff", "900")
+    assert r.code == 2 and "--fit-cutoff" in r.err
+    with pytest.raises(DataError):
+        Conditioning(cutoff_hz=-1.0)
