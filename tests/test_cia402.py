@@ -343,3 +343,16 @@ def test_contradictory_run_options_are_refused(cli, tmp_path, args, field):
     r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", *args, "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
     assert r.code == 2 and field in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not (tmp_path / "r.npz").exists()
+
+
+def test_a_rate_beyond_the_bus_is_refused(cli, tmp_path):
+    """Six drives at 1 kHz need 2 ms of a 1 Mbit/s bus per 1 ms cycle: refused before anything opens (exit 2);
+    at 400 Hz the check passes and the run goes on to open the bus (no can0 here: a hardware error, exit 1)."""
+    robot = load_robot("ur5")
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    base = ("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
+    r = cli(*base, "--rate", "1000")
+    assert r.code == 2 and "--rate" in r.err and "200 %" in r.err and "lower the rate to 498 Hz" in r.err, r.err
+    r = cli(*base, "--rate", "400", "--interface", "socketcan", "--channel", "mbctl-no-such-can")
+    assert r.code == 1 and "cannot open CAN interface socketcan channel mbctl-no-such-can" in r.err, r.err
+    assert not (tmp_path / "r.npz").exists()
