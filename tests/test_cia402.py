@@ -144,6 +144,23 @@ def test_start_up_maps_pdos_and_enables_by_sdo():
         assert torque_off(emulator)
 
 
+def test_start_up_with_an_eds_file(tmp_path):
+    """With ``[drives] eds`` the driver takes its objects from the drive's EDS file (here one written
+    from the built-in dictionary by canopen's exporter) and runs the same start-up and exchange."""
+    import canopen
+
+    from mbctl.hardware.cia402.objects import build_dictionary
+
+    canopen.export_od(build_dictionary(1), str(tmp_path / "drive.eds"), doc_type="eds")
+    config = CanopenConfig(**{**two_drives().__dict__, "eds": tmp_path / "drive.eds"})
+    emulator, bus = lockstep_pair(config)
+    with emulator, bus:
+        bus.enable()
+        bus.write(JointCommand.torque(np.array([0.1, -0.3])))
+        bus.read()
+        assert bus.read().effort == pytest.approx([0.1, -0.3]) and emulator.drives[1].rpdo[0x207][1] == (0x6040, 0x6071)
+
+
 def test_a_wrong_rated_torque_is_refused():
     """The drive's 0x6076 must match the TOML's rated torque (the unit of every torque on the bus)."""
     config = two_drives()
