@@ -69,7 +69,7 @@ __all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats"]
 
 _STATUSWORD = {s: s.value[1] | 0x0200 for s in State}  # bit 9: remote
 _STATUSWORD[State.OPERATION_ENABLED] |= 0x10  # voltage enabled
-MAX_CATCH_UP_S = 0.02  # s: a longer gap between SYNCs is skipped, not simulated at once
+MAX_CATCH_UP_S = 0.005  # s: a longer gap between SYNCs is skipped, not simulated at once (a burst would delay the TPDOs)
 _FMT = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H", (32, True): "l", (32, False): "L"}
 _SIGNED = {MODES, MODES_DISPLAY, POSITION_ACTUAL, VELOCITY_ACTUAL, TARGET_TORQUE, TORQUE_ACTUAL, TARGET_POSITION}
 
