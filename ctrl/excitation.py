@@ -30,11 +30,20 @@ offset: the linear friction model of the arm fit). Normalising the columns makes
 motion actually possible: held joints stay at their position with zero velocity.
 
 Constraints at every sample of a constraint grid: positions within the limits,
-``|dq| <= v_max``, ``|ddq| <= a_max``, and ``|tau| <= effort`` for every joint with an
-effort limit (held joints included), ``tau`` the robot's model torque: rigid RNEA plus
-the steady-state friction of every law, load-dependent friction included. Each limit
-is tightened by ``margin`` (a fraction of the limit; positions: of the half range).
-Positions, velocities and accelerations are linear in the variables; torque is not.
+``|dq| <= v_max``, ``|ddq| <= a_max``, and, for every joint with an effort limit (held
+joints included), ``|tau_rigid| + F(|dq|) <= effort``: ``tau_rigid`` the model's RNEA
+torque (gravity included) and ``F`` the friction's largest magnitude at that speed, the
+law's steady curve raised to its break-away level (``fs + fv |dq|`` for Stribeck and
+LuGre, load-dependent friction loaded by the same RNEA). Counting friction whichever its
+sign is conservative where it opposes the rigid torque, but smooth: the true torque
+jumps by ``2 fs`` at every velocity reversal, which no grid sees and no gradient method
+survives. Each limit is tightened by ``margin`` (a fraction of the limit; positions: of
+the half range). Positions, velocities and accelerations are linear in the variables;
+torque is not. The variables start from random amplitudes (seeded; decaying as
+``1/l``) at half the tightest kinematic limit of each joint, around mid range, halved
+until the torque limits hold; constraints enter as fractions of their limits in an
+elastic form (a slack ``s >= 0`` with a penalty), so an infeasible start still gives the
+optimiser compatible linearisations.
 
 Solver and why: the condition number is a function of the extreme singular values of a
 matrix of ~50 columns; no CasADi expression gives it (its symbolic eigenvalues stop at
@@ -42,8 +51,8 @@ a few columns), so the objective and its gradient are computed numerically anywa
 ``d log kappa = (v_max^T dZ^T Z v_max / s_max^2 - v_min^T dZ^T Z v_min / s_min^2)`` from
 the SVD of ``Z = W D^-1``, with ``dW`` from the regressor's derivatives with respect to
 the states (finite differences of pinocchio's regressor: exact for ``ddq``, where it is
-linear, central in ``q`` and ``dq``). The torque's derivatives come from the same
-differences (``dtau = dY theta``) plus the friction law's slope in ``dq``. With ~60
+linear, central in ``q`` and ``dq``). The rigid torque's derivatives come from the same
+differences (``dtau = dY theta``), the friction bound's from its slope in ``|dq|``. With ~60
 variables, a few hundred linear and ~1000 torque constraints, scipy's SLSQP solves the
 problem in seconds; IPOPT (through CasADi) would need the same numeric callbacks and
 a quasi-Newton Hessian, and gains nothing here.
@@ -57,6 +66,7 @@ the margin are added to the constraint grid and the problem solved again (at mos
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -64,10 +74,9 @@ import numpy as np
 import scipy.optimize
 from threadpoolctl import threadpool_limits
 
-from mbctl.dynamics.friction.laws import motion_direction
 from mbctl.dynamics.inverse import InverseDynamics
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.dynamics.regressor import inertial_parameters, joint_torque_regressor, random_states
+from mbctl.dynamics.regressor import base_parameters, inertial_parameters, joint_torque_regressor
 from mbctl.errors import DataError, InputError
 
 from .trajectory import Trajectory
@@ -226,19 +235,10 @@ class _Regressor:
         q[:, self.excited], dq[:, self.excited], ddq[:, self.excited] = qe, dqe, ddqe
         return q, dq, ddq
 
-    def _independent_columns(self, seed: int, samples: int = 200, tolerance: float = 1e-8) -> np.ndarray:
-        """Base columns for this motion (held joints fixed), by QR with column pivoting as in
-        :func:`mbctl.dynamics.regressor.base_parameters`."""
-        import scipy.linalg
-
-        qr, dqr, ddqr = random_states(self.robot, samples, seed=seed)
-        q, dq, ddq = self.states(qr[:, self.excited], dqr[:, self.excited], ddqr[:, self.excited])
-        Y = joint_torque_regressor(self.robot, q, dq, ddq)[:, self.excited, :].reshape(-1, self.theta.size)
-        norm = np.linalg.norm(Y, axis=0)
-        usable = np.flatnonzero(norm > tolerance * norm.max())
-        _, R, perm = scipy.linalg.qr(Y[:, usable] / norm[usable], mode="economic", pivoting=True)
-        diag = np.abs(np.diag(R))
-        return np.sort(usable[perm[: int(np.sum(diag > tolerance * diag[0]))]])
+    def _independent_columns(self, seed: int) -> np.ndarray:
+        """Base columns for this motion: the excited joints' rows, held joints locked."""
+        held = {i: float(self.hold[i]) for i in range(self.robot.nv) if i not in set(self.excited.tolist())}
+        return base_parameters(self.robot, self.excited, seed=seed, held=held).columns
 
     def matrix(self, Y: np.ndarray, dqe: np.ndarray) -> np.ndarray:
         """``W`` (M, n, ncols) from the full regressor ``Y`` (M, nv, 10 nb) and the excited velocities."""
@@ -296,10 +296,10 @@ def excitation_condition(
     """
     q, dq, ddq = traj.columns(robot.joint_names) if set(robot.joint_names) <= set(traj.joint_names) else _fill(robot, traj)
     moving = [j.idx_v for j in robot.joints if np.ptp(q[:, j.idx_v]) > 0] if joints is None else [robot.joint(n).idx_v for n in joints]
-    hold = q[0].copy()
-    reg = _Regressor(robot, moving, hold, friction, seed)
-    W = reg.matrix(joint_torque_regressor(robot, q, dq, ddq), dq[:, moving])
-    return float(np.exp(_log_condition(W)[0]))
+    with threadpool_limits(limits=1, user_api="blas"):
+        reg = _Regressor(robot, moving, q[0].copy(), friction, seed)
+        W = reg.matrix(joint_torque_regressor(robot, q, dq, ddq), dq[:, moving])
+        return float(np.exp(_log_condition(W)[0]))
 
 
 def _fill(robot: RobotModel, traj: Trajectory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -315,17 +315,28 @@ def _fill(robot: RobotModel, traj: Trajectory) -> tuple[np.ndarray, np.ndarray, 
 
 
 class _Problem:
-    """Objective and constraints of one round, cached per variable vector."""
+    """Objective and constraints of one round, cached per variable vector.
 
-    def __init__(self, reg: _Regressor, limits: ExcitationLimits, period: float, harmonics: int, grid: np.ndarray, extra: np.ndarray):
+    Elastic form, so that SLSQP's linearised constraints are always compatible (an
+    infeasible start, torque limits below gravity at the start): the variables are ``y =
+    (x, s)`` with a slack ``s >= 0``, each constraint is a fraction of its limit ``c(x)
+    >= -s``, and the objective ``log kappa + PENALTY s``; at a feasible solution ``s = 0``.
+    """
+
+    PENALTY = 100.0
+
+    def __init__(
+        self, reg: _Regressor, torque_robot: RobotModel, limits: ExcitationLimits, period: float, harmonics: int, grid: np.ndarray, extra: np.ndarray
+    ):
         self.reg = reg
+        self.torque_robot = torque_robot
         self.limits = limits
         self.n = len(reg.excited)
         self.k = 2 * harmonics - 1
         self.m = len(grid)
         times = np.concatenate([grid, extra])
         self.P, self.V, self.A = fourier_basis(times, period, harmonics)
-        self.inverse = InverseDynamics(reg.robot, lugre="steady", threads=0)
+        self.inverse = InverseDynamics(torque_robot, lugre="steady", threads=0)
         self.effort_rows = np.flatnonzero(np.isfinite(limits.effort))
         self._key: bytes | None = None
         self._lin = self._linear_constraints()
@@ -344,10 +355,11 @@ class _Problem:
                 (self.V, -lim.velocity[j], lim.velocity[j]),
                 (self.A, -lim.acceleration[j], lim.acceleration[j]),
             ):
+                scale = 0.5 * (hi - lo)  # as a fraction of the limit (positions: of the half range)
                 block = np.zeros((len(basis), self.n * self.k))
-                block[:, i * self.k : (i + 1) * self.k] = basis
+                block[:, i * self.k : (i + 1) * self.k] = basis / scale
                 rows += [block, -block]
-                offsets += [np.full(len(basis), -lo), np.full(len(basis), hi)]
+                offsets += [np.full(len(basis), -lo / scale), np.full(len(basis), hi / scale)]
         return np.vstack(rows), np.concatenate(offsets)
 
     def _evaluate(self, x: np.ndarray) -> None:
@@ -372,63 +384,87 @@ class _Problem:
         grad = np.zeros((n, k))
         for i in range(n):
             grad[i] = self.P[:m].T @ gstate[0, i] + self.V[:m].T @ gstate[1, i] + self.A[:m].T @ gstate[2, i]
-        # torques at every sample and their derivatives
+        # rigid torque at every sample and its derivatives (dtau = dY theta, armature on ddq)
         result = self.inverse(q, dq, ddq)
         rows = self.effort_rows
-        tau = result.tau[:, rows]
+        tau = result.tau_rigid[:, rows]
         dtau = np.einsum("snmrc,c->snmr", dY[..., rows, :], reg.theta)  # (3, n, M, r)
-        for i, j in enumerate(reg.excited):
-            if self.armature[j] and j in rows:
-                dtau[2, i, :, np.flatnonzero(rows == j)[0]] += self.armature[j]
-            r = np.flatnonzero(rows == j)
-            if r.size and reg.robot.joints[j].friction is not None:
-                dtau[1, i, :, r[0]] += _friction_slope(reg.robot, j, dq[:, j], ddq[:, j], result.normal_load)
+        dfriction = np.zeros(tau.shape + (n,))
+        friction = np.zeros_like(tau)  # largest friction magnitude at each speed
+        for r, j in enumerate(rows):
+            joint = self.torque_robot.joints[j]
+            i = np.flatnonzero(reg.excited == j)
+            if i.size and self.armature[j]:
+                dtau[2, i[0], :, r] += self.armature[j]
+            if joint.friction is not None:
+                load = result.normal_load[:, j] if joint.friction.load is not None else 1.0
+                speed = np.abs(dq[:, j])
+                friction[:, r] = joint.friction.law.steady(speed, np.ones_like(speed), load)
+                if i.size:  # d|F|/d dq on the smooth branch (the load's dependence left out)
+                    h = _DQ_STEP
+                    slope = (joint.friction.law.steady(speed + h, np.ones_like(speed), load) - friction[:, r]) / h
+                    dfriction[:, r, i[0]] = slope * np.where(dq[:, j] >= 0, 1.0, -1.0)
         lim = self.limits.effort[rows]
         jac = np.zeros((len(tau), len(rows), n, k))
+        djac = np.zeros((len(tau), len(rows), n, k))
         for i in range(n):
             jac[:, :, i, :] = (
                 dtau[0, i][:, :, None] * self.P[:, None, :]
                 + dtau[1, i][:, :, None] * self.V[:, None, :]
                 + dtau[2, i][:, :, None] * self.A[:, None, :]
             )
-        jac = jac.reshape(len(tau) * len(rows), n * k)
+            djac[:, :, i, :] = dfriction[:, :, i][:, :, None] * self.V[:, None, :]
+        jac = (jac / lim[None, :, None, None]).reshape(len(tau) * len(rows), n * k)
+        djac = (djac / lim[None, :, None, None]).reshape(len(tau) * len(rows), n * k)
         self._key = key
         self.f, self.grad = f, grad.ravel()
-        self.torque = np.concatenate([(lim - tau).ravel(), (lim + tau).ravel()])
-        self.torque_jac = np.vstack([-jac, jac])
+        # |tau_rigid| + |F| <= limit, as two smooth constraints
+        self.torque = np.concatenate([(1 - (tau + friction) / lim).ravel(), (1 + (tau - friction) / lim).ravel()])
+        self.torque_jac = np.vstack([-jac - djac, jac - djac])
 
     @property
     def armature(self) -> np.ndarray:
         return self.reg.armature
 
-    def objective(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+    def log_condition(self, x: np.ndarray) -> float:
         self._evaluate(x)
-        return self.f, self.grad
+        return self.f
 
-    def constraints(self, x: np.ndarray) -> np.ndarray:
-        self._evaluate(x)
+    def start(self, x: np.ndarray) -> np.ndarray:
+        """``y = (x, s)`` with the smallest slack that makes ``x`` feasible."""
+        return np.append(x, max(0.0, -float(self.constraints(np.append(x, 0.0)).min())))
+
+    def objective(self, y: np.ndarray) -> tuple[float, np.ndarray]:
+        self._evaluate(y[:-1])
+        return self.f + self.PENALTY * y[-1], np.append(self.grad, self.PENALTY)
+
+    def constraints(self, y: np.ndarray) -> np.ndarray:
+        self._evaluate(y[:-1])
         C, d = self._lin
-        return np.concatenate([C @ x + d, self.torque])
+        return np.concatenate([C @ y[:-1] + d, self.torque]) + y[-1]
 
-    def constraints_jac(self, x: np.ndarray) -> np.ndarray:
-        self._evaluate(x)
-        return np.vstack([self._lin[0], self.torque_jac])
-
-
-def _friction_slope(robot: RobotModel, j: int, v: np.ndarray, a: np.ndarray, load: np.ndarray | None) -> np.ndarray:
-    """``d tau_friction / d dq`` of joint ``j`` on the smooth branch (the Coulomb jump at
-    ``dq = 0`` has no derivative; its size enters the constraint's value)."""
-    joint = robot.joints[j]
-    f = joint.friction.law.steady
-    direction = motion_direction(v, a)
-    side = np.where(direction != 0, direction, 1.0)
-    factor = load[:, j] if (load is not None and joint.friction.load is not None) else 1.0
-    h = _DQ_STEP
-    return (f(v + side * h, side, factor) - f(v, side, factor)) / (side * h)
+    def constraints_jac(self, y: np.ndarray) -> np.ndarray:
+        self._evaluate(y[:-1])
+        J = np.vstack([self._lin[0], self.torque_jac])
+        return np.hstack([J, np.ones((len(J), 1))])
 
 
-def _violations(robot: RobotModel, limits: ExcitationLimits, traj: Trajectory, tau: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-    """Per sample, the largest fraction of any limit used (1 = at the limit), and the largest per kind."""
+def _friction_envelope(robot: RobotModel) -> RobotModel:
+    """The robot with each Stribeck (and steady LuGre) curve raised to its break-away level
+    (``fc = fs``): ``|F(v)| <= fs + fv |v|`` bounds the friction at every speed, so grid samples
+    on either side of a velocity reversal bound the torque jump between them."""
+    flat = {}
+    for j in robot.joints:
+        if j.friction is not None and hasattr(j.friction.law, "fs"):
+            flat[j.name] = dataclasses.replace(j.friction, law=dataclasses.replace(j.friction.law, fc=j.friction.law.fs))
+    return robot.with_friction(flat)
+
+
+def _violations(
+    robot: RobotModel, limits: ExcitationLimits, traj: Trajectory, tau: np.ndarray
+) -> tuple[np.ndarray, dict[str, float], str]:
+    """Per sample, the largest fraction of any limit used (1 = at the limit); the largest per
+    kind; and which limit is used most (``"torque of j2"``)."""
     q, dq, ddq = traj.columns(robot.joint_names)
     mid, half = 0.5 * (limits.upper + limits.lower), 0.5 * (limits.upper - limits.lower)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -438,8 +474,10 @@ def _violations(robot: RobotModel, limits: ExcitationLimits, traj: Trajectory, t
             "acceleration": np.abs(ddq) / limits.acceleration,
             "torque": np.where(np.isfinite(limits.effort), np.abs(tau) / limits.effort, 0.0),
         }
-    worst = np.max(np.stack([u.max(axis=1) for u in used.values()]), axis=0)
-    return worst, {kind: float(u.max()) for kind, u in used.items()}
+    stack = np.stack(list(used.values()))  # (kind, sample, joint)
+    kind, _, joint = np.unravel_index(int(np.argmax(stack)), stack.shape)
+    most = f"{list(used)[kind]} of {robot.joint_names[joint]}"
+    return stack.max(axis=(0, 2)), {kind: float(u.max()) for kind, u in used.items()}, most
 
 
 def design_excitation(
@@ -479,7 +517,7 @@ def design_excitation(
         seed: Seed of the random start (and of the states the base columns are found on).
         max_iterations: SLSQP iterations per round.
         rounds: Largest number of solves with samples added to the constraint grid.
-        progress: Called with ``(iterations_done, max_iterations * rounds)`` every 10 iterations.
+        progress: Called with ``(iterations, max_iterations)`` every 10 iterations of a round.
 
     Raises:
         InputError: For bad options (naming the option).
@@ -535,59 +573,61 @@ def _design(
     excited = np.array(sorted(robot.joint(n).idx_v for n in names))
     mid = np.where(np.isfinite([j.limits.lower + j.limits.upper for j in robot.joints]), 0.5 * (limits.lower + limits.upper), 0.0)
     reg = _Regressor(robot, excited, mid, friction, seed)
+    envelope = _friction_envelope(robot)
     target = limits.tightened(margin)
     times_grid = np.arange(m) * (period / m)
 
     x = _random_start(np.random.default_rng(seed), target, excited, mid, period, harmonics, times_grid)
     extra = np.empty(0)
-    problem = _Problem(reg, target, period, harmonics, times_grid, extra)
-    f0 = problem.objective(x)[0]
-    total = max_iterations * rounds
+    problem = _Problem(reg, envelope, target, period, harmonics, times_grid, extra)
+    x = _feasible_start(problem, x)
+    f0 = problem.log_condition(x)
     done = 0
     t_out = np.linspace(0.0, period, int(np.ceil(period * rate_hz - 1e-9)) + 1)
     check = InverseDynamics(robot)
     slack = limits.tightened(0.5 * margin)
     res = None
     for round_ in range(1, rounds + 1):
+        start = done
+
         def tick(_x: np.ndarray) -> None:
             nonlocal done
             done += 1
-            if progress is not None and done % 10 == 0:
-                progress(done, total)
+            if progress is not None and (done - start) % 10 == 0:
+                progress(done - start, max_iterations)
 
         res = scipy.optimize.minimize(
             problem.objective,
-            x,
+            problem.start(x),
             jac=True,
             method="SLSQP",
+            bounds=[(None, None)] * len(x) + [(0.0, None)],
             constraints=[{"type": "ineq", "fun": problem.constraints, "jac": problem.constraints_jac}],
             options={"maxiter": max_iterations, "ftol": 1e-7},
             callback=tick,
         )
-        x = res.x
+        x = res.x[:-1]
         traj = _sample(robot, reg, x, period, harmonics, t_out, names)
         tau = check(traj.q, traj.dq, traj.ddq, traj.t).tau
-        worst, _ = _violations(robot, slack, traj, tau)
+        worst, _, _ = _violations(robot, slack, traj, tau)
         bad = np.flatnonzero(worst > 1.0)
-        if bad.size == 0:
+        if bad.size == 0 or res.x[-1] > 1e-6:  # done, or infeasible even on the grid
             break
         # add the worst sample of each run of violating samples to the constraint grid
         starts = np.flatnonzero(np.diff(np.concatenate([[-2], bad])) > 1)
         runs = np.split(bad, starts[1:])
         extra = np.concatenate([extra, [t_out[r[np.argmax(worst[r])]] for r in runs]])
-        problem = _Problem(reg, target, period, harmonics, times_grid, extra)
-    if progress is not None:
-        progress(total, total)
+        problem = _Problem(reg, envelope, target, period, harmonics, times_grid, extra)
     assert res is not None
-    worst_real, usage = _violations(robot, limits, traj, tau)
+    worst_real, usage, most = _violations(robot, limits, traj, tau)
     if np.any(worst_real > 1.0):
         k = int(np.argmax(worst_real))
         raise DataError(
-            f"no excitation within the limits found after {round_} rounds (t = {t_out[k]:.4g} s uses "
-            f"{100 * worst_real[k]:.1f} % of a limit): lower the harmonics, lengthen the period or excite fewer joints",
+            f"no excitation within the limits found after {round_} rounds (at t = {t_out[k]:.4g} s the {most} "
+            f"reaches {100 * worst_real[k]:.1f} % of its limit): lower the harmonics, lengthen the period or excite fewer joints",
             field="limits",
         )
-    f1 = problem.objective(x)[0]
+    f1 = problem.log_condition(x)
     Z = x.reshape(len(excited), 2 * harmonics - 1)
     q0, alpha, beta = _amplitudes(Z, harmonics)
     wl = (2 * np.pi / period) * np.arange(1, harmonics + 1)
@@ -639,6 +679,18 @@ def _random_start(
         x[i] = scale * z
         x[i, 0] = centre
     return x.ravel()
+
+
+def _feasible_start(problem: _Problem, x: np.ndarray, halvings: int = 8) -> np.ndarray:
+    """The random start with its amplitudes halved until every constraint holds on the grid
+    (the motion shrinks toward rest at ``q0``); unchanged if none does."""
+    z = x.reshape(problem.n, problem.k)
+    for h in range(halvings + 1):
+        trial = z.copy()
+        trial[:, 1:] *= 0.5**h
+        if problem.constraints(np.append(trial.ravel(), 0.0)).min() >= 0:
+            return trial.ravel()
+    return x
 
 
 def _sample(robot: RobotModel, reg: _Regressor, x: np.ndarray, period: float, harmonics: int, t: np.ndarray, names: Sequence[str]) -> Trajectory:
