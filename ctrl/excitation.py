@@ -181,11 +181,12 @@ class Excitation:
         condition_initial: Condition number of the column-normalised regressor for the
             random start (what a random Fourier trajectory of this size gives).
         condition: The same for the result, on the same grid.
-        iterations: SLSQP iterations over all rounds.
+        iterations: SLSQP iterations over all rounds (of the start kept).
         rounds: Times the problem was solved (constraint samples added in between).
         converged: SLSQP's last solve reported success.
         message: SLSQP's last message.
         limits: The limits the trajectory keeps to (before the margin).
+        starts: Random starts tried; the lowest condition number is kept.
         usage: Largest fraction of each limit used, per kind (``"position"`` is of the
             half range around the mid position), over the written samples.
     """
@@ -205,6 +206,7 @@ class Excitation:
     message: str
     limits: ExcitationLimits
     usage: dict[str, float] = field(default_factory=dict)
+    starts: int = 1
 
     @property
     def harmonics(self) -> int:
@@ -491,9 +493,10 @@ def design_excitation(
     grid: int | None = None,
     acceleration: float | Sequence[float] | None = None,
     speed: float = DEFAULT_SPEED,
-    margin: float = 0.05,
+    margin: float = 0.1,
     friction: bool = True,
     seed: int = 0,
+    starts: int = 1,
     max_iterations: int = 200,
     rounds: int = 5,
     progress: Progress | None = None,
@@ -512,9 +515,11 @@ def design_excitation(
         acceleration: |ddq| limit, one value or one per robot joint (rad/s², m/s²);
             default :data:`DEFAULT_ACCELERATION`.
         speed: |dq| limit where a joint has none (rad/s or m/s).
-        margin: Fraction of each limit left free by the optimiser, in [0, 0.5).
+        margin: Fraction of each limit left free, in [0, 0.5): headroom for tracking errors
+            (`mbctl run` stops where a measured velocity or torque reaches its limit).
         friction: Include the friction columns ``[dq, sgn(dq), 1]`` of each excited joint.
-        seed: Seed of the random start (and of the states the base columns are found on).
+        seed: Seed of the random starts (and of the states the base columns are found on).
+        starts: Random starts to optimise from; the lowest condition number is kept.
         max_iterations: SLSQP iterations per round.
         rounds: Largest number of solves with samples added to the constraint grid.
         progress: Called with ``(iterations, max_iterations)`` every 10 iterations of a round.
@@ -548,8 +553,26 @@ def design_excitation(
         raise InputError(f"{rate_hz} Hz samples a {period} s period too coarsely for {harmonics} harmonics", field="rate")
 
     # one BLAS thread: on these small matrices more threads only wait on each other (10x slower on 2 busy cores)
+    if not (isinstance(starts, (int, np.integer)) and starts >= 1):
+        raise InputError(f"must be an integer >= 1, got {starts}", field="starts")
+    best: Excitation | None = None
+    failure: DataError | None = None
     with threadpool_limits(limits=1, user_api="blas"):
-        return _design(robot, names, harmonics, period, rate_hz, periods, m, acceleration, speed, margin, friction, seed, max_iterations, rounds, progress)
+        for start in range(starts):
+            try:
+                result = _design(
+                    robot, names, harmonics, period, rate_hz, periods, m, acceleration, speed, margin, friction,
+                    (seed, start), max_iterations, rounds, progress,
+                )
+            except DataError as exc:  # this start found nothing within the limits; another may
+                failure = exc
+                continue
+            if best is None or result.condition < best.condition:
+                best = result
+    if best is None:
+        assert failure is not None
+        raise failure
+    return dataclasses.replace(best, starts=starts)
 
 
 def _design(
@@ -564,7 +587,7 @@ def _design(
     speed: float,
     margin: float,
     friction: bool,
-    seed: int,
+    seed: tuple[int, int],
     max_iterations: int,
     rounds: int,
     progress: Progress | None,
@@ -572,7 +595,7 @@ def _design(
     limits = ExcitationLimits.of(robot, acceleration, speed)
     excited = np.array(sorted(robot.joint(n).idx_v for n in names))
     mid = np.where(np.isfinite([j.limits.lower + j.limits.upper for j in robot.joints]), 0.5 * (limits.lower + limits.upper), 0.0)
-    reg = _Regressor(robot, excited, mid, friction, seed)
+    reg = _Regressor(robot, excited, mid, friction, seed[0])
     envelope = _friction_envelope(robot)
     target = limits.tightened(margin)
     times_grid = np.arange(m) * (period / m)

@@ -11,7 +11,6 @@ import pytest
 from mbctl.ctrl.excitation import _log_condition, design_excitation, excitation_condition, fourier_basis
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.trajectory import Trajectory, read_trajectory
-from mbctl.dynamics.model.robot import JointLimits
 from mbctl.dynamics.regressor import base_parameters, joint_torque_regressor, random_states
 from mbctl.errors import InputError
 
@@ -117,7 +116,7 @@ def test_torque_limits_bind(robots, ur5_design):
     result = design_excitation(weak, **SMALL, acceleration=8.0, seed=3)
     dyn = feedforward(weak, result.trajectory).dynamics
     assert np.all(np.abs(dyn.tau) <= tight)
-    # and bind: friction counts against the limit whichever its sign (and the margin is 5 %)
+    # and bind: friction counts against the limit whichever its sign (and the margin is 10 %)
     assert ((np.abs(dyn.tau_rigid) + np.abs(dyn.tau_friction))[:, [0, 5]] / tight[[0, 5]]).max() > 0.75
 
 
@@ -155,6 +154,14 @@ def test_same_seed_same_trajectory_other_seed_differs(robots):
     assert not np.allclose(a.trajectory.q, c.trajectory.q)
 
 
+def test_more_starts_never_do_worse(robots):
+    """The best of several random starts includes the first: its condition number is not higher."""
+    robot = robots["tree5"]
+    one = design_excitation(robot, **SMALL, seed=4)
+    three = design_excitation(robot, **SMALL, seed=4, starts=3)
+    assert three.condition <= one.condition and three.starts == 3
+
+
 def test_held_joints_stay_put(robots):
     """Joints left out of ``joints`` stay at mid range, at rest; the excited ones move."""
     robot = robots["scara"]
@@ -175,6 +182,7 @@ def test_held_joints_stay_put(robots):
         ({"period": -2.0}, "period"),
         ({"joints": ["elbow"]}, "joints"),
         ({"margin": 0.7}, "margin"),
+        ({"starts": 0}, "starts"),
     ],
 )
 def test_bad_options_are_refused(robots, options, field):

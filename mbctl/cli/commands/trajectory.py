@@ -85,9 +85,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--periods", type=int, default=1, help="periods written, each from rest to rest (default 1)")
     e.add_argument("--acceleration", help="|ddq| limit in rad/s² or m/s²: one value, or one per joint (default 10)")
     e.add_argument("--speed", type=float, default=2.0, help="|dq| limit in rad/s or m/s for joints without a velocity limit (default 2)")
-    e.add_argument("--margin", type=float, default=0.05, help="fraction of every limit left free (default 0.05)")
+    e.add_argument("--margin", type=float, default=0.1, help="fraction of every limit left free, headroom for tracking errors (default 0.1)")
     e.add_argument("--grid", type=int, help="samples per period in the objective (default max(40, 12 x harmonics))")
-    e.add_argument("--seed", type=int, default=0, help="seed of the random start (default 0)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    e.add_argument("--starts", type=int, default=1, help="random starts to optimise from, the best kept (default 1)")
     e.add_argument("--max-iterations", type=int, default=200, help="optimiser iterations per round (default 200)")
     e.add_argument(
         "--no-friction", dest="friction", action="store_false",
@@ -160,7 +161,7 @@ def run_excitation(args: argparse.Namespace) -> int:
         result = design_excitation(
             robot, harmonics=args.harmonics, period=period, joints=joints, rate_hz=args.rate, periods=args.periods,
             grid=args.grid, acceleration=acceleration, speed=args.speed, margin=args.margin, friction=args.friction,
-            seed=args.seed, max_iterations=args.max_iterations,
+            seed=args.seed, starts=args.starts, max_iterations=args.max_iterations,
             progress=ProgressPrinter("excitation", min_total=1, unit="iterations"),
         )
     except InputError as exc:
@@ -172,7 +173,7 @@ def run_excitation(args: argparse.Namespace) -> int:
     print(
         f"{robot.name}: {len(result.joint_names)} joints excited, {result.harmonics} harmonics, period {result.period:.4g} s: "
         f"condition number {result.condition_initial:.4g} (random start) -> {result.condition:.4g} "
-        f"in {result.iterations} iterations, {result.rounds} round(s), {wall:.1f} s"
+        f"in {result.iterations} iterations, {result.rounds} round(s){f', best of {result.starts} starts' if result.starts > 1 else ''}, {wall:.1f} s"
     )
     print("  limits used: " + ", ".join(f"{kind} {100 * used:.0f} %" for kind, used in result.usage.items()))
     if result.held:
