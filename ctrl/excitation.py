@@ -544,6 +544,9 @@ def design_excitation(
     for name in names:
         if name not in robot.joint_names:
             raise InputError(f"no joint {name!r} in robot {robot.name} (joints: {', '.join(robot.joint_names)})", field="joints")
+    passive = [n for n in names if not robot.joint(n).actuated]
+    if passive:
+        raise InputError(f"joint {passive[0]!r} has no drive: only actuated joints can be excited", field="joints")
     if not names or len(set(names)) != len(names):
         raise InputError(f"need distinct joint names, got {names}", field="joints")
     m = max(40, 12 * harmonics) if grid is None else int(grid)

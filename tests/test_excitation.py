@@ -92,6 +92,16 @@ def test_csv_starts_and_ends_at_rest_and_is_consistent(robots, tmp_path, cli):
     assert np.ptp(traj.q, axis=0).min() > 0.01  # every joint moves
 
 
+def test_coefficients_are_swevers_series(robots, ur5_design):
+    """q0, a, b reproduce the trajectory through q = q0 + sum a/(w l) sin(w l t) - b/(w l) cos(w l t); rest at t = 0."""
+    t = ur5_design.trajectory.t[:, None, None]
+    w = 2 * np.pi / ur5_design.period
+    wl = w * np.arange(1, ur5_design.harmonics + 1)
+    q = ur5_design.q0 + np.sum(ur5_design.a / wl * np.sin(wl * t) - ur5_design.b / wl * np.cos(wl * t), axis=2)
+    assert np.allclose(q, ur5_design.trajectory.q, atol=1e-12)
+    assert np.allclose(ur5_design.a.sum(axis=1), 0, atol=1e-12) and np.allclose(ur5_design.b @ wl, 0, atol=1e-9)
+
+
 def test_every_limit_is_kept_at_every_sample(robots, ur5_design):
     """Positions, velocities, accelerations and the model's torques (friction included) stay within the limits."""
     robot, traj = robots["ur5"], ur5_design.trajectory
