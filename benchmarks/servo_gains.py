@@ -38,6 +38,27 @@ def trajectory(path) -> str:
         return json.load(f)["trajectory"]
 
 
+def logged_supply_resistance(paths, kt: float, R: float) -> tuple[float, float]:
+    """The supply's resistance (ohm) and its standard error from the servo's own voltmeter: the
+    logged ``input_volts`` regressed on the bridge's current ``d i``, ``i = (d vin - kt omega)/R``
+    from the logged duty (``d = kp e / (256 * 885)``) and speed (``V = V0 - Rs d i``)."""
+    x, y = [], []
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            doc = json.load(f)
+        e = doc["entries"]
+        on = np.array([s.get("torque_enable", True) for s in e], dtype=float)
+        error = np.array([s["goal_position"] - s["position"] for s in e])
+        d = on * np.clip(doc["kp"] * error * 4096 / (2 * np.pi) / 256 / 885, -1, 1)
+        i = (d * doc["vin"] - kt * np.array([s["speed"] for s in e])) / R
+        x.append(d * i)
+        y.append([s["input_volts"] for s in e])
+    A = np.column_stack([np.ones(sum(map(len, x))), np.concatenate(x)])
+    coef, *_ = np.linalg.lstsq(A, np.concatenate(y), rcond=None)
+    resid = np.concatenate(y) - A @ coef
+    return float(-coef[1]), float(np.sqrt(np.linalg.inv(A.T @ A)[1, 1] * resid.var()))
+
+
 def main() -> None:
     print(f"servo fits across gains ({LAW}); {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     paths = bundled_servo_logs("xl330-pendulum")
@@ -82,6 +103,14 @@ def main() -> None:
         print(f"{key[0]}/{TRAININGS[key[1]]}: kt {fit.parameters['kt']:.3f}, R {fit.parameters['R']:.3f} (bounds {PARAMETERS['R'][0]:g}-{PARAMETERS['R'][1]:g}), mu {fit.parameters['mu']:.3f}; {', '.join(parts) or 'none fitted'}; {fit.wall_s:.1f} s")
 
     up400 = next(log for log in by_kp[400.0] if motion[log.name] == "up_and_down")
+    print("\nkp 100 -> kp 400 (Rs fitted) against the bound of Rs: the kp 100 logs (duty <= 0.38) leave it at its bound")
+    base = fits["none", "kp100"].parameters
+    rs, rs_error = logged_supply_resistance([p for p, log in zip(paths, logs) if log.model.firmware.kp == 100], base["kt"], base["R"])
+    for label, span in [*((f"Rs <= {b:g} ohm", (0.0, b)) for b in (0.5, 1.0, 2.0, 5.0)),
+                        (f"Rs = {rs:.3f} +- {rs_error:.3f} ohm (kp 100 logs' input_volts)", (rs, rs))]:
+        fit = fit_servo(by_kp[100.0], LAW, validate=by_kp[400.0], stall=("supply_resistance",), bounds={"supply_resistance": span})
+        print(f"  {label:<52} Rs {fit.parameters['supply_resistance']:.3f}: held out {1e3 * np.mean(list(fit.validation_mae.values())):.1f} mrad, "
+              f"kp 400 stall {fit.simulated(up400).max():.3f} (measured {up400.position.max():.3f})")
     print("\ntargets")
     for variant in VARIANTS:
         a, full = fits[variant, "kp100"], fits[variant, "all"]

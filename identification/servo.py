@@ -26,7 +26,7 @@ import gzip
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,7 +61,7 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "sigma0": (1.0, 5000.0, 200.0, "N m/rad"),
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "current_limit": (0.3, 5.0, 1.0, "A"),
-    "supply_resistance": (0.0, 1.0, 0.3, "ohm"),
+    "supply_resistance": (0.0, 2.0, 0.3, "ohm"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
@@ -483,6 +483,7 @@ def fit_servo(
     substeps: int = 5,
     seed: int = 0,
     stall: Sequence[str] = (),
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> ServoFit:
     """Fit the servo model of ``law`` to the measured positions of ``logs``.
 
@@ -492,8 +493,16 @@ def fit_servo(
     by :func:`_levenberg_marquardt` and the best final cost is kept. (A cheaper first pass
     with one integration step per sample was tried: its minima lie in other basins.)
 
+    ``stall`` names the stall parameters to fit as well (``current_limit``, A;
+    ``supply_resistance``, ohm; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
+    firmware values. A fitted limit the simulated currents reach in fewer than
+    :data:`LIMIT_SEEN` of the samples is not shown by the logs: the fit is repeated without it
+    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound.
+    ``bounds`` replaces the :data:`PARAMETERS` bounds of the named parameters; equal bounds
+    hold one fixed (standard error 0).
+
     Raises:
-        InputError: For an unknown law or no logs.
+        InputError: For an unknown law, stall parameter or bound, or no logs.
         DataError: If no start converges to finite values.
     """
     if law not in LAWS:
@@ -506,8 +515,12 @@ def fit_servo(
         raise InputError(f"unknown stall parameter {unknown[0]!r} (expected: {', '.join(STALL_PARAMETERS)})", field="--stall")
     start_time = time.perf_counter()
     names = _names(law, stall) + (("offset",) if fit_offset else ())
-    lower = np.array([PARAMETERS[n][0] for n in names])
-    upper = np.array([PARAMETERS[n][1] for n in names])
+    span = {n: PARAMETERS[n][:2] for n in names} | dict(bounds or {})
+    if not set(span) <= set(names) or not all(lo <= hi for lo, hi in span.values()):
+        bad = next(n for n, (lo, hi) in span.items() if n not in names or lo > hi)
+        raise InputError(f"bounds of {bad!r}: not a fitted parameter, or lower above upper", field="bounds")
+    lower = np.array([span[n][0] for n in names], dtype=float)
+    upper = np.array([span[n][1] for n in names], dtype=float)
     if law == "lugre":  # its state equation divides by g(omega), which tends to fc at speed
         lower[list(names).index("fc")] = LUGRE_MIN_FC
     evaluations = [0]
@@ -518,7 +531,8 @@ def fit_servo(
         # LuGre's steady state is the Stribeck law: its fit (cheaper, smoother) is the first
         # start, with the bristles' first guesses; from the generic start alone the fit of
         # the real XL330 logs ended at the bounds (fc, fs at their largest, sigma0 at its least)
-        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=stall)
+        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=stall,
+                             bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"})
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):
@@ -549,7 +563,8 @@ def fit_servo(
     if best is None:
         raise DataError("the servo model could not be fitted from any start (non-finite simulation)")
     parameters = {n: float(v) for n, v in zip(names, best.x)}
-    errors = dict(zip(names, _standard_errors(best.jac, best.cost)))
+    free = lower < upper  # equal bounds hold a parameter fixed: it has no error of its own
+    errors = dict.fromkeys(names, 0.0) | dict(zip(np.array(names)[free], _standard_errors(best.jac[:, free], best.cost)))
 
     limited = {}
     if "current_limit" in stall:
@@ -560,7 +575,10 @@ def fit_servo(
             # logs that never reach the limit do not show it (no gradient: it stays where a
             # start put it, and a barely touched limit bends the other parameters): fitted
             # again without it, so the firmware's value applies; the largest current is a lower bound
-            rest = fit_servo(logs, law, validate=validate, starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=[n for n in stall if n != "current_limit"])
+            rest = fit_servo(
+                logs, law, validate=validate, starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed,
+                stall=[n for n in stall if n != "current_limit"], bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
+            )
             return dataclasses.replace(
                 rest, standard_errors={**rest.standard_errors, "current_limit": math.inf}, limited=limited,
                 unidentified={"current_limit": float(max(c.max() for c in currents))},
