@@ -121,6 +121,7 @@ def test_identify_logs_command(cli, tmp_path):
         (["xl330-pendulum@kp=7"], ["LOG", "kp = 7"]),
         (["xl330-pendulum@speed=1"], ["LOG", "selector"]),
         (["xl330-pendulum", "--starts", "0"], ["--starts"]),
+        (["xl330-pendulum@kp=100", "--stall", "kd"], ["--stall", "kd", "current_limit"]),
         (["{bad}"], ["bad.json", "kp"]),
     ],
 )

@@ -231,6 +231,28 @@ def test_the_fit_is_written_back_into_the_robot_toml(tmp_path, cli):
     assert again.code == 2 and "--force" in again.err
 
 
+def test_the_fitted_stall_is_written_back(tmp_path, cli):
+    """identify logs --stall supply_resistance on a run log of a bench whose supply sags (0.5 ohm,
+    a stiff P loop near full duty): the fit recovers it and the copy's table carries it, as the
+    JSON report gives it, beside the fitted motor."""
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.02, "fv": 0.01}, extra="kt = 0.35\nR = 3.5\narmature = 0.002\nsupply_resistance = 0.5\n")
+    t = np.arange(0, 3.0, 0.005)
+    goals = np.round(1.6 * np.sin(1.5 * t) / COUNT) * COUNT
+    plant = SimPlant(robot, 0.005, PlantConfig(substeps=5))
+    with plant:
+        replay_positions(plant, goals[:, None], 0.005, RunLog(tmp_path / "run.npz", log_columns(plant.joint_names)), paced=False)
+    config, copy, out = tmp_path / "bench.toml", tmp_path / "fitted.toml", tmp_path / "fit.json"
+    (tmp_path / "bare.toml").write_text(config.read_text().replace("supply_resistance = 0.5\n", ""))
+    r = cli("identify", "logs", tmp_path / "run.npz", "--config", tmp_path / "bare.toml", "--joint", "servo", "--law", "coulomb-viscous",
+            "--stall", "supply_resistance", "--starts", "1", "--out", out, "--write-back", copy)
+    assert r.code == 0, r.err
+    fitted = json.loads(out.read_text())["parameters"]
+    assert fitted["supply_resistance"] == pytest.approx(0.5, rel=0.05)
+    servo = robot_servos(load_robot(copy))["servo"]
+    assert servo.firmware.supply_resistance == pytest.approx(fitted["supply_resistance"], rel=1e-5)
+    assert servo.parameters["kt"] == pytest.approx(fitted["kt"], rel=1e-5)
+
+
 def test_the_emulator_refuses_a_servo_geared_unlike_its_drive(tmp_path):
     """An actuator table with gear_ratio 2 behind a [drives] servo with gear_ratio 1: the goal
     counts would turn the modelled servo twice as far, so the emulator refuses the pair."""
