@@ -564,7 +564,7 @@ def fit_servo(
         raise DataError("the servo model could not be fitted from any start (non-finite simulation)")
     parameters = {n: float(v) for n, v in zip(names, best.x)}
     free = lower < upper  # equal bounds hold a parameter fixed: it has no error of its own
-    errors = dict.fromkeys(names, 0.0) | dict(zip(np.array(names)[free], _standard_errors(best.jac[:, free], best.cost)))
+    errors = dict.fromkeys(names, 0.0) | dict(zip([n for n, f in zip(names, free) if f], _standard_errors(best.jac[:, free], best.cost)))
 
     limited = {}
     if "current_limit" in stall:

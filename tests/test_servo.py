@@ -185,3 +185,14 @@ def test_an_unknown_stall_parameter_is_refused():
         fit_servo([log], "coulomb-viscous", stall=("kd",), starts=1)
     assert info.value.field == "--stall"
     assert "supply_resistance" in fit_servo([log], "coulomb-viscous", stall=("supply_resistance",), starts=1).parameters
+
+
+def test_equal_bounds_hold_a_parameter_fixed():
+    """``bounds`` with equal ends keeps a parameter at that value (standard error 0) while the others
+    are fitted; a bound of a parameter the fit does not have is refused, naming it."""
+    logs = [bench_log(g, parameters={k: TRUE[k] for k in ("kt", "R", "armature")} | {"fc": 0.03, "fv": 0.01}, law="coulomb-viscous") for g in goals()[:2]]
+    fit = fit_servo(logs, "coulomb-viscous", starts=1, bounds={"R": (3.5, 3.5)})
+    assert fit.parameters["R"] == 3.5 and fit.standard_errors["R"] == 0.0
+    assert fit.parameters["kt"] == pytest.approx(0.35, rel=0.01) and 0 < fit.standard_errors["kt"] < 0.01
+    with pytest.raises(InputError, match="mu"):
+        fit_servo(logs, "coulomb-viscous", starts=1, bounds={"mu": (0.0, 0.1)})
