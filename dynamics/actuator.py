@@ -236,7 +236,8 @@ def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, ome
     pwm = ns.minimum(ns.maximum(firmware.kp * counts / firmware.divisor, -firmware.pwm_limit), firmware.pwm_limit)
     duty = pwm / firmware.pwm_max
     resistance = p["R"] + rs * duty**2
-    current = (duty * firmware.vin - p["kt"] * omega) / resistance
+    # d vin as pwm (vin / pwm_max): with Rs = 0 the arithmetic, and so a fit's path, is the stiff-supply model's
+    current = (pwm * (firmware.vin / firmware.pwm_max) - p["kt"] * omega) / resistance
     emf_damping = p["kt"] ** 2 / resistance
     if limit is not None:
         emf_damping = emf_damping * ns.where(ns.abs(current) < limit, 1.0, 0.0)
