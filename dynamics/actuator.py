@@ -8,10 +8,23 @@ the joint gives ``theta_s = G q``, ``omega_s = G dq``, joint torque ``G tau_s`` 
 
     e     = (goal_s - theta_s) * counts / (2 pi)                  position error (encoder counts)
     pwm   = clip(kp * e / divisor, -pwm_limit, pwm_limit)          the firmware's P loop (PWM units)
-    V     = pwm / pwm_max * vin                                    motor voltage (V)
-    i     = clip((V - kt * omega_s) / R, -i_max, i_max)            current (A); no clip without a limit
+    d     = pwm / pwm_max                                          duty (1)
+    V     = d * (vin - Rs * d * i)                                 motor voltage (V): the supply sags
+    i     = clip((d * vin - kt * omega_s) / (R + Rs d^2), -i_max, i_max)   current (A), V = R i + kt omega_s solved for i
     tau_m = on * kt * i                                            motor torque at the output (N m)
     tau_f = -(level(omega_s) + mu * |tau_m|) * tanh(omega_s / eps) - fv * omega_s
+
+The supply (``vin`` open-circuit, internal resistance ``Rs`` = ``supply_resistance``, ohm,
+cables included) feeds the H-bridge, which draws ``d i`` from it: the bus sags to
+``vin - Rs d i`` under load and the motor sees ``d`` times that, as if its winding had
+``R + Rs d^2``. ``i_max`` is the firmware's ``current_limit`` (A; none by default). Together
+they bound the torque at stall (``omega_s = 0``)::
+
+    tau_stall(d) = kt * min(d vin / (R + Rs d^2), i_max)     (at most kt vin / (2 sqrt(R Rs)), at d = sqrt(R / Rs))
+
+and the torque–speed line at full duty, ``kt (vin - kt omega_s) / (R + Rs)``, clipped at
+``kt i_max``. A gain ``kp`` only sets how large an error reaches a duty: past it the servo
+stalls where the load needs more than ``tau_stall``.
 
 ``kt`` (N m/A, gear of the servo included) is also the back-EMF constant (V s/rad);
 ``on`` is 1 with the torque on, 0 with the motor off (no current). ``level`` is the dry
@@ -28,7 +41,7 @@ the servo's state, relaxed ``z = 0`` at the start)::
 (``sigma0`` N m/rad, ``sigma1`` N m s/rad): below break-away the gearbox sticks as a
 stiff spring instead of creeping; in steady sliding it is the Stribeck law.
 
-Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/R (unclipped current)
+Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) (unclipped current)
 + fv + dry (1 - tanh^2(omega_s/eps))/eps`` (LuGre: ``+ fv + sigma1``) is taken implicitly
 (:func:`servo_step`), which stays stable where back-EMF and friction are stiff; a LuGre
 state first advances exactly at the step's starting speed (:func:`servo_z_step`).
@@ -44,15 +57,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from mbctl.config.actuator import SERVO_FRICTION_LAWS, ActuatorSpec
+from mbctl.config.actuator import OPTIONAL, SERVO_FRICTION_LAWS, ActuatorSpec
 from mbctl.dynamics.backend import namespace
 from mbctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["SERVO_LAWS", "SMOOTHING", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_step", "servo_torque", "servo_z_step"]
+__all__ = ["FIRMWARE_OPTIONAL", "SERVO_LAWS", "SMOOTHING", "STALL_PARAMETERS", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_current", "servo_step", "servo_torque", "servo_z_step", "stall_torque"]
 
+# the optional firmware and supply fields of the table, as ServoFirmware names them
+FIRMWARE_OPTIONAL = tuple(k for k in OPTIONAL if k != "armature")
+# parameters of the stall that a fit may give as numbers or symbols in p instead of the firmware's
+STALL_PARAMETERS = ("current_limit", "supply_resistance")
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
 SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -69,6 +86,8 @@ class ServoFirmware:
         vin: Supply voltage (V); pwm_limit, pwm_max: PWM limit and the PWM of 100 % duty (885).
         counts: Encoder counts per output revolution; current_limit: A, or None for none.
         gear_ratio: Output turns per joint turn.
+        supply_resistance: Internal resistance of the supply as the servo sees it (ohm, cables
+            included; 0: a stiff supply).
     """
 
     kp: float
@@ -79,19 +98,21 @@ class ServoFirmware:
     counts: float = 4096.0
     current_limit: float | None = None
     gear_ratio: float = 1.0
+    supply_resistance: float = 0.0
 
     def __post_init__(self) -> None:
         checks = {
             "kp": self.kp >= 0, "vin": self.vin > 0, "divisor": self.divisor > 0, "pwm_max": self.pwm_max > 0,
             "pwm_limit": 0 < self.pwm_limit <= self.pwm_max, "counts": self.counts > 0,
             "current_limit": self.current_limit is None or self.current_limit > 0, "gear_ratio": self.gear_ratio != 0,
+            "supply_resistance": self.supply_resistance >= 0,
         }
         for name, ok in checks.items():
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise ConfigError(f"must be a finite number, got {value!r}", field=name)
             if not ok:
-                rule = {"pwm_limit": "must be > 0 and <= pwm_max", "gear_ratio": "must not be 0", "kp": "must be >= 0"}.get(name, "must be > 0")
+                rule = {"pwm_limit": "must be > 0 and <= pwm_max", "gear_ratio": "must not be 0", "kp": "must be >= 0", "supply_resistance": "must be >= 0"}.get(name, "must be > 0")
                 raise ConfigError(f"{rule}, got {value!r}", field=name)
 
 
@@ -153,7 +174,7 @@ def servo_actuator(spec: ActuatorSpec) -> ServoActuator:
     v = spec.values
     try:
         firmware = ServoFirmware(
-            kp=v["kp"], vin=v["vin"], **{k: v[k] for k in ("divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "gear_ratio") if k in v}
+            kp=v["kp"], vin=v["vin"], **{k: v[k] for k in FIRMWARE_OPTIONAL if k in v}
         )
         return ServoActuator(firmware, spec.law, {"kt": v["kt"], "R": v["R"], "armature": v.get("armature", 0.0), **spec.friction})
     except ConfigError as exc:
@@ -198,27 +219,53 @@ def servo_z_step(law: str, p: Mapping[str, Any], z: Any, omega: Any, h: Any) -> 
     return z_ss + (z - z_ss) * ns.exp(-p["sigma0"] * ns.abs(omega) * h / g)
 
 
+def _stall_values(firmware: ServoFirmware, p: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The current limit (A, or None) and supply resistance (ohm): ``p``'s if given, else the firmware's."""
+    return p.get("current_limit", firmware.current_limit), p.get("supply_resistance", firmware.supply_resistance)
+
+
+def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, omega: Any, *, ns: Any = None) -> tuple[Any, Any]:
+    """The motor current (A) and its back-EMF damping ``-kt d i/d omega`` (N m s/rad, at the output)
+    for the position ``error`` (rad) and speed ``omega`` (rad/s) at the output:
+    ``i = clip((d vin - kt omega) / (R + Rs d^2), +-i_max)``, ``d = clip(kp e / divisor, +-pwm_limit) / pwm_max``
+    (see the module); the damping is ``kt^2 / (R + Rs d^2)``, 0 while the current is limited.
+    """
+    ns = ns if ns is not None else namespace(error, omega, *p.values())
+    limit, rs = _stall_values(firmware, p)
+    counts = error * (firmware.counts / (2 * math.pi))
+    pwm = ns.minimum(ns.maximum(firmware.kp * counts / firmware.divisor, -firmware.pwm_limit), firmware.pwm_limit)
+    duty = pwm / firmware.pwm_max
+    resistance = p["R"] + rs * duty**2
+    # d vin as pwm (vin / pwm_max): with Rs = 0 the arithmetic, and so a fit's path, is the stiff-supply model's
+    current = (pwm * (firmware.vin / firmware.pwm_max) - p["kt"] * omega) / resistance
+    emf_damping = p["kt"] ** 2 / resistance
+    if limit is not None:
+        emf_damping = emf_damping * ns.where(ns.abs(current) < limit, 1.0, 0.0)
+        current = ns.minimum(ns.maximum(current, -limit), limit)
+    return current, emf_damping
+
+
+def stall_torque(firmware: ServoFirmware, p: Mapping[str, Any], error: Any) -> Any:
+    """The motor torque at rest (N m, at the output, friction aside) for a position ``error``
+    (rad, at the output): ``kt * clip(d vin / (R + Rs d^2), +-i_max)``, the largest torque the
+    servo holds with that error; with a current limit, ``kt i_max`` bounds it at any gain."""
+    return p["kt"] * servo_current(firmware, p, error, 0.0 * error)[0]
+
+
 def servo_torque(
     firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float = SMOOTHING
 ) -> tuple[Any, Any]:
     """The servo's torque on the joint (N m) and its damping ``-d tau/d dq`` (N m s/rad), see the module.
 
     ``q``, ``dq``, ``goal`` at the joint (rad, rad/s, rad); ``p`` holds the parameters of
-    ``law`` (numbers or CasADi symbols); ``on`` 1 with torque on, 0 off; ``z`` the LuGre
-    bristle deflection (rad, at the output; other laws ignore it).
+    ``law`` (numbers or CasADi symbols; ``current_limit`` and ``supply_resistance`` in ``p``
+    replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
+    deflection (rad, at the output; other laws ignore it).
     """
     ns = namespace(q, dq, goal, on, z, *p.values())
     g = firmware.gear_ratio
-    theta, omega = g * q, g * dq
-    error = (g * goal - theta) * (firmware.counts / (2 * math.pi))
-    pwm = ns.minimum(ns.maximum(firmware.kp * error / firmware.divisor, -firmware.pwm_limit), firmware.pwm_limit)
-    volts = pwm * (firmware.vin / firmware.pwm_max)
-    current = (volts - p["kt"] * omega) / p["R"]
-    emf_damping = p["kt"] ** 2 / p["R"]
-    if firmware.current_limit is not None:
-        limit = firmware.current_limit
-        emf_damping = emf_damping * ns.where(ns.abs(current) < limit, 1.0, 0.0)
-        current = ns.minimum(ns.maximum(current, -limit), limit)
+    omega = g * dq
+    current, emf_damping = servo_current(firmware, p, g * (goal - q), omega, ns=ns)
     tau_m = on * p["kt"] * current
     if law == "none":
         return g * tau_m, g**2 * on * emf_damping

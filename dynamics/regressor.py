@@ -28,7 +28,7 @@ of mass and its triangle inequalities together (a density of mass exists).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,9 +155,18 @@ class BaseParameters:
 
 
 def base_parameters(
-    robot: RobotModel, rows: Sequence[int] | None = None, *, samples: int = 400, seed: int = 0, tolerance: float = 1e-8
+    robot: RobotModel,
+    rows: Sequence[int] | None = None,
+    *,
+    samples: int = 400,
+    seed: int = 0,
+    tolerance: float = 1e-8,
+    held: Mapping[int, float] | None = None,
 ) -> BaseParameters:
     """Base parameters of ``robot`` for the regressor rows ``rows`` (DOF indices; default: all).
+
+    ``held`` maps DOF indices to positions (rad or m) of joints that stay there at rest
+    (locked): the bodies they join then move as one and regroup accordingly.
 
     The regressor is stacked over ``samples`` random states (:func:`random_states`) and
     factored by QR with column pivoting; a column is independent when its diagonal entry
@@ -168,6 +177,8 @@ def base_parameters(
     """
     rows = tuple(range(robot.nv)) if rows is None else tuple(int(r) for r in rows)
     q, dq, ddq = random_states(robot, samples, seed=seed)
+    for i, position in (held or {}).items():
+        q[:, i], dq[:, i], ddq[:, i] = position, 0.0, 0.0
     Y = joint_torque_regressor(robot, q, dq, ddq)[:, rows, :].reshape(-1, 10 * (robot.model.njoints - 1))
     scale = np.linalg.norm(Y, axis=0)
     usable = np.flatnonzero(scale > tolerance * scale.max())

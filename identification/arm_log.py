@@ -3,7 +3,9 @@
 A log is a CSV with ``t`` (s), ``q.<joint>`` (rad, m), optionally ``dq.<joint>``
 (rad/s, m/s: the drive's own velocity estimate) and ``tau.<joint>`` (N·m, N: measured
 joint torque), or an mbctl run log (NPZ from ``mbctl run --log``: ``t``, ``q``, ``dq``,
-``tau`` groups). Other columns are ignored.
+``tau`` groups). Other columns are ignored. A run log's ``tau`` is the command the loop
+held from its row's time to the next; the torque at a row's time is taken as the mean
+of the two holds around it (their midpoints interpolated), as a zero-order hold acts.
 
 Real logs are irregular. :func:`condition_log` turns one into evenly sampled, filtered
 ``(q, dq, ddq, tau)``:
@@ -95,13 +97,19 @@ def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: b
     if "t" not in columns:
         raise DataError("no column 't' (s)", file=path, field="t")
     joints = tuple(joint_names)
+    t = data[:, columns.index("t")]
+    q = _group(columns, data, "q", joints, path, True)
+    tau = _group(columns, data, "tau", joints, path, need_torque)
+    if path.suffix.lower() == ".npz" and tau is not None and len(t) > 1:
+        held_until = np.r_[t[1:], 2 * t[-1] - t[-2]]
+        tau = np.column_stack([np.interp(t, 0.5 * (t + held_until), tau[:, c]) for c in range(tau.shape[1])])
     log = ArmLog(
         source=path,
         joint_names=joints,
-        t=data[:, columns.index("t")],
-        q=_group(columns, data, "q", joints, path, True),  # type: ignore[arg-type]
+        t=t,
+        q=q,  # type: ignore[arg-type]
         dq=_group(columns, data, "dq", joints, path, False),
-        tau=_group(columns, data, "tau", joints, path, need_torque),
+        tau=tau,
     )
     if len(log.t) < 10:
         raise DataError(f"{len(log.t)} samples; a fit needs many more", file=path)

@@ -21,18 +21,19 @@ understate the real uncertainty (compare fits on separate logs).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbctl.dynamics.actuator import SERVO_LAWS, ServoFirmware, servo_step
+from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 # casadi and the code generator load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
-__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo"]
+__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo", "simulated_current"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -59,8 +60,12 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "mu": (0.0, 1.0, 0.05, "1"),
     "sigma0": (1.0, 5000.0, 200.0, "N m/rad"),
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
+    "current_limit": (0.3, 5.0, 1.0, "A"),
+    "supply_resistance": (0.0, 2.0, 0.3, "ohm"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
+# the fraction of a fit's samples at its current limit below which the logs do not show the limit
+LIMIT_SEEN = 0.01
 LUGRE_MIN_FC = 1e-4  # N m: LuGre's lower bound of fc (g(omega) > 0 at every speed)
 # the laws of the shared servo model, with friction to fit
 LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.items() if law != "none"}
@@ -229,12 +234,18 @@ def _states(law: str) -> int:
     return 3 if law == "lugre" else 2
 
 
-def _step(law: str, model: ServoModel, h: float) -> ca.Function:
+def _names(law: str, stall: Sequence[str] = ()) -> tuple[str, ...]:
+    """The model's parameters in fit order: the law's (:data:`LAWS`), then the stall's fitted ones."""
+    return (*LAWS[law], *stall)
+
+
+def _step(law: str, model: ServoModel, h: float, stall: Sequence[str] = ()) -> ca.Function:
     """``(x = [theta, omega(, z)], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
-    (``on`` 1 with torque on, 0 with the motor off) of :func:`mbctl.dynamics.actuator.servo_step`."""
+    (``on`` 1 with torque on, 0 with the motor off) of :func:`mbctl.dynamics.actuator.servo_step`;
+    ``p`` the parameters of :func:`_names` (``stall``'s replace the firmware's values)."""
     import casadi as ca
 
-    names = LAWS[law]
+    names = _names(law, stall)
     x, u = ca.SX.sym("x", _states(law)), ca.SX.sym("u", 2 + len(names))
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
     p = dict(zip(names, ca.vertsplit(u[2:])))
@@ -251,16 +262,16 @@ def _initial(law: str, log: ServoLog) -> np.ndarray:
     return np.concatenate([[log.position[0]], np.zeros(_states(law) - 1)])
 
 
-def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
+def _trajectory(law: str, log: ServoLog, substeps: int, stall: Sequence[str] = ()) -> ca.Function:
     """``(p, offset) -> theta`` (n,): the log simulated open loop from its first sample; the
     encoder ``offset`` (rad) is added to every simulated position (measured = true + offset)."""
     import casadi as ca
 
     dt = float(log.t[1] - log.t[0])
-    step = _step(law, log.model, dt / substeps)
+    step = _step(law, log.model, dt / substeps, stall)
     n = len(log.t) - 1
     many = step.mapaccum("servo_run", n * substeps)
-    p, offset = ca.MX.sym("p", len(LAWS[law])), ca.MX.sym("offset")
+    p, offset = ca.MX.sym("p", len(_names(law, stall))), ca.MX.sym("offset")
     goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
     on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
     x0 = ca.DM(_initial(law, log))
@@ -268,21 +279,21 @@ def _trajectory(law: str, log: ServoLog, substeps: int) -> ca.Function:
     inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(p, 1, n * substeps))
     states = many(x0 - shift, inputs)
     theta = ca.horzcat(x0[0] - offset, states[0, substeps - 1 :: substeps]).T + offset
-    return ca.Function(_name("servo", law, log.name), [p, offset], [theta])
+    return ca.Function(_name("servo", law, *stall, log.name), [p, offset], [theta])
 
 
-def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool) -> ca.Function:
+def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool, stall: Sequence[str] = ()) -> ca.Function:
     """``z -> (theta, dtheta/dz)``: :func:`_trajectory` with its forward sensitivities, propagated
     with the state in one step function (``S' = (dx'/dx) S + dx'/dz``), so the simulation's
     shared terms are computed once per step for all parameters (a LuGre bristle state is one
     more row of ``x`` and ``S``)."""
     import casadi as ca
 
-    names = LAWS[law]
+    names = _names(law, stall)
     nx = _states(law)
     nz = len(names) + (1 if fit_offset else 0)
     dt = float(log.t[1] - log.t[0])
-    step = _step(law, log.model, dt / substeps)
+    step = _step(law, log.model, dt / substeps, stall)
     x, S, u = ca.SX.sym("x", nx), ca.SX.sym("S", nx, nz), ca.SX.sym("u", 2 + len(names))
     x_next = step(x, u)
     B = ca.jacobian(x_next, u[2:])
@@ -306,14 +317,16 @@ def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool) -> 
     dtheta = ca.horzcat(ca.DM(S0[0:1, :].T), states[nx::nx, :]).T  # S[0, j] is row nx + j nx (column-major)
     if fit_offset:
         dtheta = ca.horzcat(dtheta[:, :-1], dtheta[:, -1] + 1.0)
-    return ca.Function(_name("servo_sens", law, log.name), [z], [theta, dtheta])
+    return ca.Function(_name("servo_sens", law, *stall, log.name), [z], [theta, dtheta])
 
 
 def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
     """Positions (rad) of ``log`` simulated open loop with ``parameters`` (of ``law``, plus
-    an optional ``offset``), from its first sample, the goals as input."""
-    f = _trajectory(law, log, substeps)
-    p = [parameters[name] for name in LAWS[law]]
+    an optional ``offset`` and the stall's ``current_limit`` and ``supply_resistance``, which
+    replace the log's firmware values), from its first sample, the goals as input."""
+    stall = tuple(n for n in STALL_PARAMETERS if n in parameters)
+    f = _trajectory(law, log, substeps, stall)
+    p = [parameters[name] for name in _names(law, stall)]
     return np.asarray(f(p, parameters.get("offset", 0.0))).ravel()
 
 
@@ -327,6 +340,12 @@ class ServoFit:
         starts: Starts tried; cost: final half sum of squared errors (rad^2);
         evaluations: simulations of all logs (with or without sensitivities); wall_s: fit time (s); substeps: integration
         steps per log sample of the simulations.
+        limited: For a fitted ``current_limit``: per fitted log, the fraction of its samples
+            with the simulated current at the limit (where the limit is identified).
+        unidentified: Stall parameters the logs did not show, with what they tell of them: a
+            ``current_limit`` reached in fewer than :data:`LIMIT_SEEN` of the samples is left
+            out of ``parameters`` (the firmware's applies) and given here as the largest
+            simulated current (A), a lower bound.
     """
 
     law: str
@@ -339,30 +358,47 @@ class ServoFit:
     evaluations: int = 0
     wall_s: float = 0.0
     substeps: int = 5
+    limited: dict[str, float] = field(default_factory=dict)
+    unidentified: dict[str, float] = field(default_factory=dict)
 
     def simulated(self, log: ServoLog) -> np.ndarray:
         """The log's positions as this model simulates them (rad)."""
         return simulate_servo(log, self.law, self.parameters, substeps=self.substeps)
 
 
-def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True):
+def simulated_current(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
+    """The motor current (A) along ``log`` simulated with ``parameters``, from the simulated
+    positions and their central-difference speeds (:func:`mbctl.dynamics.actuator.servo_current`;
+    0 with the torque off)."""
+    from mbctl.dynamics.actuator import servo_current
+
+    theta = simulate_servo(log, law, parameters, substeps=substeps) - parameters.get("offset", 0.0)
+    omega = np.gradient(theta, log.t)
+    p = {n: parameters[n] for n in ("kt", "R", *STALL_PARAMETERS) if n in parameters}
+    current, _ = servo_current(log.model.firmware, p, log.goal - parameters.get("offset", 0.0) - theta, omega)
+    return current * (1.0 if log.enabled is None else log.enabled)
+
+
+def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True, stall: Sequence[str] = ()):
     """Compiled ``z -> (r, dr/dz)`` (or ``z -> r``): the stacked simulation errors (rad) of every
-    log, ``z`` the parameters of ``law`` in :data:`LAWS` order (then the offset); the Jacobian
-    from forward sensitivities (:func:`_sensitivities`)."""
+    log, ``z`` the parameters of ``law`` in :data:`LAWS` order, then the fitted ``stall``
+    parameters (:data:`mbctl.dynamics.actuator.STALL_PARAMETERS`), then the offset; the
+    Jacobian from forward sensitivities (:func:`_sensitivities`)."""
     import casadi as ca
 
     from mbctl.dynamics.codegen import compile_function
 
-    names = LAWS[law]
+    stall = tuple(stall)
+    names = _names(law, stall)
     z = ca.MX.sym("z", len(names) + (1 if fit_offset else 0))
     offset = z[-1] if fit_offset else 0.0
     if jacobian:
-        runs = [_sensitivities(law, log, substeps, fit_offset)(z) for log in logs]
+        runs = [_sensitivities(law, log, substeps, fit_offset, stall)(z) for log in logs]
         r = ca.vertcat(*(theta - ca.DM(log.position) for (theta, _), log in zip(runs, logs)))
         outputs = [r, ca.vertcat(*(dtheta for _, dtheta in runs))]
     else:
-        outputs = [ca.vertcat(*(_trajectory(law, log, substeps)(z[: len(names)], offset) - ca.DM(log.position) for log in logs))]
-    return compile_function(ca.Function(_name("servo_fit" if jacobian else "servo_error", law, str(len(logs))), [z], outputs))
+        outputs = [ca.vertcat(*(_trajectory(law, log, substeps, stall)(z[: len(names)], offset) - ca.DM(log.position) for log in logs))]
+    return compile_function(ca.Function(_name("servo_fit" if jacobian else "servo_error", law, *stall, str(len(logs))), [z], outputs))
 
 
 def _standard_errors(J: np.ndarray, cost: float, rcond: float = 1e-9) -> list[float]:
@@ -446,6 +482,8 @@ def fit_servo(
     fit_offset: bool = False,
     substeps: int = 5,
     seed: int = 0,
+    stall: Sequence[str] = (),
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> ServoFit:
     """Fit the servo model of ``law`` to the measured positions of ``logs``.
 
@@ -455,18 +493,34 @@ def fit_servo(
     by :func:`_levenberg_marquardt` and the best final cost is kept. (A cheaper first pass
     with one integration step per sample was tried: its minima lie in other basins.)
 
+    ``stall`` names the stall parameters to fit as well (``current_limit``, A;
+    ``supply_resistance``, ohm; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
+    firmware values. A fitted limit the simulated currents reach in fewer than
+    :data:`LIMIT_SEEN` of the samples is not shown by the logs: the fit is repeated without it
+    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound.
+    ``bounds`` replaces the :data:`PARAMETERS` bounds of the named parameters; equal bounds
+    hold one fixed (standard error 0).
+
     Raises:
-        InputError: For an unknown law or no logs.
+        InputError: For an unknown law, stall parameter or bound, or no logs.
         DataError: If no start converges to finite values.
     """
     if law not in LAWS:
         raise InputError(f"unknown law {law!r} (expected one of: {', '.join(LAWS)})", field="--law")
     if not logs:
         raise InputError("no logs to fit", field="logs")
+    stall = tuple(dict.fromkeys(stall))
+    unknown = [n for n in stall if n not in STALL_PARAMETERS]
+    if unknown:
+        raise InputError(f"unknown stall parameter {unknown[0]!r} (expected: {', '.join(STALL_PARAMETERS)})", field="--stall")
     start_time = time.perf_counter()
-    names = LAWS[law] + (("offset",) if fit_offset else ())
-    lower = np.array([PARAMETERS[n][0] for n in names])
-    upper = np.array([PARAMETERS[n][1] for n in names])
+    names = _names(law, stall) + (("offset",) if fit_offset else ())
+    span = {n: PARAMETERS[n][:2] for n in names} | dict(bounds or {})
+    if not set(span) <= set(names) or not all(lo <= hi for lo, hi in span.values()):
+        bad = next(n for n, (lo, hi) in span.items() if n not in names or lo > hi)
+        raise InputError(f"bounds of {bad!r}: not a fitted parameter, or lower above upper", field="bounds")
+    lower = np.array([span[n][0] for n in names], dtype=float)
+    upper = np.array([span[n][1] for n in names], dtype=float)
     if law == "lugre":  # its state equation divides by g(omega), which tends to fc at speed
         lower[list(names).index("fc")] = LUGRE_MIN_FC
     evaluations = [0]
@@ -477,7 +531,8 @@ def fit_servo(
         # LuGre's steady state is the Stribeck law: its fit (cheaper, smoother) is the first
         # start, with the bristles' first guesses; from the generic start alone the fit of
         # the real XL330 logs ended at the bounds (fc, fs at their largest, sigma0 at its least)
-        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed)
+        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=stall,
+                             bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"})
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):
@@ -486,8 +541,8 @@ def fit_servo(
         g[positive] = np.exp(rng.uniform(np.log(lower[positive]), np.log(upper[positive])))
         guesses.append(g)
     # a step rejected by the damping needs the residual only: two functions
-    error = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps, jacobian=False)
-    with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps)
+    error = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps, jacobian=False, stall=stall)
+    with_jacobian = residual_function(law, logs, fit_offset=fit_offset, substeps=substeps, stall=stall)
 
     def counted_error(z):
         evaluations[0] += 1
@@ -508,7 +563,27 @@ def fit_servo(
     if best is None:
         raise DataError("the servo model could not be fitted from any start (non-finite simulation)")
     parameters = {n: float(v) for n, v in zip(names, best.x)}
-    errors = dict(zip(names, _standard_errors(best.jac, best.cost)))
+    free = lower < upper  # equal bounds hold a parameter fixed: it has no error of its own
+    errors = dict.fromkeys(names, 0.0) | dict(zip([n for n, f in zip(names, free) if f], _standard_errors(best.jac[:, free], best.cost)))
+
+    limited = {}
+    if "current_limit" in stall:
+        currents = [np.abs(simulated_current(log, law, parameters, substeps=substeps)) for log in logs]
+        limit = parameters["current_limit"]
+        limited = {log.name: float((c >= limit * (1 - 1e-6)).mean()) for log, c in zip(logs, currents)}
+        if np.mean(np.concatenate(currents) >= limit * (1 - 1e-6)) < LIMIT_SEEN:
+            # logs that never reach the limit do not show it (no gradient: it stays where a
+            # start put it, and a barely touched limit bends the other parameters): fitted
+            # again without it, so the firmware's value applies; the largest current is a lower bound
+            rest = fit_servo(
+                logs, law, validate=validate, starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed,
+                stall=[n for n in stall if n != "current_limit"], bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
+            )
+            return dataclasses.replace(
+                rest, standard_errors={**rest.standard_errors, "current_limit": math.inf}, limited=limited,
+                unidentified={"current_limit": float(max(c.max() for c in currents))},
+                evaluations=rest.evaluations + evaluations[0], wall_s=time.perf_counter() - start_time,
+            )
 
     def mae(log: ServoLog) -> float:
         return float(np.abs(simulate_servo(log, law, parameters, substeps=substeps) - log.position).mean())
@@ -524,4 +599,5 @@ def fit_servo(
         cost=float(best.cost),
         evaluations=evaluations[0],
         wall_s=time.perf_counter() - start_time,
+        limited=limited,
     )

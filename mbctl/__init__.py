@@ -40,6 +40,8 @@ _API = {
     "Trajectory": "mbctl.ctrl.trajectory",
     "quintic_rest_to_rest": "mbctl.ctrl.trajectory",
     "read_trajectory": "mbctl.ctrl.trajectory",
+    "design_excitation": "mbctl.ctrl.excitation",
+    "Excitation": "mbctl.ctrl.excitation",
     "feedforward": "mbctl.ctrl.feedforward",
     "FeedforwardResult": "mbctl.ctrl.feedforward",
     "build_controller": "mbctl.ctrl.controllers",
@@ -55,6 +57,7 @@ __all__ = ["__version__", *_API]
 if TYPE_CHECKING:
     from mbctl.config.robot import RobotSpec, read_robot_spec
     from mbctl.ctrl.controllers import build_controller
+    from mbctl.ctrl.excitation import Excitation, design_excitation
     from mbctl.ctrl.feedforward import FeedforwardResult, feedforward
     from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
     from mbctl.dynamics.inverse import inverse_dynamics

@@ -10,7 +10,6 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from mbctl.ctrl.trajectory import Trajectory, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.regressor import inertial_parameters, pseudo_inertia
 from mbctl.errors import ConfigError, DataError
@@ -48,31 +47,14 @@ velocity = "difference"
 """
 
 
-def fourier_trajectory(robot, path: Path, period_s: float = 10.0, harmonics: int = 4, seed: int = 1) -> Path:
-    """A rest-to-rest Fourier-series trajectory around a mid-range pose (analytic q, dq, ddq)."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(0.0, period_s + 1e-9, 1e-3)
-    wf = 2 * np.pi / period_s
-    q = np.tile([0.0, -1.2, 1.2, -1.0, 1.0, 0.0], (len(t), 1))
-    dq, ddq = np.zeros_like(q), np.zeros_like(q)
-    for j in range(robot.nv):
-        for k in range(1, harmonics + 1):
-            a, b = rng.normal(0.0, 0.25 / k, 2)
-            w = wf * k
-            q[:, j] += a / w * np.sin(w * t) - b / w * np.cos(w * t) + b / w
-            dq[:, j] += a * np.cos(w * t) + b * np.sin(w * t)
-            ddq[:, j] += -a * w * np.sin(w * t) + b * w * np.cos(w * t)
-    write_trajectory(path, Trajectory(t=t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq))
-    return path
-
-
 @pytest.fixture(scope="module")
 def simulated_runs(tmp_path_factory):
-    """Lock-step runs of a perturbed UR5 (inertials, friction), without and with an unmodelled payload."""
+    """Lock-step runs of a perturbed UR5 (inertials, friction) along a designed excitation, without and with an unmodelled payload."""
     from mbctl.cli import main
 
     d = tmp_path_factory.mktemp("armsim")
-    traj = fourier_trajectory(load_robot("ur5"), d / "exc.csv")
+    traj = d / "exc.csv"
+    assert main(["trajectory", "excitation", "ur5", "--harmonics", "4", "--period", "10", "--out", str(traj)]) == 0
     out = {}
     for name, payload in (("truth", ""), ("payload", 'payload = { frame = "tool0", mass = 2.0, com = [0.01, 0.0, 0.06] }')):
         (d / f"{name}.toml").write_text(TRUTH.replace("{payload}", payload))
@@ -83,8 +65,10 @@ def simulated_runs(tmp_path_factory):
 
 
 def _fit(robot, log_path, **settings):
+    """As `mbctl identify dynamics --velocity differentiated`: the plant's velocity estimate is a
+    filtered difference that lags by a period, the encoder is fine enough to differentiate."""
     rate, cutoff, fit_cutoff = 1000.0, 20.0, 5.0
-    log = condition_log(read_arm_log(log_path, robot.joint_names), Conditioning(acceleration_cutoff_hz=cutoff))
+    log = condition_log(read_arm_log(log_path, robot.joint_names), Conditioning(acceleration_cutoff_hz=cutoff, velocity="differentiated"))
     return fit_arm(robot, [log], ArmFitSettings(parallel_cutoff_hz=fit_cutoff, effective_samples=rate / (2 * fit_cutoff), **settings))
 
 

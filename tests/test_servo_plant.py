@@ -65,9 +65,9 @@ def servo_parameters(robot) -> tuple[str, dict[str, float]]:
 def test_the_actuator_table_gives_the_servo(tmp_path):
     """Every field of [joints.<name>.actuator] reaches the servo model with its value."""
     robot = bench(tmp_path, "stribeck", {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
-                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\ngear_ratio = 1.0\n")
+                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\nsupply_resistance = 0.4\ngear_ratio = 1.0\n")
     assert robot_servos(robot)["servo"] == ServoActuator(
-        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0),
+        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0, supply_resistance=0.4),
         "stribeck", {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
     )
 
@@ -123,8 +123,8 @@ def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path, law):
 def test_the_compiled_plant_steps_servos_as_the_interpreted_one(tmp_path, law):
     """The plant's generated-C steps (five 1 ms steps per call) and the interpreted stepper,
     driven by the same goals with the torque off for 150 ms and a current limit on the LuGre
-    servo, agree to round-off in positions and bristle states."""
-    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\n")
+    servo and a supply resistance, agree to round-off in positions and bristle states."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\nsupply_resistance = 0.5\n")
     compiled, interpreted = TruthPlant(robot, 1e-3, np.zeros(1), period_s=0.005), TruthPlant(robot, 1e-3, np.zeros(1), compiled=False)
     assert compiled._compiled and not interpreted._compiled
     for k, goal in enumerate(logged_goals(1.0)):
@@ -229,6 +229,28 @@ def test_the_fit_is_written_back_into_the_robot_toml(tmp_path, cli):
     assert [line for line in new if line in outside] == outside
     again = cli("identify", "logs", tmp_path / "run.npz", "--config", config, "--joint", "servo", "--starts", "1", "--write-back", copy)
     assert again.code == 2 and "--force" in again.err
+
+
+def test_the_fitted_stall_is_written_back(tmp_path, cli):
+    """identify logs --stall supply_resistance on a run log of a bench whose supply sags (0.5 ohm,
+    a stiff P loop near full duty): the fit recovers it and the copy's table carries it, as the
+    JSON report gives it, beside the fitted motor."""
+    robot = bench(tmp_path, "coulomb-viscous", {"fc": 0.02, "fv": 0.01}, extra="kt = 0.35\nR = 3.5\narmature = 0.002\nsupply_resistance = 0.5\n")
+    t = np.arange(0, 3.0, 0.005)
+    goals = np.round(1.6 * np.sin(1.5 * t) / COUNT) * COUNT
+    plant = SimPlant(robot, 0.005, PlantConfig(substeps=5))
+    with plant:
+        replay_positions(plant, goals[:, None], 0.005, RunLog(tmp_path / "run.npz", log_columns(plant.joint_names)), paced=False)
+    config, copy, out = tmp_path / "bench.toml", tmp_path / "fitted.toml", tmp_path / "fit.json"
+    (tmp_path / "bare.toml").write_text(config.read_text().replace("supply_resistance = 0.5\n", ""))
+    r = cli("identify", "logs", tmp_path / "run.npz", "--config", tmp_path / "bare.toml", "--joint", "servo", "--law", "coulomb-viscous",
+            "--stall", "supply_resistance", "--starts", "1", "--out", out, "--write-back", copy)
+    assert r.code == 0, r.err
+    fitted = json.loads(out.read_text())["parameters"]
+    assert fitted["supply_resistance"] == pytest.approx(0.5, rel=0.05)
+    servo = robot_servos(load_robot(copy))["servo"]
+    assert servo.firmware.supply_resistance == pytest.approx(fitted["supply_resistance"], rel=1e-5)
+    assert servo.parameters["kt"] == pytest.approx(fitted["kt"], rel=1e-5)
 
 
 def test_the_emulator_refuses_a_servo_geared_unlike_its_drive(tmp_path):

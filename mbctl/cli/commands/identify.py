@@ -26,6 +26,10 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     isub = p.add_subparsers(dest="identify_command", required=True, metavar="STEP")
 
@@ -95,6 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--law", choices=tuple(SERVO_LAWS), default="stribeck-load", help="friction law (default stribeck-load)")
     s.add_argument("--starts", type=int, default=3, help="optimiser starts (default 3)")
     s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
+    s.add_argument("--stall", type=_names, default=(), metavar="NAME[,NAME]",
+                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), comma-separated")
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
@@ -311,8 +317,10 @@ def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = No
 
 
 def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
-    """The actuator table's numbers: the fitted motor and armature, the firmware of the robot's
-    existing table (else of the first log)."""
+    """The actuator table's numbers: the fitted motor, armature and stall parameters, the firmware
+    of the robot's existing table (else of the first log)."""
+    from mbctl.dynamics.actuator import STALL_PARAMETERS
+
     spec = robot.spec.joints.get(joint) if robot.spec is not None else None
     if spec is not None and spec.actuator is not None:
         firmware = {k: v for k, v in spec.actuator.values.items() if k not in ("kt", "R", "armature")}
@@ -321,10 +329,13 @@ def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
         firmware = {"vin": m.vin, "kp": m.kp, "divisor": m.divisor, "pwm_limit": m.pwm_limit, "pwm_max": m.pwm_max, "counts": float(m.counts)}
         if m.current_limit is not None:
             firmware["current_limit"] = m.current_limit
-    return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature")}}
+        if m.supply_resistance:
+            firmware["supply_resistance"] = m.supply_resistance
+    return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in fit.parameters}}
 
 
 def fit_servo_logs(args: argparse.Namespace) -> int:
+    from mbctl.dynamics.actuator import STALL_PARAMETERS
     from mbctl.identification.servo import PARAMETERS, fit_servo
 
     for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
@@ -351,10 +362,15 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         if any(t.endswith(".npz") for t in [*args.logs, *args.validate]):
             bench = bench_model(robot, args.joint)
     logs, held_out = servo_logs(args.logs, "LOG", bench, args.joint), servo_logs(args.validate, "--validate", bench, args.joint)
-    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset)
+    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=args.stall)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
     for name, value in fit.parameters.items():
-        print(f"  {name:<9} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}")
+        print(f"  {name:<17} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}")
+    if "current_limit" in fit.unidentified:
+        print(f"  current_limit not reached in the logs (largest simulated current {fit.unidentified['current_limit']:.3g} A): "
+              "not identified, fitted without it; a log where the servo stalls below its goal shows it")
+    elif fit.limited:
+        print("  at the current limit: " + ", ".join(f"{name} {100 * share:.0f} %" for name, share in fit.limited.items()))
     for label, errors in (("fitted", fit.train_mae), ("held out", fit.validation_mae)):
         for name, mae in errors.items():
             print(f"  {label:<8} {name}: mean |error| {mae * 1e3:.1f} mrad")
@@ -369,6 +385,8 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
             "mean_abs_error_rad": {"fitted": fit.train_mae, "held_out": fit.validation_mae},
             "starts": fit.starts,
             "wall_s": fit.wall_s,
+            "share_at_current_limit": fit.limited,
+            "unidentified": fit.unidentified,
         }
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
@@ -380,7 +398,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         from mbctl.identification.report import actuator_table, write_servo_robot_copy
 
         values = _servo_table_values(robot, args.joint, fit, logs[0])
-        friction = {k: v for k, v in fit.parameters.items() if k not in ("kt", "R", "armature", "offset")}
+        friction = {k: v for k, v in fit.parameters.items() if k not in ("kt", "R", "armature", "offset", *STALL_PARAMETERS)}
         if "offset" in fit.parameters:
             warn("the encoder offset is not part of the actuator table (set the drive's zero_count)")
         if args.write_back is not None:

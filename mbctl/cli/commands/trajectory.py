@@ -71,6 +71,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common(c)
     c.add_argument("--duration", type=float, help="s (default: simulation.duration)")
 
+    e = kinds.add_parser(
+        "excitation",
+        help="periodic Fourier-series motion for identifying the arm, optimised for the regressor's condition number",
+    )
+    common(e)
+    e.set_defaults(run=run_excitation)
+    e.add_argument("--harmonics", type=int, required=True, help="harmonics of the base frequency per joint (>= 2)")
+    period = e.add_mutually_exclusive_group(required=True)
+    period.add_argument("--period", type=float, help="period T in s (base frequency 1/T)")
+    period.add_argument("--base-frequency", type=float, help="base frequency in Hz (period 1/f)")
+    e.add_argument("--joints", help="comma-separated joints to excite (default: every actuated joint; the others are held mid-range)")
+    e.add_argument("--periods", type=int, default=1, help="periods written, each from rest to rest (default 1)")
+    e.add_argument("--acceleration", help="|ddq| limit in rad/s² or m/s²: one value, or one per joint (default 10)")
+    e.add_argument("--speed", type=float, default=2.0, help="|dq| limit in rad/s or m/s for joints without a velocity limit (default 2)")
+    e.add_argument("--margin", type=float, default=0.1, help="fraction of every limit left free, headroom for tracking errors (default 0.1)")
+    e.add_argument("--grid", type=int, help="samples per period in the objective (default max(40, 12 x harmonics))")
+    e.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    e.add_argument("--starts", type=int, default=1, help="random starts to optimise from, the best kept (default 1)")
+    e.add_argument("--max-iterations", type=int, default=200, help="optimiser iterations per round (default 200)")
+    e.add_argument(
+        "--no-friction", dest="friction", action="store_false",
+        help="condition number of the rigid-body base regressor alone (default: with each joint's viscous, Coulomb and offset columns)",
+    )
+
 
 def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
     """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
@@ -110,5 +134,54 @@ def run(args: argparse.Namespace) -> int:
     write_trajectory(args.out, traj)
     if args.plot:
         plot_trajectory(traj, args.plot, title=f"{robot.name}: {args.kind} trajectory")
+    print(f"wrote {args.out}: {len(traj)} samples over {traj.duration:.3f} s")
+    return 0
+
+
+def run_excitation(args: argparse.Namespace) -> int:
+    """``mbctl trajectory excitation``: design, check against the limits, write."""
+    import time
+
+    from mbctl.cli.console import ProgressPrinter
+    from mbctl.ctrl.excitation import design_excitation
+
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    if args.base_frequency is not None and not args.base_frequency > 0:
+        raise InputError(f"must be > 0 Hz, got {args.base_frequency}", field="--base-frequency")
+    period = 1.0 / args.base_frequency if args.base_frequency is not None else args.period
+    robot = load_robot(args.config)
+    joints = None if args.joints is None else [n.strip() for n in args.joints.split(",") if n.strip()]
+    acceleration = None if args.acceleration is None else np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
+    if acceleration is not None and acceleration.size not in (1, robot.nv):
+        raise InputError(f"needs 1 or {robot.nv} values ({', '.join(robot.joint_names)})", field="--acceleration")
+    start = time.perf_counter()
+    try:
+        result = design_excitation(
+            robot, harmonics=args.harmonics, period=period, joints=joints, rate_hz=args.rate, periods=args.periods,
+            grid=args.grid, acceleration=acceleration, speed=args.speed, margin=args.margin, friction=args.friction,
+            seed=args.seed, starts=args.starts, max_iterations=args.max_iterations,
+            progress=ProgressPrinter("excitation", min_total=1, unit="iterations"),
+        )
+    except InputError as exc:
+        if exc.field is None or exc.file is not None or exc.field == "limits":
+            raise
+        raise InputError(exc.reason, field=f"--{exc.field.replace('_', '-')}") from None
+    wall = time.perf_counter() - start
+    traj = result.trajectory
+    print(
+        f"{robot.name}: {len(result.joint_names)} joints excited, {result.harmonics} harmonics, period {result.period:.4g} s: "
+        f"condition number {result.condition_initial:.4g} (random start) -> {result.condition:.4g} "
+        f"in {result.iterations} iterations, {result.rounds} round(s){f', best of {result.starts} starts' if result.starts > 1 else ''}, {wall:.1f} s"
+    )
+    print("  limits used: " + ", ".join(f"{kind} {100 * used:.0f} %" for kind, used in result.usage.items()))
+    if result.held:
+        print("  held: " + ", ".join(f"{name} = {value:.4g}" for name, value in result.held.items()))
+    if not result.converged:
+        warn(f"the optimiser stopped before converging ({result.message}); the trajectory keeps to the limits")
+    write_trajectory(args.out, traj)
+    if args.plot:
+        plot_trajectory(traj, args.plot, title=f"{robot.name}: excitation, condition number {result.condition:.3g}")
     print(f"wrote {args.out}: {len(traj)} samples over {traj.duration:.3f} s")
     return 0
