@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,7 +25,9 @@ from mbctl.hardware.xseries import (
     VELOCITY_UNIT_RAD_S,
 )
 
-__all__ = ["BusConfig", "DriveUnits", "bus_config"]
+T = TypeVar("T")
+
+__all__ = ["BusConfig", "DriveUnits", "bus_config", "joint_drives"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,19 @@ class BusConfig:
         return int(round(self.bus_watchdog_s / BUS_WATCHDOG_UNIT_S))
 
 
+def joint_drives(robot: RobotModel, drives: dict[str, T], file: Path | None, what: str) -> list[T]:
+    """The ``[drives.joints]`` entries of the actuated joints, in their order.
+
+    Raises:
+        ConfigError: For an entry naming no actuated joint, or an actuated joint without ``what``.
+    """
+    check_joint_names(robot, drives, file=file, field="drives.joints", allowed=robot.actuated_names)
+    for name in robot.actuated_names:
+        if name not in drives:
+            raise ConfigError(f"missing: every actuated joint needs {what}", file=file, field=f"drives.joints.{name}")
+    return [drives[name] for name in robot.actuated_names]
+
+
 def bus_config(robot: RobotModel, spec: DrivesSpec | None = None) -> BusConfig:
     """The bus of the robot's actuated joints, from ``spec`` (default: the robot's ``[drives]``).
 
@@ -102,12 +119,9 @@ def bus_config(robot: RobotModel, spec: DrivesSpec | None = None) -> BusConfig:
         spec = robot.spec.drives if robot.spec is not None else None
     if spec is None:
         raise ConfigError("missing required table (the Dynamixel bus needs its servos)", file=robot.source, field="drives")
-    check_joint_names(robot, spec.servos, file=spec.file, field="drives.joints", allowed=robot.actuated_names)
-    servos = []
-    for name in robot.actuated_names:
-        if name not in spec.servos:
-            raise ConfigError("missing: every actuated joint needs a servo", file=spec.file, field=f"drives.joints.{name}")
-        servos.append(spec.servos[name])
+    if not isinstance(spec, DrivesSpec):
+        raise ConfigError('bus = "canopen": these are CANopen drives (mbctl run --bus canopen)', file=spec.file, field="drives.bus")
+    servos = joint_drives(robot, spec.servos, spec.file, "a servo")
     units = DriveUnits(
         ids=np.array([s.id for s in servos], dtype=int),
         **{key: np.array([getattr(s, key) for s in servos], dtype=float) for key in ("torque_constant", "gear_ratio", "zero_count", "direction", "current_unit_A", "current_limit_A")},

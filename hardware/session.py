@@ -6,10 +6,13 @@ Shared by ``mbctl run`` and ``mbctl demo``; tests call it directly.
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,9 @@ from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
+from mbctl.hardware.cia402.bus import Cia402Bus
+from mbctl.hardware.cia402.emulator import Cia402Emulator
+from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.interface import CommandMode, HardwareError, JointInterface
@@ -36,10 +42,11 @@ from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.plant_process import PlantProcess
 from mbctl.hardware.realtime import DEFAULT_PRIORITY
 from mbctl.hardware.runlog import RunLog
-from mbctl.hardware.sim import SimPlant, truth_model
+from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
 
 __all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
 
+CANOPEN_WATCHDOG_FAILURES = 1  # failed CANopen exchanges that stop the loop
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
 POSITION = "position"  # the law that sends the trajectory's positions as goals to position-mode drives
 
@@ -80,7 +87,7 @@ class SessionOptions:
     """What to run against and how.
 
     Attributes:
-        plant: ``"sim"`` (the robot's ``[plant]`` truth model) or ``"dynamixel"``.
+        plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"`` or ``"canopen"``.
         law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), or :data:`POSITION`: the
             trajectory's positions sent as goals to drives in position mode (servos with
             their own position loop; on the simulated plant every actuated joint needs a
@@ -90,9 +97,12 @@ class SessionOptions:
         lockstep: Simulated plant or emulated bus only: one plant period per cycle, as
             fast as possible (deterministic).
         port: Serial device of the Dynamixel bus (default: ``drives.port``).
+        interface, channel: python-can interface and channel of the CANopen bus (default:
+            ``drives.interface``, ``drives.channel``).
         emulate: Serve the Dynamixel bus from an emulator of the truth model, run as a
             separate process (``mbctl emulate``) so it does not share the loop's CPU time
-            and interpreter lock.
+            and interpreter lock. CANopen: an emulator in this process on the ``virtual``
+            interface, or in its own process with ``interface="udp_multicast"`` (loopback).
         overrun: How many overruns stop a paced run.
         realtime_priority: ``SCHED_FIFO`` priority of a paced loop (the simulated plant's
             process gets one less), if the OS grants it; None: normal scheduling.
@@ -107,6 +117,8 @@ class SessionOptions:
     duration_s: float | None = None
     lockstep: bool = False
     port: str | None = None
+    interface: str | None = None
+    channel: str | None = None
     emulate: bool = False
     overrun: OverrunPolicy = OverrunPolicy()
     realtime_priority: int | None = DEFAULT_PRIORITY
@@ -130,6 +142,10 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         with plant:
             yield plant
         return
+    if options.plant == "canopen":
+        with _canopen_backend(robot, options, q0) as drives:
+            yield drives
+        return
     bus = bus_config(robot)
     if not options.emulate:
         with DynamixelBus(robot.actuated_names, bus, port=options.port, mode=_drive_mode(options)) as drives:
@@ -139,6 +155,44 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
     with emulator_process(robot, actuated_q0, 1.0 / options.rate_hz if options.lockstep else None) as port:
         with DynamixelBus(robot.actuated_names, bus, port=port, mode=_drive_mode(options)) as drives:
             yield drives
+
+
+@contextlib.contextmanager
+def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> Iterator[Cia402Bus]:
+    """CiA 402 drives, possibly emulated: in this process on a ``virtual`` bus of its own, or by
+    ``mbctl emulate`` in a child process on ``udp_multicast`` (loopback, a random group and port)."""
+    config = canopen_config(robot)
+    period_s = 1.0 / options.rate_hz
+    interface = options.interface or (config.interface if not options.emulate else "virtual")
+    load = bus_load(len(robot.actuated_names), config.mode, config.bitrate, period_s)
+    if interface not in ("virtual", "udp_multicast") and load > 1.0:  # a real bus: its frames must fit the period
+        raise InputError(f"{len(robot.actuated_names)} drives need {100 * load:.0f} % of the {config.bitrate / 1e6:g} Mbit/s bus per cycle (SYNC and three PDOs each); "
+                         f"lower the rate to {int(options.rate_hz / load)} Hz or less", field="--rate")
+    channel = options.channel if options.channel is not None else config.channel
+    # lock-step: the emulator takes what time it needs; the heartbeat clock counts SYNC periods
+    timing = {"pdo_timeout_s": 5.0, "clock": None} if options.lockstep else {"clock": time.monotonic}
+    bus = Cia402Bus(robot.actuated_names, config, interface=interface, channel=channel, mode=_drive_mode(options), cycle_s=period_s, **timing)
+    if not options.emulate:
+        with bus:
+            yield bus
+        return
+    lockstep_s = period_s if options.lockstep else None
+    actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
+    if interface == "virtual":
+        bus.channel = channel = f"mbctl-emulated-{os.getpid()}-{id(bus)}"
+        truth, _ = truth_model(robot)
+        with Cia402Emulator(config, TruthPlant(truth, q0=q0, period_s=period_s), channel=channel, lockstep_s=lockstep_s), bus:
+            yield bus
+        return
+    if interface != "udp_multicast":
+        raise InputError("an emulated CANopen bus is virtual (in this process) or udp_multicast (its own process)", field="--interface")
+    if options.channel is None:
+        bus.channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
+    extra = ["--bus", "canopen", "--interface", "udp_multicast", "--channel", bus.channel]
+    if not options.lockstep and options.realtime_priority is not None:
+        extra += ["--realtime-priority", str(options.realtime_priority - 1)]  # like the paced plant's process
+    with emulator_process(robot, actuated_q0, lockstep_s, extra), bus:
+        yield bus
 
 
 def _drive_mode(options: SessionOptions) -> CommandMode:
@@ -155,17 +209,19 @@ def _full_q0(robot: RobotModel, q_actuated: np.ndarray) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | None = None) -> Iterator[str]:
-    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path.
+def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | None = None, extra: Sequence[str] = ()) -> Iterator[str]:
+    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path (the word after " on ").
 
     Args:
         lockstep_s: Lock-step period (s): the emulated plant advances this much per sync read.
+        extra: More arguments of ``mbctl emulate`` (the CANopen bus's).
     """
     if robot.source is None:
         raise InputError("the emulator needs the robot's TOML file")
     cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--q0", ",".join(f"{x:.17g}" for x in q0)]
     if lockstep_s is not None:
         cmd += ["--lockstep-period", f"{lockstep_s:.17g}"]
+    cmd += list(extra)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline() if proc.stdout else ""
@@ -198,7 +254,9 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     command = _drive_mode(options)
-    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority, command=command)
+    # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry
+    watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant == "canopen" else LoopConfig.watchdog_failures
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority, command=command, watchdog_failures=watchdog)
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
     with open_backend(robot, options, q0) as backend:
         start = backend.read()

@@ -2,6 +2,7 @@
 
 ```toml
 [drives]
+bus = "dynamixel"            # the default; "canopen": CiA 402 drives (mbctl.config.canopen)
 port = "/dev/ttyUSB0"        # serial device (the CLI's --port overrides it)
 baudrate = 4000000           # bit/s; the SDK accepts up to 4 Mbit/s
 latency_ms = 16.0            # USB adapter latency timer assumed in the reply timeout (SDK default 16)
@@ -26,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mbctl.config.canopen import CanopenSpec, parse_canopen
 from mbctl.tomlfields import Table
 
 __all__ = ["BAUDRATES", "DrivesSpec", "ServoSpec", "parse_drives"]
 
-BUS_KEYS = ("port", "baudrate", "latency_ms", "return_delay_us", "bus_watchdog_ms", "joints")
+BUS_KEYS = ("bus", "port", "baudrate", "latency_ms", "return_delay_us", "bus_watchdog_ms", "joints")
 JOINT_KEYS = ("id", "torque_constant", "gear_ratio", "zero_count", "direction", "current_unit_mA", "current_limit_A")
 BAUDRATES = (57600, 115200, 1000000, 2000000, 3000000, 4000000)
 
@@ -88,12 +90,15 @@ def _servo(jt: Table) -> ServoSpec:
     )
 
 
-def parse_drives(t: Table) -> DrivesSpec:
-    """Parse the ``[drives]`` table.
+def parse_drives(t: Table) -> DrivesSpec | CanopenSpec:
+    """Parse the ``[drives]`` table: a Dynamixel bus, or with ``bus = "canopen"`` CiA 402 drives
+    (:mod:`mbctl.config.canopen`).
 
     Raises:
         ConfigError: Naming the file and field of a bad value or a repeated servo ID.
     """
+    if t.string("bus", "dynamixel", choices=("dynamixel", "canopen")) == "canopen":
+        return parse_canopen(t)
     t.only(BUS_KEYS)
     baud = t.number("baudrate", 4000000.0)
     if baud not in BAUDRATES:

@@ -20,6 +20,7 @@ from pathlib import Path
 from mbctl.bundled import resolve_config, resolve_urdf
 from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
+from mbctl.config.canopen import CanopenSpec
 from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.drives import DrivesSpec, parse_drives
 from mbctl.config.flexible import FlexibleSpec, parse_flexible
@@ -54,7 +55,7 @@ class RobotSpec:
         control: Controller gains and limits, or None.
         actuation: Drives and torque sharing, or None for the joints marked actuated.
         plant: The simulated plant's truth and sensors, or None (the model itself, default sensors).
-        drives: The Dynamixel bus, or None.
+        drives: The Dynamixel bus or the CANopen drives, or None.
         identification: Friction experiment plans, or None (defaults).
         constraints: Programmed and closed-loop constraints, in declaration order.
         simulation: How to simulate, or None (defaults).
@@ -71,7 +72,7 @@ class RobotSpec:
     control: ControlSpec | None = None
     actuation: ActuationSpec | None = None
     plant: PlantSpec | None = None
-    drives: DrivesSpec | None = None
+    drives: DrivesSpec | CanopenSpec | None = None
     identification: IdentificationSpec | None = None
     constraints: tuple[ConstraintSpec, ...] = ()
     simulation: SimulationSpec | None = None

@@ -1,7 +1,9 @@
-"""``mbctl emulate``: serve a robot's Dynamixel bus on a pseudo-terminal, backed by its simulated plant.
+"""``mbctl emulate``: serve a robot's Dynamixel bus on a pseudo-terminal, or its CANopen drives
+(``--bus canopen``) on a python-can bus, backed by its simulated plant.
 
 Prints the device path to give to ``mbctl run --plant dynamixel --port PATH`` (or to
-any Dynamixel SDK client) and serves it until interrupted.
+any Dynamixel SDK client), or the CAN channel for ``mbctl run --bus canopen --interface
+udp_multicast --channel GROUP:PORT``, and serves it until interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from mbctl.cli.arguments import robot_config
 from mbctl.cli.commands.trajectory import parse_numbers
-from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.emulator import DriveEmulator, Faults
@@ -23,33 +25,30 @@ from mbctl.hardware.sim import TruthPlant, truth_model
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [drives] (and optionally [plant])")
+    p.add_argument("--bus", choices=("dynamixel", "canopen"), default="dynamixel", help="the drives emulated (default dynamixel)")
+    p.add_argument("--interface", choices=("udp_multicast", "virtual"), default="udp_multicast", help="canopen: python-can interface (default udp_multicast, on loopback)")
+    p.add_argument("--channel", help="canopen: GROUP:PORT of udp_multicast (default 239.74.163.2:43113), or the virtual channel")
+    p.add_argument("--realtime-priority", type=int, help="canopen: serve the bus under SCHED_FIFO at this priority (1-99), if the OS allows it")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
-    p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply")
-    p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC")
+    p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply (canopen: a TPDO)")
+    p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC (canopen: a TPDO one byte short)")
     p.add_argument("--garbage", type=float, default=0.0, help="probability of garbage bytes before a reply")
     p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
-    p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read, and only then (default: follow the clock)")
+    p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read (canopen: each SYNC after new set-points), and only then (default: follow the clock)")
     p.add_argument("--q0", help="initial joint positions of the plant, rad or m, one per actuated joint (default zeros)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     robot = load_robot(args.config)
+    if args.bus == "canopen":
+        return run_canopen(args, robot)
     bus = bus_config(robot)
     truth, _ = truth_model(robot)
-    q0 = np.zeros(robot.nv)
-    if args.q0 is not None:
-        values = np.atleast_1d(parse_numbers(args.q0, "--q0"))
-        if values.shape != (len(robot.actuated_names),):
-            raise InputError(f"needs {len(robot.actuated_names)} values ({', '.join(robot.actuated_names)})", field="--q0")
-        q0[[robot.joint(n).idx_v for n in robot.actuated_names]] = values
-    if args.lockstep_period is not None and not args.lockstep_period > 0:
-        raise InputError("must be > 0", field="--lockstep-period")
+    q0 = initial_positions(robot, args)
     faults = Faults(drop_reply=args.drop, corrupt_crc=args.corrupt, garbage=args.garbage, delay_s=args.delay_ms * 1e-3, seed=args.seed)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
+    done = stop_event()
     with DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing, lockstep_s=args.lockstep_period) as emulator:
         ids = ", ".join(f"{name}: ID {i}" for name, i in zip(robot.actuated_names, bus.units.ids))
         print(f"emulating {len(bus.units.ids)} servos ({ids}) on {emulator.port_name}", flush=True)
@@ -58,4 +57,50 @@ def run(args: argparse.Namespace) -> int:
         stats = emulator.stats
     print(f"served {stats.replies} replies; dropped {stats.dropped}, corrupted {stats.corrupted}, garbage {stats.garbage_sent}; "
           f"bus watchdog fired {stats.watchdog_fired}; bad frames received {emulator.decoder.stats.bad_frames}")
+    return 0
+
+
+def initial_positions(robot: RobotModel, args: argparse.Namespace) -> np.ndarray:
+    """DOF positions (rad, m) of the plant: ``--q0`` for the actuated joints, zeros elsewhere."""
+    q0 = np.zeros(robot.nv)
+    if args.q0 is not None:
+        values = np.atleast_1d(parse_numbers(args.q0, "--q0"))
+        if values.shape != (len(robot.actuated_names),):
+            raise InputError(f"needs {len(robot.actuated_names)} values ({', '.join(robot.actuated_names)})", field="--q0")
+        q0[[robot.joint(n).idx_v for n in robot.actuated_names]] = values
+    if args.lockstep_period is not None and not args.lockstep_period > 0:
+        raise InputError("must be > 0", field="--lockstep-period")
+    return q0
+
+
+def stop_event() -> threading.Event:
+    """Set by SIGINT or SIGTERM."""
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    return done
+
+
+def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
+    """CiA 402 drives on udp_multicast (loopback) or a virtual channel, until interrupted."""
+    from mbctl.hardware.cia402.bus import UDP_DEFAULT_CHANNEL
+    from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
+    from mbctl.hardware.cia402.units import canopen_config
+    from mbctl.hardware.realtime import realtime_priority
+
+    config = canopen_config(robot)
+    truth, _ = truth_model(robot)
+    q0 = initial_positions(robot, args)
+    channel = args.channel or (UDP_DEFAULT_CHANNEL if args.interface == "udp_multicast" else "mbctl")
+    faults = Cia402Faults(drop_tpdo=args.drop, corrupt_tpdo=args.corrupt, seed=args.seed)
+    done = stop_event()
+    plant = TruthPlant(truth, q0=q0, period_s=args.lockstep_period)
+    # the serving thread inherits the scheduling policy: a paced host then gets its TPDOs in time on a busy machine
+    with realtime_priority(args.realtime_priority) as scheduling, Cia402Emulator(config, plant, interface=args.interface, channel=channel, faults=faults, lockstep_s=args.lockstep_period) as emulator:
+        nodes = ", ".join(f"{name}: node {i}" for name, i in zip(robot.actuated_names, config.units.node_ids))
+        print(f"emulating {len(robot.actuated_names)} CiA 402 drives ({nodes}) on {channel} ({args.interface}; {scheduling})", flush=True)
+        print("stop with Ctrl-C", flush=True)
+        done.wait()
+        stats = emulator.stats
+    print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}")
     return 0

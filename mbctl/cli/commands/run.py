@@ -1,4 +1,5 @@
-"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant or Dynamixel drives.
+"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant, Dynamixel drives
+or CiA 402 drives on CANopen (``--bus canopen``).
 
 Exit codes: 0 for a clean run (completed, no overrun); 1 for a run that stopped
 before its end (safety stop, overrun limit, fault, signal); 3 for a run that
@@ -55,7 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
-    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an in-process emulator")
+    p.add_argument("--bus", choices=("dynamixel", "canopen"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel)")
+    p.add_argument("--interface", help="canopen: python-can interface, e.g. socketcan, pcan, kvaser, virtual, udp_multicast (default: drives.interface)")
+    p.add_argument("--channel", help="canopen: the interface's channel, e.g. can0 (default: drives.channel)")
+    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast)")
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
@@ -102,18 +106,25 @@ def run(args: argparse.Namespace) -> int:
     if args.rate <= 0:
         raise InputError("must be > 0", field="--rate")
     policy = overrun_policy(args)
+    plant = args.bus or args.plant
+    if args.bus and args.plant not in ("sim", args.bus):
+        raise InputError(f"--plant {args.plant} and --bus {args.bus} contradict each other", field="--bus")
+    if plant != "canopen" and (args.interface or args.channel):
+        raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
     robot = load_robot(args.config)
     check_log_animation(robot, args.animate)
     traj = read_trajectory(args.trajectory, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     options = SessionOptions(
-        plant=args.plant,
+        plant=plant,
         law=CONTROLLERS[args.controller],
         rate_hz=args.rate,
         duration_s=args.duration,
         lockstep=args.lockstep,
         port=args.port,
+        interface=args.interface,
+        channel=args.channel,
         emulate=args.emulate,
         overrun=policy,
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
@@ -130,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
             "objective_start": tracking.objective_start,
             "objective_end": tracking.objective_end,
         }
-    write_summary(args.summary, summary, controller=args.controller, plant=args.plant, **extra)
+    write_summary(args.summary, summary, controller=args.controller, plant=plant, **extra)
     if args.plot:
-        plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {args.plant}")
+        plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {plant}")
     if args.animate and summary.cycles:
         animate_log(robot, args.log, args)
     print(format_run(summary))
