@@ -65,8 +65,8 @@ from mbctl.dynamics.regressor import (
     BaseParameters,
     base_parameters,
     body_names,
-    inertial_parameters,
     from_pseudo_inertia,
+    inertial_parameters,
     joint_torque_regressor,
     pseudo_inertia,
 )
