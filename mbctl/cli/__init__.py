@@ -4,6 +4,10 @@ Exit codes: 0 success, 2 bad input (file, field or argument; one line on stderr)
 1 any other mbctl error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). A signal
 unwinds the command like an error: outputs are written whole or not at all, and a
 closed loop, which handles both signals itself, stops with torque off and its log.
+Both handlers are installed before anything else is imported, and SIGINT is handled
+even when mbctl was started with it ignored (a background job of a shell script
+inherits an ignored SIGINT, and Python then keeps ignoring it: a Ctrl-C or ``kill -INT``
+would be lost and the run would complete).
 
 Only the chosen sub-command's module is imported (``mbctl --help`` imports none of
 them), so the numerical stack loads only when a command needs it.
@@ -66,15 +70,22 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that it unwinds like Ctrl-C."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated()
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _install_handlers() -> dict[int, object]:
+    """Raise on SIGINT and SIGTERM from now on; returns the handlers to restore (none off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    previous = _install_handlers()  # first: a signal during the imports below must count too
     try:
+        args = build_parser(argv).parse_args(argv)
         return args.run(args)
     except InputError as exc:
         print(f"mbctl: error: {exc}", file=sys.stderr)
@@ -92,5 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("mbctl: interrupted", file=sys.stderr)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                signal.signal(sig, handler)
