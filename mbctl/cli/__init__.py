@@ -9,6 +9,10 @@ even when mbctl was started with it ignored (a background job of a shell script
 inherits an ignored SIGINT, and Python then keeps ignoring it: a Ctrl-C or ``kill -INT``
 would be lost and the run would complete).
 
+``--memory-budget SIZE`` (anywhere on the line, for every command) raises or lowers the
+memory a request may hold (:mod:`mbctl.budget`; default ``$MBCTL_MEMORY_BUDGET``, else
+half of the available memory): sizes are checked before any work starts.
+
 Only the chosen sub-command's module is imported (``mbctl --help`` imports none of
 them), so the numerical stack loads only when a command needs it.
 """
@@ -25,6 +29,8 @@ from collections.abc import Sequence
 
 from mbctl import __version__
 from mbctl.errors import InputError, MbctlError
+
+BUDGET_OPTION = "--memory-budget"  # mbctl.budget.OPTION, spelt here so that --help imports nothing more
 
 __all__ = ["COMMANDS", "main", "build_parser"]
 
@@ -55,6 +61,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser for ``argv``: full arguments for the command it names, a stub for the others."""
     parser = argparse.ArgumentParser(prog="mbctl", description="Model-based control of robot arms.")
     parser.add_argument("--version", action="version", version=f"mbctl {__version__}")
+    parser.add_argument(
+        BUDGET_OPTION,
+        metavar="SIZE",
+        help="memory a request may hold, e.g. 8G (any command, anywhere on the line; default: $MBCTL_MEMORY_BUDGET, "
+        "else half of the available memory); larger requests are refused before they start",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen(argv)
     for name, help_text in COMMANDS.items():
@@ -81,11 +93,29 @@ def _install_handlers() -> dict[int, object]:
     return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _take_budget(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without ``--memory-budget SIZE`` (or ``--memory-budget=SIZE``), wherever it stands, and SIZE."""
+    rest, size = [], None
+    items = iter(argv)
+    for arg in items:
+        if arg == BUDGET_OPTION:
+            size = next(items, None)
+            if size is None:
+                raise InputError("expected a size such as 8G", field=BUDGET_OPTION)
+        elif arg.startswith(BUDGET_OPTION + "="):
+            size = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return rest, size
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     previous = _install_handlers()  # first: a signal during the imports below must count too
     try:
+        argv, budget = _take_budget(argv)
         args = build_parser(argv).parse_args(argv)
+        args.memory_budget = budget
         return args.run(args)
     except InputError as exc:
         print(f"mbctl: error: {exc}", file=sys.stderr)
