@@ -28,7 +28,7 @@ from pathlib import Path
 
 from mbctl.errors import InputError
 
-__all__ = ["ENV", "OPTION", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "check_memory", "check_disk"]
+__all__ = ["ENV", "OPTION", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "format_count", "check_memory", "check_disk"]
 
 ENV = "MBCTL_MEMORY_BUDGET"
 OPTION = "--memory-budget"
@@ -90,6 +90,11 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def format_count(n: float) -> str:
+    """A count of samples or rows for a message: ``1000000001``, ``1e+21``, ``unbounded``."""
+    return "unbounded" if not math.isfinite(n) else f"{n:.0f}" if n < 1e15 else f"{n:.3g}"
+
+
 def check_memory(estimate_bytes: float, budget: Budget, *, what: str, field: str, file: str | Path | None = None) -> None:
     """Refuse a request that would hold more than ``budget`` in memory.
 
@@ -102,12 +107,8 @@ def check_memory(estimate_bytes: float, budget: Budget, *, what: str, field: str
         InputError: Naming ``file`` and ``field``, the estimate and the budget.
     """
     if not estimate_bytes <= budget.bytes:  # NaN too
-        size = format_bytes(estimate_bytes) if math.isfinite(estimate_bytes) else "an unbounded amount"
-        raise InputError(
-            f"{what} would hold about {size} in memory, above the memory budget of {format_bytes(budget.bytes)} ({budget.source})",
-            file=file,
-            field=field,
-        )
+        size = f"would hold about {format_bytes(estimate_bytes)} in memory" if math.isfinite(estimate_bytes) else "has no finite size"
+        raise InputError(f"{what} {size}, above the memory budget of {format_bytes(budget.bytes)} ({budget.source})", file=file, field=field)
 
 
 def check_disk(estimate_bytes: float, path: str | Path, *, what: str, field: str, file: str | Path | None = None) -> None:
@@ -121,5 +122,5 @@ def check_disk(estimate_bytes: float, path: str | Path, *, what: str, field: str
         directory = directory.parent
     free = shutil.disk_usage(directory).free
     if not estimate_bytes <= free:
-        size = format_bytes(estimate_bytes) if math.isfinite(estimate_bytes) else "an unbounded amount"
-        raise InputError(f"{what} would write about {size} to {directory}, which has {format_bytes(free)} free", file=file, field=field)
+        size = f"would write about {format_bytes(estimate_bytes)}" if math.isfinite(estimate_bytes) else "has no finite size to write"
+        raise InputError(f"{what} {size} to {directory}, which has {format_bytes(free)} free", file=file, field=field)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.budget import check_disk, check_memory, format_bytes
+from mbctl.budget import check_disk, check_memory, format_bytes, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
@@ -101,7 +101,7 @@ def check_run_size(args: argparse.Namespace, setup, system) -> None:
     per_sample = sample_bytes(system, reactions=args.reactions)
     option = next((o for o, v in (("--duration", args.duration), ("--step", args.step)) if v is not None), None)
     where = {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
-    what = f"the run ({samples:.0f} samples of {format_bytes(per_sample)})"
+    what = f"the run ({format_count(samples)} samples of {format_bytes(per_sample)})"
     check_memory(samples * per_sample, budget(args), what=what, **where)
     columns = 2 + 6 * system.robot.nv + system.n_states + 4 * system.constraints.m
     check_disk(samples * columns * 8, args.out, what=what, **where)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mbctl.cli.arguments import budget
 from mbctl.cli.console import ProgressPrinter
 from mbctl.errors import InputError
 
@@ -56,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be >= 1, got {args.workers}", field="--workers")
     if args.workers is not None and args.scheduler is not None:
         raise InputError("give --workers (a LocalCluster) or --scheduler (an existing cluster), not both", field="--workers")
-    study = read_study(bundled_study(args.study))
-    plan = prepare(study, pilot=study.runs_per_task is None)  # every check, before anything is written
+    limit = budget(args)
+    study = read_study(bundled_study(args.study), limit)
+    plan = prepare(study, pilot=study.runs_per_task is None, budget=limit)  # every check, before anything is written
     grid = " x ".join(str(n) for n in study.grid_shape)
     shape = (f"grid {grid}" if grid else "") + (" x " if grid and study.samples > 1 else "") + (f"{study.samples} samples" if study.samples > 1 or not grid else "")
     timed = f"; one run took {plan.pilot_s * 1e3:.1f} ms here" if plan.pilot_s == plan.pilot_s else ""
