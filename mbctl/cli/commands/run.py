@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.budget import check_disk, check_memory, format_count
+from mbctl.budget import check_disk, check_memory, check_read, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     policy = overrun_policy(args)
     robot = load_robot(args.config)
     check_log_animation(robot, args.animate)
+    check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
     check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
     for message in limit_violations(robot, traj):
