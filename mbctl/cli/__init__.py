@@ -126,12 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (mbctl ... | head): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush does not fail again
         return 141
-    except _Terminated:
-        print("mbctl: terminated (SIGTERM)", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("mbctl: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # a command may add what it kept: raise type(exc)("detail")
+        detail = f": {exc}" if str(exc) else ""
+        terminated = isinstance(exc, _Terminated)
+        print(f"mbctl: {'terminated (SIGTERM)' if terminated else 'interrupted'}{detail}", file=sys.stderr)
+        return 143 if terminated else 130
     finally:
         for sig, handler in previous.items():
             if handler is not None:  # None: installed outside Python, cannot be put back

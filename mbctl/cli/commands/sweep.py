@@ -13,7 +13,6 @@ status ``failed`` and its reason. Exit 0 when the sweep finished, failed runs in
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
             where = f"scheduler {args.scheduler}" if args.scheduler else "LocalCluster"
             print(f"{where}: {workers} workers", flush=True)
             result = run_study(plan, out, client=client, workers=workers, resume=args.resume, progress=ProgressPrinter("sweep", min_total=1, unit="runs"))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # SIGTERM too: the same class again, with what was kept (one line from main)
         done = len(completed_runs(out)) if (out / "parts").is_dir() else 0
-        print(f"mbctl: sweep stopped with {done} of {len(plan.design)} runs written; continue with --resume", file=sys.stderr)
-        raise
+        hint = "; continue with --resume" if (out / "sweep.json").is_file() else ""
+        raise type(exc)(f"sweep stopped with {done} of {len(plan.design)} runs written{hint}") from None
     written = [result.table, out / "runs.csv"]
     summary, files = write_results(plan, out, time.perf_counter() - started, plots=not args.no_plots)
     written += files
