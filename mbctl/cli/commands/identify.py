@@ -105,6 +105,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.set_defaults(run=fit_servo_logs)
 
 
+# memory of one speed of a constant-speed plan and its timeline (bytes): the speed, its legs and holds as phase objects
+PLAN_BYTES_PER_SPEED = 2048
+
+
 def check_experiment_size(args: argparse.Namespace, robot, settings) -> None:
     """Refuse, before the plant opens, experiments whose logs would not fit the memory budget or the disk
     (the constant-speed timeline from the configured start; the presliding one)."""
@@ -151,6 +155,10 @@ def run_experiments(args: argparse.Namespace) -> int:
         raise InputError(f"must be a finite number > 0, got {args.rate!r}", field="--rate")
     if args.range is not None and len(args.range) != 2:
         raise InputError("needs two numbers LO,HI", field="--range")
+    if args.count is not None:  # the plan itself first: a speed is a few phase objects before any cycle
+        from mbctl.budget import check_memory
+
+        check_memory(args.count * PLAN_BYTES_PER_SPEED, budget(args), what=f"the plan ({args.count} speeds)", field="--count")
     robot = load_robot(args.config)
     if args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} (joints: {', '.join(robot.joint_names)})", field="--joint")
