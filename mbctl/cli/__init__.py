@@ -28,9 +28,8 @@ import threading
 from collections.abc import Sequence
 
 from mbctl import __version__
+from mbctl.budget import OPTION as BUDGET_OPTION
 from mbctl.errors import InputError, MbctlError
-
-BUDGET_OPTION = "--memory-budget"  # mbctl.budget.OPTION, spelt here so that --help imports nothing more
 
 __all__ = ["COMMANDS", "main", "build_parser"]
 

@@ -64,12 +64,19 @@ def _signals_deferred() -> Iterator[None]:
     """SIGINT and SIGTERM received inside the block are delivered, to the handlers there were, when it ends.
 
     The handlers only note the signal, so the worker processes started inside inherit nothing
-    (a blocked signal mask would be inherited, and their nanny could not stop them)."""
+    (a blocked signal mask would be inherited, and their nanny could not stop them). A second
+    signal is not deferred: whoever sends it insists (a start-up that hangs)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: received.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1 and callable(previous[signum]):
+            previous[signum](signum, frame)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
