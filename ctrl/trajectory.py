@@ -10,6 +10,7 @@ in rad/s or m/s, ``ddq`` in rad/s² or m/s². Other columns are ignored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,10 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv, write_csv
 
-__all__ = ["Trajectory", "quintic_rest_to_rest", "constant_acceleration", "read_trajectory", "write_trajectory", "limit_violations"]
+__all__ = [
+    "Trajectory", "quintic_rest_to_rest", "constant_acceleration", "read_trajectory", "write_trajectory", "limit_violations",
+    "sample_count", "trajectory_bytes", "csv_bytes",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,11 +93,29 @@ class Trajectory:
         return self.q[:, idx], self.dq[:, idx], self.ddq[:, idx]
 
 
+def sample_count(duration: float, rate_hz: float) -> float:
+    """Samples of a trajectory of ``duration`` s at ``rate_hz`` Hz, as the generators take them; a float
+    (inf for an overflowing request), so that sizes are compared before anything is allocated."""
+    product = duration * rate_hz
+    return max(1.0, math.ceil(product - 1e-9)) + 1.0 if math.isfinite(product) else math.inf
+
+
+def trajectory_bytes(samples: float, joints: int) -> float:
+    """Memory a generated trajectory of ``joints`` joints takes at its peak (bytes): its four columns
+    and the profile's intermediate arrays, about ``10 + 9 n`` doubles a sample."""
+    return samples * 8.0 * (10 + 9 * joints)
+
+
+def csv_bytes(samples: float, joints: int) -> float:
+    """Its CSV file at most (bytes): ``1 + 3 n`` values of up to 25 characters a row."""
+    return samples * 25.0 * (1 + 3 * joints)
+
+
 def _sample_times(duration: float, rate_hz: float) -> np.ndarray:
-    """Times from 0 to ``duration`` inclusive, spaced by at most ``1/rate_hz``."""
+    """Times from 0 to ``duration`` inclusive, spaced by at most ``1/rate_hz`` (at least the two ends)."""
     if not duration > 0 or not rate_hz > 0:
         raise DataError(f"duration ({duration}) and rate ({rate_hz}) must be > 0")
-    return np.linspace(0.0, duration, int(np.ceil(duration * rate_hz - 1e-9)) + 1)
+    return np.linspace(0.0, duration, max(1, int(np.ceil(duration * rate_hz - 1e-9))) + 1)
 
 
 def quintic_rest_to_rest(

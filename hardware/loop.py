@@ -60,7 +60,7 @@ from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
 
-__all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns"]
+__all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns", "run_footprint"]
 
 PHASES = ("read", "control", "write", "log")
 """The timed phases of a cycle, in order."""
@@ -190,6 +190,20 @@ def log_columns(joint_names: Sequence[str]) -> list[str]:
     return cols + [f"phase.{p}" for p in PHASES]
 
 
+def run_footprint(duration_s: float, rate_hz: float, joints: int) -> tuple[float, float, float]:
+    """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
+    and the disk it writes at most (bytes), before it starts.
+
+    Memory: the loop's per-cycle timings (period, compute, phases) and, when the log is closed, its
+    raw rows read back plus their group arrays (``8 (2 + phases + 2 columns)`` bytes a cycle). Disk:
+    the raw ``.partial`` file and the NPZ (rows and groups) while both exist (``24 columns`` bytes).
+    """
+    product = duration_s * rate_hz
+    cycles = float(round(product)) if math.isfinite(product) else math.inf
+    columns = 4 + 6 * joints + len(PHASES)
+    return cycles, cycles * 8.0 * (2 + len(PHASES) + 2 * columns), cycles * 24.0 * columns
+
+
 class _Stop(Exception):
     def __init__(self, reason: str):
         self.reason = reason
@@ -228,7 +242,8 @@ def run_loop(
     cycles_total = int(round(config.duration_s * config.rate_hz))
     summary = RunSummary(rate_hz=config.rate_hz)
     row = np.zeros(len(log.columns))
-    periods, computes = [], []
+    # preallocated and filled now (not lists growing by a cycle): the memory stays flat over a long run
+    periods, computes = np.full(cycles_total, np.nan), np.full(cycles_total, np.nan)
     phases = np.full((cycles_total, len(PHASES)), np.nan)
     sq_error = np.zeros(n)
     max_error = 0.0
@@ -316,7 +331,7 @@ def run_loop(
                 clock.sleep_until(deadline)
             start = clock.now()
             if last_start is not None:
-                periods.append(start - last_start)
+                periods[k] = start - last_start
             last_start = start
             t = (start - t0) if config.paced else k * period
 
@@ -344,14 +359,14 @@ def run_loop(
                     raise _Stop(f"write failed: {exc}") from None
                 write_end = clock.now()
             compute = write_end - start
-            computes.append(compute)
+            computes[k] = compute
             timing = phases[k]
             timing[0] = read_end - start
             if state is not None:
                 timing[1], timing[2] = control_end - read_end, write_end - control_end
             timing[3] = last_log
 
-            q_ref, _ = fill_row(t, periods[-1] if periods else math.nan, compute, state, tau if torque_mode else nan_n, timing)
+            q_ref, _ = fill_row(t, periods[k], compute, state, tau if torque_mode else nan_n, timing)
             if reference is not None and state is not None:
                 err = state.q - q_ref
                 sq_error += err**2
@@ -385,16 +400,17 @@ def run_loop(
     summary.cycles = k
     summary.duration_s = k * period
     summary.stop_reason = stop_reason[0]
-    if periods:
-        p = np.array(periods) * 1e6
+    periods, computes = periods[:k][~np.isnan(periods[:k])], computes[:k]
+    if periods.size:
+        p = periods * 1e6
         error = np.abs(p - period * 1e6)
         summary.period_p50_us = float(np.percentile(p, 50))
         summary.period_p99_us = float(np.percentile(p, 99))
         summary.period_error_p99_us = float(np.percentile(error, 99))
         summary.period_error_max_us = float(error.max())
         summary.period_jitter_us = float(p.std())
-    if computes:
-        c = np.array(computes) * 1e6
+    if computes.size:
+        c = computes * 1e6
         summary.compute_p50_us = float(np.percentile(c, 50))
         summary.compute_p99_us = float(np.percentile(c, 99))
     summary.phases_us = {name: _spread(phases[:k, i] * 1e6) for i, name in enumerate(PHASES)}

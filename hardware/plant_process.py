@@ -57,6 +57,22 @@ __all__ = ["PlantProcess"]
 _READY, _STOP, _FAILED, _STEPS, _OVERRUNS, _SATURATED, _BUSY, _SLIPPED = range(8)
 _STATUS = 8
 
+# the plant's step costs, counted in log-spaced bins (0.1 us .. 10 s, 200 a decade: 1.2 % wide) rather than
+# kept one by one, so that its memory stays flat however long it runs (a list grew 2 MiB a minute at 1 kHz)
+_COST_MIN_S, _COST_PER_DECADE, _COST_BINS = 1e-7, 200, 8 * 200
+
+
+def cost_bin(cost_s: float) -> int:
+    """The histogram bin of a step cost (s); costs outside 0.1 us .. 10 s go to the end bins."""
+    return min(max(int(math.log10(max(cost_s, _COST_MIN_S) / _COST_MIN_S) * _COST_PER_DECADE), 0), _COST_BINS - 1)
+
+
+def cost_percentile(counts: np.ndarray, percent: float) -> float:
+    """The ``percent``-th percentile (s) of the costs counted in ``counts``: its bin's geometric centre (within 0.6 %)."""
+    cumulative = np.cumsum(counts)
+    k = int(np.searchsorted(cumulative, percent / 100.0 * cumulative[-1]))
+    return _COST_MIN_S * 10.0 ** ((k + 0.5) / _COST_PER_DECADE)
+
 
 class _Layout:
     """Offsets of the three blocks for ``n`` joints."""
@@ -109,7 +125,7 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
     layout = _Layout(len(truth.actuated_names))
     words = np.ndarray((layout.size,), dtype=np.float64, buffer=shm.buf)
     measurement, command, status = words[layout.measurement], words[layout.command], words[layout.status]
-    costs: list[float] = []
+    costs = np.zeros(_COST_BINS, dtype=np.int64)
     try:
         try:
             plant = SimPlant(truth, period_s, config, q0=q0)
@@ -143,8 +159,9 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
             plant.write(JointCommand.position(values[2:]) if values[1] else JointCommand.torque(values[2:]))
             cost = time.perf_counter() - start
             measure()
-            costs.append(cost)
-            status[_STEPS], status[_SATURATED] = len(costs), plant.saturated
+            costs[cost_bin(cost)] += 1
+            status[_STEPS] += 1
+            status[_SATURATED] = plant.saturated
             status[_BUSY] += cost
             now = clock.now()
             if now > t0 + (k + 1) * period_s:
@@ -154,10 +171,10 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
                     slip = math.floor(lag / period_s) * period_s
                     t0 += slip
                     status[_SLIPPED] += slip
-        return {"costs": np.array(costs)}
+        return {"costs": costs}
     except Exception as exc:  # noqa: BLE001  any failure of the plant is reported, never silent
         status[_FAILED] = 1.0
-        return {"error": f"{exc.__class__.__name__}: {exc}", "costs": np.array(costs)}
+        return {"error": f"{exc.__class__.__name__}: {exc}", "costs": costs}
 
 
 class PlantProcess(JointInterface):
@@ -311,7 +328,8 @@ class PlantProcess(JointInterface):
     def _collect(self) -> dict[str, float]:
         status = self._status
         report = self._child_report()
-        costs = np.asarray(report.get("costs", []), dtype=float)
+        costs = np.asarray(report.get("costs", np.zeros(_COST_BINS)), dtype=float)  # counts per cost bin
+        counted = costs.sum() > 0
         steps = float(status[_STEPS])
         self._saturated = int(status[_SATURATED])
         busy = float(status[_BUSY])
@@ -319,8 +337,8 @@ class PlantProcess(JointInterface):
             "steps": steps,
             "overruns": float(status[_OVERRUNS]),
             "slipped_s": float(status[_SLIPPED]),
-            "step_p50_us": float(np.percentile(costs, 50) * 1e6) if costs.size else math.nan,
-            "step_p99_us": float(np.percentile(costs, 99) * 1e6) if costs.size else math.nan,
+            "step_p50_us": cost_percentile(costs, 50) * 1e6 if counted else math.nan,
+            "step_p99_us": cost_percentile(costs, 99) * 1e6 if counted else math.nan,
             "real_time_factor": steps * self.period_s / busy if busy > 0 else math.nan,
             "realtime": float(bool(report.get("realtime"))),
         }

@@ -131,3 +131,14 @@ def test_version_and_bundled_names():
     assert version.stdout.strip() == f"mbctl {__version__}"
     typo = subprocess.run([sys.executable, "-m", "mbctl.cli", "feedforward", "scarra", "--trajectory", "t.csv", "--out", "x.csv"], capture_output=True, text=True)
     assert typo.returncode == 2 and "no bundled robot named 'scarra'" in typo.stderr and "scara" in typo.stderr
+
+
+def test_python_dash_m_mbctl_is_the_mbctl_command(tmp_path):
+    """``python -m mbctl`` runs the command line: same version line, same one-line refusal and exit 2."""
+    from mbctl import __version__
+
+    version = subprocess.run([sys.executable, "-m", "mbctl", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip() == f"mbctl {__version__}"
+    bad = subprocess.run([sys.executable, "-m", "mbctl", "simulate", "fourbar", "--duration", "-1", "--out", tmp_path / "f.npz"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr == "mbctl: error: --duration: must be > 0, got -1.0\n"
+    assert list(tmp_path.iterdir()) == []

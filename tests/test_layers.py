@@ -10,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"mbctl": "mbctl", "dynamics": "mbctl.dynamics", "ctrl": "mbctl.ctrl", "hardware": "mbctl.hardware", "identification": "mbctl.identification"}
 # ground floor 0 -> dynamics 1 -> ctrl 2 -> hardware 3 -> identification 4 -> studies 5 -> command line 6
-RANKS = (("mbctl.cli", 6), ("mbctl.study", 5), ("mbctl.identification", 4), ("mbctl.hardware", 3), ("mbctl.ctrl", 2), ("mbctl.dynamics", 1), ("mbctl", 0))
+# (mbctl/__main__.py, `python -m mbctl`, is the command line)
+RANKS = (("mbctl.cli", 6), ("mbctl.__main__", 6), ("mbctl.study", 5), ("mbctl.identification", 4), ("mbctl.hardware", 3), ("mbctl.ctrl", 2), ("mbctl.dynamics", 1), ("mbctl", 0))
 FACADE = "mbctl"  # mbctl/__init__.py re-exports entry points of every layer, lazily
 
 

@@ -20,8 +20,13 @@ from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 
 
-def start(*args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mbctl.cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(*args, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "mbctl.cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def ignore_sigint() -> None:
+    """What a shell script does to the commands it starts in the background (``mbctl ... &``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def logged_rows(log: Path) -> bool:
@@ -37,10 +42,18 @@ def wait_for(condition, timeout_s: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize(("sig", "code", "message"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")])
-def test_simulate_stops_without_writing_half_a_file(tmp_path, sig, code, message):
+@pytest.mark.parametrize(
+    ("sig", "code", "message", "inherited"),
+    [
+        (signal.SIGTERM, 143, "terminated (SIGTERM)", None),
+        (signal.SIGINT, 130, "interrupted", None),
+        # a started-with-SIGINT-ignored process (pytest run as a background job) used to lose it and complete
+        (signal.SIGINT, 130, "interrupted", ignore_sigint),
+    ],
+)
+def test_simulate_stops_without_writing_half_a_file(tmp_path, sig, code, message, inherited):
     out = tmp_path / "fourbar.npz"
-    proc = start("simulate", "fourbar", "--duration", "100", "--out", out)
+    proc = start("simulate", "fourbar", "--duration", "100", "--out", out, preexec_fn=inherited)
     assert proc.stderr is not None
     line = proc.stderr.readline()  # the first progress line: it is integrating
     assert line.startswith("simulate: "), line

@@ -4,6 +4,14 @@ Exit codes: 0 success, 2 bad input (file, field or argument; one line on stderr)
 1 any other mbctl error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). A signal
 unwinds the command like an error: outputs are written whole or not at all, and a
 closed loop, which handles both signals itself, stops with torque off and its log.
+Both handlers are installed before anything else is imported, and SIGINT is handled
+even when mbctl was started with it ignored (a background job of a shell script
+inherits an ignored SIGINT, and Python then keeps ignoring it: a Ctrl-C or ``kill -INT``
+would be lost and the run would complete).
+
+``--memory-budget SIZE`` (anywhere on the line, for every command) raises or lowers the
+memory a request may hold (:mod:`mbctl.budget`; default ``$MBCTL_MEMORY_BUDGET``, else
+half of the available memory): sizes are checked before any work starts.
 
 Only the chosen sub-command's module is imported (``mbctl --help`` imports none of
 them), so the numerical stack loads only when a command needs it.
@@ -20,6 +28,7 @@ import threading
 from collections.abc import Sequence
 
 from mbctl import __version__
+from mbctl.budget import OPTION as BUDGET_OPTION
 from mbctl.errors import InputError, MbctlError
 
 __all__ = ["COMMANDS", "main", "build_parser"]
@@ -51,6 +60,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser for ``argv``: full arguments for the command it names, a stub for the others."""
     parser = argparse.ArgumentParser(prog="mbctl", description="Model-based control of robot arms.")
     parser.add_argument("--version", action="version", version=f"mbctl {__version__}")
+    parser.add_argument(
+        BUDGET_OPTION,
+        metavar="SIZE",
+        help="memory a request may hold, e.g. 8G (any command, anywhere on the line; default: $MBCTL_MEMORY_BUDGET, "
+        "else half of the available memory); larger requests are refused before they start",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen(argv)
     for name, help_text in COMMANDS.items():
@@ -66,15 +81,40 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that it unwinds like Ctrl-C."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated()
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _install_handlers() -> dict[int, object]:
+    """Raise on SIGINT and SIGTERM from now on; returns the handlers to restore (none off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _take_budget(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without ``--memory-budget SIZE`` (or ``--memory-budget=SIZE``), wherever it stands, and SIZE."""
+    rest, size = [], None
+    items = iter(argv)
+    for arg in items:
+        if arg == BUDGET_OPTION:
+            size = next(items, None)
+            if size is None:
+                raise InputError("expected a size such as 8G", field=BUDGET_OPTION)
+        elif arg.startswith(BUDGET_OPTION + "="):
+            size = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return rest, size
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    previous = _install_handlers()  # first: a signal during the imports below must count too
     try:
+        argv, budget = _take_budget(argv)
+        args = build_parser(argv).parse_args(argv)
+        args.memory_budget = budget
         return args.run(args)
     except InputError as exc:
         print(f"mbctl: error: {exc}", file=sys.stderr)
@@ -85,12 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (mbctl ... | head): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush does not fail again
         return 141
-    except _Terminated:
-        print("mbctl: terminated (SIGTERM)", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("mbctl: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # a command may add what it kept: raise type(exc)("detail")
+        detail = f": {exc}" if str(exc) else ""
+        terminated = isinstance(exc, _Terminated)
+        print(f"mbctl: {'terminated (SIGTERM)' if terminated else 'interrupted'}{detail}", file=sys.stderr)
+        return 143 if terminated else 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                signal.signal(sig, handler)

@@ -54,9 +54,10 @@ from typing import Any
 
 import numpy as np
 
+from mbctl.budget import Budget, check_memory, format_count, memory_budget
 from mbctl.bundled import resolve_config
 from mbctl.config.robot import RobotSpec, robot_spec_from_table
-from mbctl.errors import ConfigError
+from mbctl.errors import ConfigError, InputError
 from mbctl.tomlfields import Table, read_toml
 
 __all__ = [
@@ -183,7 +184,21 @@ def _whole(t: Table, key: str, default: Any, minimum: int) -> Any:
     return int(value)
 
 
-def _parameter(t: Table) -> Grid | Distribution:
+# memory a run of a study holds in the sweep process, besides its numbers: its design row, its row of
+# the consolidated table (status and reason strings, index) and the bookkeeping of its task (bytes)
+RUN_BYTES = 200
+_VALUE_BYTES = 40  # a grid value while the file is read: a double, a Python float and its tuple slot
+
+
+def _within(t: Table, key: str, estimate: float, budget: Budget, what: str) -> None:
+    """``check_memory``, its refusal placed at ``key`` of ``t`` (study file and dotted field)."""
+    try:
+        check_memory(estimate, budget, what=what, field=key)
+    except InputError as exc:
+        raise t.error(key, exc.reason) from None
+
+
+def _parameter(t: Table, budget: Budget) -> Grid | Distribution:
     kinds = [k for k in ("values", "range", "distribution") if k in t]
     if len(kinds) != 1:
         raise t.error(None, "give exactly one of values = [...], range = [start, stop, count] or distribution = ...")
@@ -198,6 +213,7 @@ def _parameter(t: Table) -> Grid | Distribution:
         start, stop, count = t.vector("range", 3)
         if count != int(count) or count < 1:
             raise t.error("range", f"count (third number) must be an integer >= 1, got {count:g}")
+        _within(t, "range", count * _VALUE_BYTES, budget, f"the grid axis ({format_count(count)} values)")
         return Grid(tuple(float(v) for v in np.linspace(start, stop, int(count))))
     kind = t.string("distribution", choices=DISTRIBUTIONS)
     names = _DISTRIBUTION_ARGS[kind]
@@ -258,18 +274,21 @@ def _settings(t: Table, workflow: str) -> dict[str, Any]:
     return out
 
 
-def read_study(path: str | Path) -> StudySpec:
-    """Parse a study file.
+def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
+    """Parse a study file; ``budget``: the memory its runs may hold (default :func:`mbctl.budget.memory_budget`).
 
     Raises:
         ConfigError: Naming the study file and the dotted field, for a malformed file, an
             unknown field or workflow, a workflow setting of the wrong type, or a bad
-            distribution (negative standard deviation, empty grid). Whether the parameter
+            distribution (negative standard deviation, empty grid), or more runs (grid points x
+            ``samples``) than ``budget`` holds at :data:`RUN_BYTES` plus two doubles per parameter
+            each (the field named is the largest factor). Whether the parameter
             paths name numbers in the robot description is checked by
             :func:`mbctl.study.engine.prepare` (:func:`check_paths`).
     """
     import hashlib
 
+    budget = memory_budget() if budget is None else budget
     path = Path(path)
     root = read_toml(path)
     root.only(STUDY_KEYS)
@@ -287,12 +306,17 @@ def read_study(path: str | Path) -> StudySpec:
     parameters = []
     if "parameters" in root:
         for key, t in root.table("parameters").tables():
-            parameters.append(ParameterSpec(key, _parameter(t)))
+            parameters.append(ParameterSpec(key, _parameter(t, budget)))
     has_draws = any(isinstance(p.variation, Distribution) for p in parameters)
     if has_draws and "samples" not in root:
         raise root.error("samples", "missing required field (the parameters with a distribution need a sample count)")
     if "samples" in root and not has_draws:
         raise root.error("samples", "needs a parameter with a distribution")
+    samples = _whole(root, "samples", 1, 1)
+    axes = {f"parameters.{p.path}": len(p.variation.values) for p in parameters if isinstance(p.variation, Grid)}
+    runs = math.prod(axes.values()) * samples
+    largest = max([("samples", samples), *axes.items()], key=lambda item: item[1])[0]
+    _within(root, largest, runs * (RUN_BYTES + 16 * len(parameters)), budget, f"the study ({format_count(runs)} runs)")
     quantities = None
     if "quantities" in root:
         value = root.get("quantities")
@@ -314,7 +338,7 @@ def read_study(path: str | Path) -> StudySpec:
         document=document,
         workflow=workflow,
         parameters=tuple(parameters),
-        samples=_whole(root, "samples", 1, 1),
+        samples=samples,
         seed=_whole(root, "seed", 0, 0),
         runs_per_task=_whole(root, "runs_per_task", None, 1),
         quantities=quantities,

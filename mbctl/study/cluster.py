@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -43,14 +45,45 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, timeou
             yield client
         return
     n = default_workers() if workers is None else workers
-    # processes, one thread each: the numerics hold the GIL; no dashboard, and the scheduler's
-    # HTTP routes on a free local port (not 8787, which another cluster may hold)
-    with LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR,
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-    ) as cluster:
-        with Client(cluster, timeout=timeout_s) as client:
-            yield client
+    with contextlib.ExitStack() as stack:
+        # a Ctrl-C inside LocalCluster() would leave a half-started cluster that nothing closes (its
+        # exit handler then fails with a traceback): the signal waits until the cluster is ours to close
+        with _signals_deferred():
+            # processes, one thread each: the numerics hold the GIL; no dashboard, and the scheduler's
+            # HTTP routes on a free local port (not 8787, which another cluster may hold)
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR,
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            ))  # fmt: skip
+            client = stack.enter_context(Client(cluster, timeout=timeout_s))
+        yield client
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM received inside the block are delivered, to the handlers there were, when it ends.
+
+    The handlers only note the signal, so the worker processes started inside inherit nothing
+    (a blocked signal mask would be inherited, and their nanny could not stop them). A second
+    signal is not deferred: whoever sends it insists (a start-up that hangs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1 and callable(previous[signum]):
+            previous[signum](signum, frame)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 def map_tasks(

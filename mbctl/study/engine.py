@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.budget import Budget
 from mbctl.config.robot import read_robot_spec
 from mbctl.config.study import StudySpec, check_paths, sample_spec
 from mbctl.dynamics.model.robot import build_robot
@@ -97,14 +98,15 @@ def _one_line(exc: BaseException) -> str:
     return text[:300]
 
 
-def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
+def prepare(study: StudySpec, *, pilot: bool = True, budget: Budget | None = None) -> Plan:
     """Check everything about ``study`` before any run.
 
     Checks: every path names a number; the nominal robot builds and the workflow's
     settings fit it; every run's description parses (ranges of every field); for each
     parameter the runs with its smallest and largest value build a robot that passes the
     workflow's checks. With ``pilot`` one run of the nominal robot is timed (its result
-    is not kept) to size the batches.
+    is not kept) to size the batches. ``budget`` bounds what the trajectory and one run may
+    hold in memory (default :func:`mbctl.budget.memory_budget`).
 
     Raises:
         ConfigError: Naming the study file and field (``parameters.<path>`` for a sample
@@ -118,7 +120,7 @@ def prepare(study: StudySpec, *, pilot: bool = True) -> Plan:
     except InputError as exc:
         build_robot(read_robot_spec(study.robot))  # the robot file's own error, if it is at fault
         raise ConfigError(f"the robot with the study's overrides is invalid: {exc}", file=study.source, field="overrides") from None
-    ctx = make_context(study, robot)
+    ctx = make_context(study, robot, budget)
     workflow.check(robot, ctx)
     names = workflow.quantities(robot, ctx)
     if study.quantities is not None:

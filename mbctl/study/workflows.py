@@ -38,10 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.budget import Budget, check_memory, format_count, memory_budget
 from mbctl.config.study import StudySpec
-from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
+from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory, sample_count, trajectory_bytes
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.errors import ConfigError
+from mbctl.errors import ConfigError, InputError
 
 __all__ = ["BAND_SAMPLES", "Context", "RunOutput", "WORKFLOWS", "Workflow", "make_context", "quantity_kinds"]
 
@@ -55,6 +56,7 @@ class Context:
     study: StudySpec
     trajectory: Trajectory | None
     band_t: np.ndarray | None
+    budget: Budget | None = None  # what one run may hold in memory (None: mbctl.budget.memory_budget())
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,11 +79,19 @@ class Workflow:
     run: Callable[[RobotModel, Context], RunOutput]
 
 
-def make_context(study: StudySpec, robot: RobotModel) -> Context:
+def _within_budget(study: StudySpec, estimate: float, budget: Budget | None, what: str, field: str) -> None:
+    """``check_memory`` with the refusal placed in the study file."""
+    try:
+        check_memory(estimate, budget or memory_budget(), what=what, field=field)
+    except InputError as exc:
+        raise ConfigError(exc.reason, file=study.source, field=field) from None
+
+
+def make_context(study: StudySpec, robot: RobotModel, budget: Budget | None = None) -> Context:
     """The shared part of every run, built once from the study and its nominal robot.
 
     Raises:
-        InputError: For a trajectory that does not fit the robot.
+        InputError: For a trajectory that does not fit the robot, or one larger than ``budget``.
     """
     traj = None
     if study.trajectory is not None:
@@ -94,9 +104,12 @@ def make_context(study: StudySpec, robot: RobotModel) -> Context:
                     f"needs {len(robot.joint_names)} positions per waypoint ({', '.join(robot.joint_names)}), got {tr['waypoints'].shape[1]}",
                     file=study.source, field="trajectory.waypoints",
                 )
+            samples = sample_count(float(np.sum(tr["durations"])), tr["rate_hz"])
+            what = f"the trajectory ({format_count(samples)} samples at {tr['rate_hz']:g} Hz)"
+            _within_budget(study, trajectory_bytes(samples, len(robot.joint_names)), budget, what, "trajectory.durations")
             traj = quintic_rest_to_rest(tr["waypoints"], tr["durations"], tr["rate_hz"], robot.joint_names)
     band_t = np.linspace(traj.t[0], traj.t[-1], BAND_SAMPLES) if traj is not None and study.workflow == "feedforward" else None
-    return Context(study=study, trajectory=traj, band_t=band_t)
+    return Context(study=study, trajectory=traj, band_t=band_t, budget=budget)
 
 
 # --- feed-forward ---------------------------------------------------------------------------
@@ -155,7 +168,7 @@ def _sim_quantities(robot: RobotModel, ctx: Context) -> list[str]:
 
 
 def _sim_check(robot: RobotModel, ctx: Context) -> None:
-    from mbctl.dynamics.simulation.integrate import INTEGRATORS
+    from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
     from mbctl.dynamics.simulation.setup import build_dynamics
 
     s = ctx.study.settings
@@ -163,7 +176,11 @@ def _sim_check(robot: RobotModel, ctx: Context) -> None:
         raise ConfigError(f"unknown value {s['integrator']!r} (expected one of: {', '.join(INTEGRATORS)})", file=ctx.study.source, field="simulate.integrator")
     if s.get("backend", "python") not in ("python", "compiled", "auto"):
         raise ConfigError(f"unknown value {s['backend']!r} (expected python, compiled or auto)", file=ctx.study.source, field="simulate.backend")
-    build_dynamics(robot, _sim_setup(robot, ctx))
+    setup = _sim_setup(robot, ctx)
+    system = build_dynamics(robot, setup)
+    samples = recorded_samples(setup.duration, setup.step, setup.output_step, setup.integrator)
+    field = "simulate.step" if "step" in s and "duration" not in s else "simulate.duration"
+    _within_budget(ctx.study, samples * sample_bytes(system), ctx.budget, f"one run ({format_count(samples)} samples)", field)
 
 
 def _sim_run(robot: RobotModel, ctx: Context) -> RunOutput:

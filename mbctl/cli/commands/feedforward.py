@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.budget import check_read
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.cli.plots import FORMATS, plot_feedforward, plot_redundancy
@@ -148,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.animate, HTML)
     robot = override_friction(load_robot(args.config), args.friction)
     control_settings(robot)  # a bad [control] table is reported even where no controller is built
+    check_read(args.trajectory, budget(args), field="--trajectory")
     traj, measured = trajectory_or_log(args.trajectory, robot)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")

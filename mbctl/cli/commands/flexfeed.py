@@ -40,6 +40,27 @@ def _line(mode: str, entry: dict, links: list[str]) -> str:
     return f"  {mode:<20}{ee['rms'] * 1e3:10.4f}{ee['peak'] * 1e3:10.4f}  {tips}{entry['wall_s']:9.2f}"
 
 
+# memory of one recorded sample of one run, at least (bytes): the rigid motion and torques of the
+# mechanism's joints and the FEM model's state and outputs, about 128 doubles
+RECORD_BYTES = 1024
+
+
+def check_records_size(args: argparse.Namespace, spec, modes: int) -> None:
+    """Refuse, before the rigid part runs, records of ``--duration`` x ``--rate`` samples for every mode,
+    the cross-check and the stiff-limit run that would exceed the memory budget."""
+    from mbctl.budget import check_memory, format_count
+    from mbctl.cli.arguments import budget
+
+    duration = args.duration if args.duration is not None else spec.simulation.duration if spec.simulation else None
+    if duration is None or not duration > 0:
+        return  # the run says what is missing
+    product = duration * args.rate
+    samples = math.ceil(product) + 1.0 if math.isfinite(product) else math.inf
+    runs = modes + 1 + (args.rfe_elements > 0) + (not args.no_stiff_check)  # the rigid motion too
+    field = "--duration" if args.duration is not None else "--rate"
+    check_memory(samples * runs * RECORD_BYTES, budget(args), what=f"{runs} records of {format_count(samples)} samples", field=field)
+
+
 def run(args: argparse.Namespace) -> int:
     from mbctl.cli.plots import FLEXFEED_PLOTS, plot_flexfeed
     from mbctl.config.robot import read_robot_spec
@@ -60,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rfe_elements < 0:
         raise InputError(f"must be >= 0, got {args.rfe_elements}", field="--rfe-elements")
     spec = read_robot_spec(args.config)
+    check_records_size(args, spec, len(modes))
     result = flexible_feedforward(
         spec,
         modes=modes,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 from pathlib import Path
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_identification
 from mbctl.errors import InputError
@@ -144,6 +145,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.set_defaults(run=fit_arm_logs)
 
 
+# memory of one speed of a constant-speed plan and its timeline (bytes): the speed, its legs and holds as phase objects
+PLAN_BYTES_PER_SPEED = 2048
+
+
+def check_experiment_size(args: argparse.Namespace, robot, settings) -> None:
+    """Refuse, before the plant opens, experiments whose logs would not fit the memory budget or the disk
+    (the constant-speed timeline from the configured start; the presliding one)."""
+    from mbctl.budget import check_disk, check_memory, format_count
+    from mbctl.hardware.loop import run_footprint
+    from mbctl.identification.experiments import presliding_timeline
+    from mbctl.identification.plan import constant_speed_timeline
+
+    duration = 0.0
+    if args.out is not None:
+        try:
+            duration += constant_speed_timeline(settings.constant_speed, float(settings.start[robot.joint(args.joint).idx_v])).duration
+        except ValueError:
+            return  # a leg too short: the run says so, naming it
+    if args.presliding is not None:
+        duration += presliding_timeline(settings.presliding).duration
+    given = [o for o, v in (("--rate", args.rate), ("--count", args.count), ("--speeds", args.speeds), ("--min-speed", args.min_speed), ("--max-speed", args.max_speed), ("--max-leg", args.max_leg), ("--settle", args.settle), ("--range", args.range)) if v is not None]
+    where = {"field": "/".join(given)} if given else {"file": args.config, "field": "identification"}
+    cycles, memory, disk = run_footprint(duration, settings.rate_hz, len(robot.actuated_names))
+    what = f"the experiment log ({duration:.4g} s, {format_count(cycles)} cycles at {settings.rate_hz:g} Hz)"
+    check_memory(memory, budget(args), what=what, **where)
+    check_disk(disk, args.log if args.log is not None else args.out or args.presliding, what=what, **where)
+
+
 def run_experiments(args: argparse.Namespace) -> int:
     from mbctl.cli.commands.run import format_run
     from mbctl.dynamics.model.robot import load_robot
@@ -162,10 +191,14 @@ def run_experiments(args: argparse.Namespace) -> int:
         check_output(args.log, (".npz",))
     if args.lockstep and args.plant != "sim":
         raise InputError("lock-step needs the simulated plant", field="--lockstep")
-    if args.rate is not None and not args.rate > 0:
-        raise InputError("must be > 0", field="--rate")
+    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
+        raise InputError(f"must be a finite number > 0, got {args.rate!r}", field="--rate")
     if args.range is not None and len(args.range) != 2:
         raise InputError("needs two numbers LO,HI", field="--range")
+    if args.count is not None:  # the plan itself first: a speed is a few phase objects before any cycle
+        from mbctl.budget import check_memory
+
+        check_memory(args.count * PLAN_BYTES_PER_SPEED, budget(args), what=f"the plan ({args.count} speeds)", field="--count")
     robot = load_robot(args.config)
     if args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} (joints: {', '.join(robot.joint_names)})", field="--joint")
@@ -180,6 +213,7 @@ def run_experiments(args: argparse.Namespace) -> int:
     if args.presliding is not None and settings.presliding is None:
         raise InputError(settings.presliding_problem, file=args.config, field="identification")
     q0 = settings.start
+    check_experiment_size(args, robot, settings)
     options = SessionOptions(plant=args.plant, rate_hz=settings.rate_hz, lockstep=args.lockstep, port=args.port, emulate=args.emulate)
     k = robot.actuated_names.index(args.joint)
     paced = not (args.plant == "sim" and args.lockstep)
@@ -415,6 +449,8 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
 def fit_arm_logs(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from mbctl.budget import check_memory, check_read
+    from mbctl.cli.arguments import budget
     from mbctl.dynamics.model.robot import load_robot
     from mbctl.errors import DataError
     from mbctl.identification.arm_fit import ArmFitSettings, fit_arm, predict_torques
@@ -447,9 +483,15 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         last = max(robot.joints, key=lambda j: j.id).name
         settings = ArmFitSettings(**{**vars(settings), "free_bodies": (last,), "payload": True})
     joints = robot.joint_names
+    memory = budget(args)
+    for path in [*args.logs, *args.validate]:
+        check_read(path, memory, field="LOG")
+    raws = [read_arm_log(path, joints) for path in args.logs]
+    # the fit holds the regressor with its filtered copies: samples x joints x (10 per body + friction) doubles, ~4 times
+    samples = sum((raw.t.max() - raw.t.min()) * args.rate for raw in raws)
+    check_memory(samples * robot.nv * (10 * robot.model.njoints + 4 * robot.nv) * 8 * 4, memory, what=f"the fit ({samples:.4g} samples at --rate)", field="LOG")
     fitted, held_out = [], []
-    for path in args.logs:
-        raw = read_arm_log(path, joints)
+    for path, raw in zip(args.logs, raws):
         log = condition_log(raw, how)
         if args.holdout is not None:
             log = log.split(1 - args.holdout)[0]

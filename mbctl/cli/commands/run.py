@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.budget import check_disk, check_memory, check_read, format_count
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_run
@@ -37,7 +39,7 @@ from mbctl.ctrl.trajectory import limit_violations, read_trajectory
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
-from mbctl.hardware.loop import PHASES, RunSummary
+from mbctl.hardware.loop import PHASES, RunSummary, run_footprint
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
 
@@ -98,13 +100,25 @@ def overrun_policy(args: argparse.Namespace) -> OverrunPolicy:
     return OverrunPolicy(window=args.overrun_window, max_fraction=args.max_overrun_fraction, max_consecutive=args.max_consecutive_overruns)
 
 
+def check_run_size(args: argparse.Namespace, duration_s: float, joints: int) -> None:
+    """Refuse, before the loop starts, a run whose log would not fit the memory budget or the disk."""
+    if not duration_s > 0:
+        return  # not a size: the session says what is wrong
+    cycles, memory, disk = run_footprint(duration_s, args.rate, joints)
+    field = "--duration" if args.duration is not None else "--trajectory"
+    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz)"
+    check_memory(memory, budget(args), what=what, field=field)
+    check_disk(disk, args.log, what=what, field=field)
+
+
 def run(args: argparse.Namespace) -> int:
     check_output(args.log, (".npz",))
     check_output(args.summary, (".json",))
     if args.plot:
         check_output(args.plot, FORMATS)
-    if args.rate <= 0:
-        raise InputError("must be > 0", field="--rate")
+    for option, value in (("--rate", args.rate), ("--duration", args.duration)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"must be a finite number > 0, got {value!r}", field=option)
     policy = overrun_policy(args)
     plant = args.bus or args.plant
     if args.bus and args.plant not in ("sim", args.bus):
@@ -113,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
     robot = load_robot(args.config)
     check_log_animation(robot, args.animate)
+    check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
+    check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     options = SessionOptions(

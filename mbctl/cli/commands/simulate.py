@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.budget import check_disk, check_memory, format_bytes, format_count
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
@@ -33,7 +34,7 @@ from mbctl.dynamics.constraints.reactions import (
 )
 from mbctl.dynamics.constraints.solvers import SOLVERS
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.dynamics.simulation.integrate import BACKENDS, INTEGRATORS, SimulationResult
+from mbctl.dynamics.simulation.integrate import BACKENDS, INTEGRATORS, SimulationResult, recorded_samples, sample_bytes
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
@@ -94,6 +95,18 @@ def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
     }
 
 
+def check_run_size(args: argparse.Namespace, setup, system) -> None:
+    """Refuse, before integrating, a run whose records would not fit the memory budget or its NPZ the disk."""
+    samples = recorded_samples(setup.duration, setup.step, setup.output_step, setup.integrator)
+    per_sample = sample_bytes(system, reactions=args.reactions)
+    option = next((o for o, v in (("--duration", args.duration), ("--step", args.step)) if v is not None), None)
+    where = {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
+    what = f"the run ({format_count(samples)} samples of {format_bytes(per_sample)})"
+    check_memory(samples * per_sample, budget(args), what=what, **where)
+    columns = 2 + 6 * system.robot.nv + system.n_states + 4 * system.constraints.m
+    check_disk(samples * columns * 8, args.out, what=what, **where)
+
+
 def _body_paths(robot, result: SimulationResult) -> list | None:
     """The world paths of the bodies with mass when there are too many passive coordinates
     to draw (e.g. a mechanism in absolute coordinates), else None."""
@@ -140,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reactions and setup.solver == "nullspace":
         raise InputError("the nullspace solver gives no multipliers; use --solver lagrange or udwadia-kalaba", field="--reactions")
     system = build_dynamics(robot, setup)
+    check_run_size(args, setup, system)
     q0, dq0 = initial_state(robot, setup, system)
     if system.constraints.m:  # the analysis first: a user sees a wrong mobility before waiting for the run
         analysis = analyse_constraints(system, q0, 0.0, rtol=setup.rank_tolerance, reactions=False)

@@ -13,11 +13,11 @@ status ``failed`` and its reason. Exit 0 when the sweep finished, failed runs in
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mbctl.cli.arguments import budget
 from mbctl.cli.console import ProgressPrinter
 from mbctl.errors import InputError
 
@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be >= 1, got {args.workers}", field="--workers")
     if args.workers is not None and args.scheduler is not None:
         raise InputError("give --workers (a LocalCluster) or --scheduler (an existing cluster), not both", field="--workers")
-    study = read_study(bundled_study(args.study))
-    plan = prepare(study, pilot=study.runs_per_task is None)  # every check, before anything is written
+    limit = budget(args)
+    study = read_study(bundled_study(args.study), limit)
+    plan = prepare(study, pilot=study.runs_per_task is None, budget=limit)  # every check, before anything is written
     grid = " x ".join(str(n) for n in study.grid_shape)
     shape = (f"grid {grid}" if grid else "") + (" x " if grid and study.samples > 1 else "") + (f"{study.samples} samples" if study.samples > 1 or not grid else "")
     timed = f"; one run took {plan.pilot_s * 1e3:.1f} ms here" if plan.pilot_s == plan.pilot_s else ""
@@ -70,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
             where = f"scheduler {args.scheduler}" if args.scheduler else "LocalCluster"
             print(f"{where}: {workers} workers", flush=True)
             result = run_study(plan, out, client=client, workers=workers, resume=args.resume, progress=ProgressPrinter("sweep", min_total=1, unit="runs"))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # SIGTERM too: the same class again, with what was kept (one line from main)
         done = len(completed_runs(out)) if (out / "parts").is_dir() else 0
-        print(f"mbctl: sweep stopped with {done} of {len(plan.design)} runs written; continue with --resume", file=sys.stderr)
-        raise
+        hint = "; continue with --resume" if (out / "sweep.json").is_file() else ""
+        raise type(exc)(f"sweep stopped with {done} of {len(plan.design)} runs written{hint}") from None
     written = [result.table, out / "runs.csv"]
     summary, files = write_results(plan, out, time.perf_counter() - started, plots=not args.no_plots)
     written += files

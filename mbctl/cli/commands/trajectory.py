@@ -4,19 +4,24 @@ motion a config's constraints prescribe)."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.budget import check_disk, check_memory, format_count
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.console import warn
 from mbctl.cli.plots import FORMATS, plot_trajectory
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
 from mbctl.ctrl.trajectory import (
     Trajectory,
     constant_acceleration,
+    csv_bytes,
     limit_violations,
     quintic_rest_to_rest,
+    sample_count,
+    trajectory_bytes,
     write_trajectory,
 )
 from mbctl.dynamics.model.robot import RobotModel, load_robot
@@ -96,12 +101,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def check_size(args: argparse.Namespace, duration: float, joints: int, field: str) -> None:
+    """Refuse, before sampling, a trajectory that would not fit the memory budget or its CSV the disk."""
+    if not math.isfinite(args.rate):
+        raise InputError(f"must be a finite number of Hz, got {args.rate!r}", field="--rate")
+    if not (duration > 0 and args.rate > 0):
+        return  # not a size: the generator says what is wrong
+    samples = sample_count(duration, args.rate)
+    what = f"the trajectory ({format_count(samples)} samples at {args.rate:g} Hz)"
+    check_memory(trajectory_bytes(samples, joints), budget(args), what=what, field=field)
+    check_disk(csv_bytes(samples, joints), args.out, what=what, field=field)
+
+
 def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
     """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
     setup = simulation_setup(robot)
     duration = setup.duration if args.duration is None else args.duration
     if not duration > 0 or not args.rate > 0:
         raise InputError("--duration and --rate must be > 0")
+    check_size(args, duration, robot.nv, "--duration" if args.duration is not None else "simulation.duration")
     dynamics = build_dynamics(robot, setup)
     q0, _ = initial_state(robot, setup, dynamics)
     t = np.linspace(0.0, duration, int(np.ceil(duration * args.rate - 1e-9)) + 1)
@@ -114,12 +132,15 @@ def build(args: argparse.Namespace, names: tuple[str, ...]) -> Trajectory:
         waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
         if waypoints.shape[1] != n:
             raise InputError(f"each waypoint needs {n} values ({', '.join(names)})", field="--waypoints")
-        return quintic_rest_to_rest(waypoints, np.atleast_1d(parse_numbers(args.durations, "--durations")), args.rate, names)
+        durations = np.atleast_1d(parse_numbers(args.durations, "--durations"))
+        check_size(args, float(durations.sum()) if (durations > 0).all() else 0.0, n, "--durations")
+        return quintic_rest_to_rest(waypoints, durations, args.rate, names)
     acc = np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
     acc = np.full(n, acc[0]) if acc.size == 1 else acc
     q0 = np.zeros(n) if args.q0 is None else np.atleast_1d(parse_numbers(args.q0, "--q0"))
     if acc.shape != (n,) or q0.shape != (n,):
         raise InputError(f"--acceleration and --q0 need 1 or {n} values ({', '.join(names)})")
+    check_size(args, args.duration, n, "--duration")
     return constant_acceleration(q0, acc, args.duration, args.rate, names)
 
 

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.budget import check_memory, format_count
+from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, write_view
 from mbctl.cli.commands.simulate import npz_arrays
 from mbctl.cli.console import ProgressPrinter
 from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.dynamics.simulation.integrate import INTEGRATORS
-from mbctl.dynamics.simulation.setup import simulation_setup
+from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
+from mbctl.dynamics.simulation.setup import build_dynamics, simulation_setup
 from mbctl.dynamics.simulation.variants import (
     Variant,
     VariantRun,
@@ -56,6 +57,17 @@ def _simulate(config: Path, variant: Variant, overrides: dict, quiet: bool) -> V
     return run_variant(config, variant, progress=progress, **overrides)
 
 
+def check_runs_size(args: argparse.Namespace, robot, overrides: dict, count: int) -> None:
+    """Refuse, before any run, variants whose records (all kept for the plots) would exceed the memory
+    budget: ``count`` runs of the configured system's sample size (the flexible variants' are larger)."""
+    setup = dataclasses.replace(simulation_setup(robot), **overrides)
+    samples = recorded_samples(setup.duration, setup.step, setup.output_step, setup.integrator)
+    option = next((o for o, v in (("--duration", args.duration), ("--step", args.step)) if v is not None), None)
+    where = {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
+    estimate = count * samples * sample_bytes(build_dynamics(robot, setup))
+    check_memory(estimate, budget(args), what=f"{count} run{'s' if count != 1 else ''} of {format_count(samples)} samples", **where)
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.out_dir.is_dir():
         raise InputError("output directory does not exist", file=args.out_dir)
@@ -79,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             )
         variants = wanted
     overrides = {k: v for k, v in (("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
+    check_runs_size(args, robot, overrides, len(variants))
 
     if args.jobs > 1:
         # the study engine's Dask map: a LocalCluster of --jobs processes (one variant per task)

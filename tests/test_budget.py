@@ -1,0 +1,87 @@
+"""The memory budget: sizes parsed, the budget's source, refusals in one line, estimates against measured memory."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from mbctl.budget import Budget, check_disk, check_memory, memory_budget, parse_size
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.integrate import MAX_CHUNK_STEPS, recorded_samples, sample_bytes, simulate
+from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
+from mbctl.errors import InputError
+
+
+@pytest.mark.parametrize(("text", "size"), [("512M", 512 * 2**20), ("8G", 8 * 2**30), ("1.5TiB", int(1.5 * 2**40)), ("2e9", 2_000_000_000), ("64kB", 65536)])
+def test_sizes_take_binary_prefixes(text, size):
+    assert parse_size(text, field="--memory-budget") == size
+
+
+@pytest.mark.parametrize("text", ["lots", "", "-1G", "0", "8X", "nan"])
+def test_a_bad_size_names_its_field(text):
+    with pytest.raises(InputError) as info:
+        parse_size(text, field="--memory-budget")
+    assert info.value.field == "--memory-budget"
+
+
+def test_the_option_wins_over_the_environment_which_wins_over_half_the_memory(monkeypatch):
+    monkeypatch.setattr("mbctl.budget.available_memory", lambda: 10.0 * 2**30)
+    monkeypatch.delenv("MBCTL_MEMORY_BUDGET", raising=False)
+    assert memory_budget().bytes == 5 * 2**30
+    monkeypatch.setenv("MBCTL_MEMORY_BUDGET", "2G")
+    assert memory_budget().bytes == 2 * 2**30 and memory_budget("3G").bytes == 3 * 2**30
+
+
+def test_a_request_above_the_budget_is_refused_and_one_below_accepted():
+    budget = Budget(2**20, "test")
+    check_memory(2**20, budget, what="the run", field="--duration")  # exactly the budget: accepted
+    for too_much in (2**20 + 1, float("inf"), float("nan")):
+        with pytest.raises(InputError) as info:
+            check_memory(too_much, budget, what="the run", field="--duration")
+        assert info.value.field == "--duration" and "\n" not in str(info.value)
+
+
+def test_disk_is_the_free_space_where_the_output_goes(tmp_path):
+    check_disk(1024, tmp_path / "new" / "deeper" / "out.npz", what="the run", field="--duration")  # directories to be made
+    with pytest.raises(InputError, match="free"):
+        check_disk(2.0**70, tmp_path / "out.npz", what="the run", field="--duration")
+
+
+def test_the_simulation_estimate_is_within_a_factor_two_of_what_a_run_holds():
+    """tracemalloc's peak (numpy's buffers included) over a 2001-sample four-bar run against samples x sample_bytes."""
+    robot = load_robot("fourbar")
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    simulate(system, q0, dq0, 0.01, step=setup.step, output_step=setup.output_step)  # compiled code loaded before measuring
+    tracemalloc.start()
+    try:
+        result = simulate(system, q0, dq0, 2.0, step=setup.step, output_step=setup.output_step)
+        measured = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    n = recorded_samples(2.0, setup.step, setup.output_step, setup.integrator)
+    assert n == len(result.t) == 2001
+    estimate = n * sample_bytes(system)
+    assert measured / 2 < estimate < 2 * measured, (estimate, measured)
+
+
+def test_compiled_rk4_in_chunks_matches_the_interpreted_reference():
+    """A record interval of 1230 steps runs as calls of 1000 and 230 steps in C; the states agree with the interpreted RK4."""
+    robot = load_robot("fourbar")
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    runs = [simulate(system, q0, dq0, 0.0246, step=1e-5, output_step=0.0123, backend=b) for b in ("compiled", "python")]
+    assert round(0.0123 / 1e-5) > MAX_CHUNK_STEPS and len(runs[0].t) == len(runs[1].t) == 3
+    assert np.allclose(runs[0].q, runs[1].q, atol=1e-10) and np.allclose(runs[0].dq, runs[1].dq, atol=1e-8)
+
+
+def test_the_option_is_taken_anywhere_on_the_line(cli, tmp_path):
+    """After the command as before it; a refusal names the budget's source; a valid budget lets the run through."""
+    out = tmp_path / "f.npz"
+    r = cli("simulate", "fourbar", "--duration", "0.05", "--out", out, "--memory-budget", "1K")
+    assert r.code == 2 and "above the memory budget of 1 KiB (--memory-budget 1K)" in r.err and not out.exists()
+    assert cli("--memory-budget=64M", "simulate", "fourbar", "--duration", "0.05", "--out", out).code == 0 and out.exists()
