@@ -41,6 +41,7 @@ from mbctl.errors import DataError
 __all__ = [
     "INERTIAL_NAMES",
     "BaseParameters",
+    "about_com",
     "base_parameters",
     "body_names",
     "inertial_parameters",
@@ -110,6 +111,16 @@ def from_pseudo_inertia(J: np.ndarray) -> np.ndarray:
     sigma = np.asarray(J, dtype=float)[:3, :3]
     inertia = np.trace(sigma) * np.eye(3) - sigma
     return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1], inertia[0, 2], inertia[1, 2], inertia[2, 2]])
+
+
+def about_com(theta_body: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(m, c, I_c)``: mass (kg), centre of mass (m) and the 3 x 3 inertia about it (kg·m²) of one
+    body's ten parameters (parallel-axis theorem: ``I_c = I_o - m (|c|^2 1 - c c^T)``)."""
+    m = float(theta_body[0])
+    c = np.asarray(theta_body[1:4], dtype=float) / m
+    ixx, ixy, iyy, ixz, iyz, izz = theta_body[4:]
+    inertia_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    return m, c, inertia_o - m * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
 
 
 def random_states(robot: RobotModel, n: int, *, seed: int = 0, speed: float = 2.0, acceleration: float = 10.0) -> tuple[np.ndarray, ...]:

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -63,6 +63,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.regressor import (
     INERTIAL_NAMES,
     BaseParameters,
+    about_com,
     base_parameters,
     body_names,
     from_pseudo_inertia,
@@ -194,7 +195,11 @@ class ArmFit:
     solver_status: str = ""
     seconds: float = 0.0
     samples: int = 0
-    notes: tuple[str, ...] = field(default=())
+
+    def body(self, name: str) -> np.ndarray:
+        """The consistent fit's ten parameters of the body moved by joint ``name``."""
+        i = self.bodies.index(name)
+        return self.theta[10 * i : 10 * i + 10]
 
     @property
     def beta(self) -> np.ndarray:
@@ -266,16 +271,10 @@ def _theta_symbolic(x):  # noqa: ANN001, ANN202  (CasADi SX in and out)
 
 
 def _body_change(name: str, prior: np.ndarray, fit: np.ndarray) -> BodyChange:
-    def com_and_inertia(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        c = p[1:4] / p[0]
-        ixx, ixy, iyy, ixz, iyz, izz = p[4:]
-        inertia_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        return c, inertia_o - p[0] * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
-
-    c0, i0 = com_and_inertia(prior)
-    c1, i1 = com_and_inertia(fit)
+    m0, c0, i0 = about_com(prior)
+    m1, c1, i1 = about_com(fit)
     scale = max(np.linalg.eigvalsh(i0).max(), 1e-12)
-    return BodyChange(name, float(prior[0]), float(fit[0]), float(np.linalg.norm(c1 - c0)), float(np.abs(np.linalg.eigvalsh(i1 - i0)).max() / scale))
+    return BodyChange(name, m0, m1, float(np.linalg.norm(c1 - c0)), float(np.abs(np.linalg.eigvalsh(i1 - i0)).max() / scale))
 
 
 def fit_arm(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.dynamics.regressor import about_com
 from mbctl.identification.arm_fit import ArmFit
 from mbctl.identification.report import _fmt, _inline, _replace_subtable, _write_edited_copy, check_copy_target, friction_table
 
@@ -22,11 +23,7 @@ __all__ = ["arm_fit_json", "format_arm_fit", "inertial_values", "write_arm_robot
 def inertial_values(theta_body: np.ndarray) -> dict[str, float | list[float]]:
     """A body's ``inertial`` table from its ten parameters: mass (kg), com (m) and the inertia
     ``[ixx, iyy, izz, ixy, ixz, iyz]`` about the centre of mass (kg·m²), joint frame."""
-    m = float(theta_body[0])
-    c = np.asarray(theta_body[1:4]) / m
-    ixx, ixy, iyy, ixz, iyz, izz = theta_body[4:]
-    inertia_o = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    ic = inertia_o - m * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
+    m, c, ic = about_com(theta_body)
     six = [ic[0, 0], ic[1, 1], ic[2, 2], ic[0, 1], ic[0, 2], ic[1, 2]]
     return {"mass": float(_fmt(m)), "com": [float(_fmt(x)) for x in c], "inertia": [float(_fmt(x)) for x in six]}
 
@@ -48,7 +45,7 @@ def write_arm_robot_copy(config: Path, out: Path, fit: ArmFit, logs: Sequence[Pa
     """
     check_copy_target(config, out, force)
     text = config.read_text()
-    inertials = {c.body: inertial_values(fit.theta[10 * fit.bodies.index(c.body) : 10 * fit.bodies.index(c.body) + 10]) for c in fit.changes}
+    inertials = {c.body: inertial_values(fit.body(c.body)) for c in fit.changes}
     new = text
     for joint, values in inertials.items():
         inline = "{ " + ", ".join(line.strip() for line in _inertial_lines(values)) + " }"
@@ -120,7 +117,7 @@ def arm_fit_json(fit: ArmFit, validation: dict[str, dict[str, list[float]]] | No
             "unconstrained": fit.beta_ols.tolist(),
             "unconstrained_stderr": fit.beta_ols_stderr.tolist(),
         },
-        "inertials": {c.body: inertial_values(fit.theta[10 * fit.bodies.index(c.body) : 10 * fit.bodies.index(c.body) + 10]) for c in fit.changes},
+        "inertials": {c.body: inertial_values(fit.body(c.body)) for c in fit.changes},
         "friction": {j: None if law is None else {"law": law.name, **law.parameters()} for j, law in fit.friction.items()},
         "friction_unconstrained": fit.friction_ols,
         "body_changes": [vars(c) for c in fit.changes],

@@ -124,7 +124,7 @@ def test_write_back_is_what_feedforward_predicts(cli, simulated_runs, tmp_path):
     assert r.code == 0, r.err
     r = cli("feedforward", tmp_path / "copy.toml", "--trajectory", csv, "--out", tmp_path / "tau.csv")
     assert r.code == 0, r.err
-    assert "against the measured tau" in r.out
+    assert "against the log's measured tau" in r.out
     copy = load_robot(tmp_path / "copy.toml")
     fit = json.loads((tmp_path / "fit.json").read_text())
     log_c = condition_log(read_arm_log(csv, copy.joint_names))

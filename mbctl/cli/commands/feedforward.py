@@ -111,7 +111,10 @@ def trajectory_or_log(path: Path, robot: RobotModel):  # noqa: ANN201  (Trajecto
 
 def format_prediction_error(ff: FeedforwardResult, measured) -> str:  # noqa: ANN001  (array (N, nv))
     """RMS and peak difference between the predicted and the measured torques, per joint."""
-    lines = [f"  {'against the measured tau':<26}{'rms error':>12}{'peak error':>12}{'rms measured':>14}"]
+    lines = [
+        "  against the log's measured tau (low-passed as q and dq were):",
+        f"  {'joint':<26}{'rms error':>12}{'peak error':>12}{'rms measured':>14}",
+    ]
     for j in ff.robot.joints:
         e = ff.dynamics.tau[:, j.idx_v] - measured[:, j.idx_v]
         unit = "N·m" if j.kind == "revolute" else "N"
