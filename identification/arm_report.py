@@ -78,13 +78,13 @@ def format_arm_fit(fit: ArmFit) -> str:
         f"{len(fit.joint_names)} joints, {fit.samples} samples; {len(fit.base)} base parameters"
         + ("" if s.free_bodies is None else f" of {', '.join(s.free_bodies)}")
         + f", condition number {fit.condition_number:.4g}; {s.friction} friction; fitted in {fit.seconds:.2f} s (IPOPT: {fit.solver_status})",
-        f"  {'joint':<16}{'noise sigma':>12}{'rms consistent':>16}{'rms unconstrained':>19}{'sensor offset' if s.offsets != 'none' else '':>15}   friction (consistent)",
+        f"  {'joint':<16}{'noise sigma':>12}{'rms consistent':>16}{'rms unconstrained':>19}{'  sensor offset' if s.offsets != 'none' else ''}   friction (consistent)",
     ]
     for c, j in enumerate(fit.joint_names):
         law = fit.friction.get(j)
         text = "none" if law is None else ", ".join(f"{k} {v:.4g}" for k, v in law.parameters().items() if k != "delta")
-        offset = (f"{fit.offsets[c]:>10.4g} {unit(j):<4}" if j in fit.offset_joints else "-    ") if s.offsets != "none" else ""
-        lines.append(f"  {j:<16}{fit.sigma[c]:>8.4g} {unit(j):<4}{fit.rms_consistent[c]:>11.4g} {unit(j):<4}{fit.rms_ols[c]:>14.4g} {unit(j):<4}{offset:>15}   {text}")
+        offset = (f"{fit.offsets[c]:>10.4g} {unit(j):<4}" if j in fit.offset_joints else f"{'-':>10}     ") if s.offsets != "none" else ""
+        lines.append(f"  {j:<16}{fit.sigma[c]:>8.4g} {unit(j):<4}{fit.rms_consistent[c]:>11.4g} {unit(j):<4}{fit.rms_ols[c]:>14.4g} {unit(j):<4}{offset}   {text}")
     lines.append(f"  bodies moved from the prior (pull lambda = {s.regularisation:g}; mass kg, centre-of-mass shift mm, inertia change relative):")
     for ch in sorted(fit.changes, key=lambda c: -abs(c.mass - c.mass_prior) / max(c.mass_prior, 1e-9)):
         lines.append(
