@@ -48,7 +48,7 @@ def mbctl_fit(robot, raw, **settings):  # noqa: ANN001, ANN201
     """What ``mbctl identify dynamics --holdout 0.3`` does, timed from the raw log on."""
     start = time.perf_counter()
     train = condition_log(raw, Conditioning(acceleration_cutoff_hz=20.0)).split(0.7)[0]
-    fit = fit_arm(robot, [train], ArmFitSettings(effective_samples=100.0, **settings))
+    fit = fit_arm(robot, [train], ArmFitSettings(**settings))
     return fit, time.perf_counter() - start
 
 

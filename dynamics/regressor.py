@@ -27,7 +27,6 @@ of mass and its triangle inequalities together (a density of mass exists).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,7 +48,6 @@ __all__ = [
     "pseudo_inertia",
     "from_pseudo_inertia",
     "random_states",
-    "with_inertial_parameters",
 ]
 
 INERTIAL_NAMES = ("m", "mx", "my", "mz", "ixx", "ixy", "iyy", "ixz", "iyz", "izz")
@@ -63,17 +61,6 @@ def body_names(robot: RobotModel) -> tuple[str, ...]:
 def inertial_parameters(robot: RobotModel) -> np.ndarray:
     """The model's inertial parameters ``theta``, shape (10 * n_bodies,), order as in the module docstring."""
     return np.concatenate([robot.model.inertias[i].toDynamicParameters() for i in range(1, robot.model.njoints)])
-
-
-def with_inertial_parameters(robot: RobotModel, theta: np.ndarray) -> RobotModel:
-    """A copy of ``robot`` whose bodies carry ``theta`` (kg, kg·m, kg·m² about each joint origin)."""
-    theta = np.asarray(theta, dtype=float).reshape(-1, 10)
-    if theta.shape[0] != robot.model.njoints - 1:
-        raise DataError(f"{theta.shape[0]} bodies of parameters for a model with {robot.model.njoints - 1}", field="theta")
-    model = pin.Model(robot.model)
-    for b, p in enumerate(theta):
-        model.inertias[b + 1] = pin.Inertia.FromDynamicParameters(p)
-    return dataclasses.replace(robot, model=model)
 
 
 def joint_torque_regressor(robot: RobotModel, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:

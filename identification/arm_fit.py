@@ -97,8 +97,6 @@ class ArmFitSettings:
             :data:`OFFSET_VIF_LIMIT`), e.g. a vertical first axis, where gravity never acts.
             Elsewhere an offset trades against the gravity parameters and extrapolates badly.
         parallel_cutoff_hz: Low-pass of the fit's columns and torques (Hz), see "Parallel filtering".
-        effective_samples: Samples counted as one independent sample for the standard
-            errors (``rate / (2 * parallel_cutoff_hz)`` for filtered logs); 1 treats them as independent.
     """
 
     friction: Literal["coulomb-viscous", "stribeck", "none"] = "coulomb-viscous"
@@ -108,7 +106,6 @@ class ArmFitSettings:
     payload: bool = False
     offsets: Literal["none", "separable", "all"] = "none"
     parallel_cutoff_hz: float = 5.0
-    effective_samples: float = 1.0
 
     def __post_init__(self) -> None:
         if self.friction not in ARM_FRICTION_LAWS:
@@ -123,8 +120,6 @@ class ArmFitSettings:
             raise DataError(f"must be none, separable or all, got {self.offsets!r}", field="offsets")
         if not (np.isfinite(self.parallel_cutoff_hz) and self.parallel_cutoff_hz > 0):
             raise DataError(f"must be a positive number of Hz, got {self.parallel_cutoff_hz!r}", field="parallel_cutoff_hz")
-        if not self.effective_samples >= 1:
-            raise DataError(f"must be >= 1, got {self.effective_samples!r}", field="effective_samples")
 
 
 @dataclass(frozen=True)
@@ -219,6 +214,7 @@ def _friction_columns(law: str, dq: np.ndarray, ddq: np.ndarray, vs: float | Non
 
 
 def _friction_law(law: str, p: dict[str, float]) -> CoulombViscous | Stribeck | None:
+    # IPOPT may leave a bounded parameter a round-off below its bound (bound relaxation)
     if law == "coulomb-viscous":
         return CoulombViscous(fc=max(p["fc"], 0.0), fv=max(p["fv"], 0.0))
     if law == "stribeck":
@@ -347,7 +343,9 @@ def fit_arm(
     col[col == 0] = 1.0
     scaled = Aw / col
     condition = float(np.linalg.cond(scaled))
-    cov = np.linalg.pinv(scaled.T @ scaled) / np.outer(col, col) * (res @ res / dof) * settings.effective_samples
+    # the filtered samples are correlated: rate / (2 * cutoff) of them carry one sample's information
+    correlated = max(logs[0].conditioning.rate_hz / (2 * settings.parallel_cutoff_hz), 1.0)
+    cov = np.linalg.pinv(scaled.T @ scaled) / np.outer(col, col) * (res @ res / dof) * correlated
     stderr = np.sqrt(np.clip(np.diag(cov), 0, None))
     nb = len(base)
     rms_ols = np.sqrt(np.mean((A @ z_ols - rhs) ** 2, axis=0))

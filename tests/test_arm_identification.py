@@ -67,9 +67,9 @@ def simulated_runs(tmp_path_factory):
 def _fit(robot, log_path, **settings):
     """As `mbctl identify dynamics --velocity differentiated`: the plant's velocity estimate is a
     filtered difference that lags by a period, the encoder is fine enough to differentiate."""
-    rate, cutoff, fit_cutoff = 1000.0, 20.0, 5.0
+    cutoff = 20.0
     log = condition_log(read_arm_log(log_path, robot.joint_names), Conditioning(acceleration_cutoff_hz=cutoff, velocity="differentiated"))
-    return fit_arm(robot, [log], ArmFitSettings(parallel_cutoff_hz=fit_cutoff, effective_samples=rate / (2 * fit_cutoff), **settings))
+    return fit_arm(robot, [log], ArmFitSettings(**settings))
 
 
 @pytest.mark.slow
@@ -158,7 +158,7 @@ def test_panda_fit_beats_the_urdf_on_held_out_motion():
     raw = read_arm_log(PANDA_LOG, robot.joint_names)
     train = condition_log(raw, Conditioning(acceleration_cutoff_hz=20.0)).split(0.7)[0]
     test = condition_log(raw).split(0.7)[1]
-    fit = fit_arm(robot, [train], ArmFitSettings(effective_samples=100.0))
+    fit = fit_arm(robot, [train], ArmFitSettings())
     rms = lambda e: np.sqrt(np.mean(e**2, axis=0))  # noqa: E731
     identified = rms(predict_torques(robot, fit.theta, fit.friction, test) - test.tau)
     urdf = rms(predict_torques(robot, fit.theta_prior, {}, test) - test.tau)

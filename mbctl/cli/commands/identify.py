@@ -447,6 +447,8 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
 
 
 def fit_arm_logs(args: argparse.Namespace) -> int:
+    import dataclasses
+
     import numpy as np
 
     from mbctl.budget import check_memory, check_read
@@ -472,7 +474,6 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         how = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.cutoff, velocity=args.velocity)
         settings = ArmFitSettings(
             friction=args.friction, regularisation=args.regularisation, parallel_cutoff_hz=args.fit_cutoff, offsets=args.offsets,
-            effective_samples=max(args.rate / (2 * args.fit_cutoff), 1.0),
         )
     except DataError as exc:
         option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--fit-cutoff", "regularisation": "--regularisation",
@@ -481,7 +482,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     robot = load_robot(args.config)
     if args.payload:
         last = max(robot.joints, key=lambda j: j.id).name
-        settings = ArmFitSettings(**{**vars(settings), "free_bodies": (last,), "payload": True})
+        settings = dataclasses.replace(settings, free_bodies=(last,), payload=True)
     joints = robot.joint_names
     memory = budget(args)
     for path in [*args.logs, *args.validate]:
