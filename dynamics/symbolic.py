@@ -42,7 +42,7 @@ import numpy as np
 from mbctl.dynamics.friction.laws import LuGre, motion_direction
 from mbctl.dynamics.model.robot import Joint, RobotModel
 
-__all__ = ["SymbolicDynamics"]
+__all__ = ["SymbolicDynamics", "body_inertia"]
 
 Scalar = Any  # a Python float (a constant) or a casadi.SX scalar
 Vec = list  # three Scalars
@@ -228,6 +228,16 @@ class _JointMotion:
         return _inertia_shift(m, h, Ibar, self.offset)
 
 
+def body_inertia(Y: Any) -> tuple[float, Vec, Mat]:
+    """``(m, m c, I_O)`` of a pinocchio ``Inertia``: mass (kg), first moment (kg·m) and the
+    rotational inertia about the frame origin, ``I_O = I_c + m ([c]^T [c])`` (kg·m²), the
+    quantities the recursions below use (and pinocchio's ``toDynamicParameters`` lists)."""
+    m = float(Y.mass)
+    c = np.asarray(Y.lever, dtype=float)
+    Ibar = np.asarray(Y.inertia, dtype=float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
+    return m, [float(x) for x in m * c], [[float(x) for x in row] for row in Ibar]
+
+
 def _skew_product(a: Vec, b: Vec) -> Mat:
     """``[a]x [b]x`` = ``b a^T - (a . b) I``."""
     d = _dot(a, b)
@@ -275,6 +285,13 @@ class SymbolicDynamics:
         lugre: How LuGre joints enter :attr:`friction`: ``"dynamic"`` uses the
             bristle state input ``z``; ``"steady"`` uses the steady-state curve
             (Stribeck with ``delta = 2``) and ignores ``z``.
+        bodies: Inertial parameters to use instead of the model's, one per joint in
+            pinocchio order: ``(m, m c, I_O)`` (kg, kg·m, kg·m² about the joint frame's
+            origin; :func:`body_inertia` gives them), floats or CasADi SX scalars. With
+            symbols the functions below have free variables: build expressions with
+            :meth:`mass_matrix_of`, :meth:`bias_of` and :meth:`joint_wrenches_of` instead
+            (the compiled simulation core does, with the parameters as inputs).
+        armature: Rotor inertias (kg·m² or kg) per joint, instead of the model's.
 
     Functions (CasADi ``Function``; ``q``, ``dq``, ``ddq``, ``z``, ``load`` are nv-vectors
     in pinocchio velocity order; SI units):
@@ -299,7 +316,14 @@ class SymbolicDynamics:
       origin, linear rows first: pinocchio's ``LOCAL_WORLD_ALIGNED``).
     """
 
-    def __init__(self, robot: RobotModel, *, lugre: Literal["dynamic", "steady"] = "dynamic"):
+    def __init__(
+        self,
+        robot: RobotModel,
+        *,
+        lugre: Literal["dynamic", "steady"] = "dynamic",
+        bodies: Sequence[tuple[Scalar, Vec, Mat]] | None = None,
+        armature: Sequence[Scalar] | None = None,
+    ):
         if lugre not in ("dynamic", "steady"):
             raise ValueError(f"lugre must be 'dynamic' or 'steady', got {lugre!r}")
         self.robot = robot
@@ -312,14 +336,10 @@ class SymbolicDynamics:
         self._joints = [by_id[i] for i in range(1, model.njoints)]
         self._parent = [int(model.parents[i]) for i in range(1, model.njoints)]  # pinocchio ids
         self._placement = [_Placement(model.jointPlacements[i]) for i in range(1, model.njoints)]
-        self._body = []
-        for i in range(1, model.njoints):
-            Y = model.inertias[i]
-            m = float(Y.mass)
-            c = np.asarray(Y.lever, dtype=float)
-            Ibar = np.asarray(Y.inertia, dtype=float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
-            self._body.append((m, [float(x) for x in m * c], [[float(x) for x in row] for row in Ibar]))
-        self._armature = [float(model.armature[j.idx_v]) for j in self._joints]
+        self._body = list(bodies) if bodies is not None else [body_inertia(model.inertias[i]) for i in range(1, model.njoints)]
+        self._armature = list(armature) if armature is not None else [float(model.armature[j.idx_v]) for j in self._joints]
+        if len(self._body) != len(self._joints) or len(self._armature) != len(self._joints):
+            raise ValueError(f"SymbolicDynamics needs one body and one armature per joint ({len(self._joints)})")
         self._gravity = [_const(x) for x in np.asarray(model.gravity.linear)]
 
         self.q = ca.SX.sym("q", self.nv)
@@ -468,6 +488,20 @@ class SymbolicDynamics:
             cols[j.idx_v] = _sx(wrenches[i])
         return ca.horzcat(*cols)
 
+    # ---- expressions (for callers that inline them, e.g. with symbolic parameters) --
+
+    def mass_matrix_of(self, q: ca.SX) -> ca.SX:
+        """``M(q)`` (nv x nv) as an SX expression of ``q``, armature on the diagonal."""
+        return ca.vertcat(*[ca.horzcat(*[ca.SX(x) if isinstance(x, float) else x for x in row]) for row in self._crba(q)])
+
+    def bias_of(self, q: ca.SX, dq: ca.SX) -> ca.SX:
+        """``h(q, dq)``: Coriolis, centrifugal and gravity forces as an SX expression."""
+        return _sx(self._rnea(q, dq, [0.0] * self.nv)[0])
+
+    def joint_wrenches_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX) -> ca.SX:
+        """The joint wrenches (6 x nv, as :attr:`joint_wrenches`) as an SX expression."""
+        return self._wrench_matrix(self._rnea(q, dq, ddq)[1])
+
     # ---- public functions -------------------------------------------------------
 
     @cached_property
@@ -477,14 +511,11 @@ class SymbolicDynamics:
 
     @cached_property
     def mass_matrix(self) -> ca.Function:
-        M = self._crba(self.q)
-        rows = [ca.horzcat(*[ca.SX(x) if isinstance(x, float) else x for x in row]) for row in M]
-        return ca.Function("mass_matrix", [self.q], [ca.vertcat(*rows)], ["q"], ["M"])
+        return ca.Function("mass_matrix", [self.q], [self.mass_matrix_of(self.q)], ["q"], ["M"])
 
     @cached_property
     def bias(self) -> ca.Function:
-        h, _ = self._rnea(self.q, self.dq, [0.0] * self.nv)
-        return ca.Function("bias", [self.q, self.dq], [_sx(h)], ["q", "dq"], ["h"])
+        return ca.Function("bias", [self.q, self.dq], [self.bias_of(self.q, self.dq)], ["q", "dq"], ["h"])
 
     @cached_property
     def gravity(self) -> ca.Function:
@@ -493,10 +524,8 @@ class SymbolicDynamics:
 
     @cached_property
     def joint_wrenches(self) -> ca.Function:
-        _, w = self._rnea(self.q, self.dq, self.ddq)
-        return ca.Function(
-            "joint_wrenches", [self.q, self.dq, self.ddq], [self._wrench_matrix(w)], ["q", "dq", "ddq"], ["wrench"]
-        )
+        w = self.joint_wrenches_of(self.q, self.dq, self.ddq)
+        return ca.Function("joint_wrenches", [self.q, self.dq, self.ddq], [w], ["q", "dq", "ddq"], ["wrench"])
 
     @cached_property
     def normal_load(self) -> ca.Function:

@@ -1,8 +1,11 @@
 """Compiled simulation core: the constrained right-hand side and fixed-step integrators, generated as C.
 
 From a :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` the same
-equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
-(DOF coordinates, velocities, LuGre bristle states; SI units):
+equations are rebuilt as one CasADi function of ``(t, x, p)``, ``x = [q, dq, z]``
+(DOF coordinates, velocities, LuGre bristle states; SI units) and ``p`` the robot's
+numbers (inertias, friction, springs, Baumgarte gains:
+:mod:`mbctl.dynamics.simulation.structure`), so one compiled core serves every system of
+the same structure:
 
 - rigid dynamics from the symbolic mirror (:class:`~mbctl.dynamics.symbolic.SymbolicDynamics`):
   ``a = M(q)^-1 (Q(dq, z) - h(q, dq))``, ``M^-1`` by a Cholesky factorization
@@ -24,10 +27,11 @@ equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
   ``ddq = a + M^-1 A^T (A M^-1 A^T)^-1 (b - A a)`` (which the Lagrange and
   null-space solvers also give there).
 
-:func:`rk4_stepper` and :func:`ros2_stepper` generate ``k`` steps of a given length as
-one C function (compiled once, cached by :func:`mbctl.dynamics.codegen.compile_function`),
-so Python is not in the inner loop; :func:`plant_stepper` does the same for the
-simulated plant's semi-implicit steps.
+:class:`CompiledCore` generates RK4 and ROS2 steppers of ``k`` steps of a given length as
+one C function each, compiled once per structure and thread (and cached on disk by
+:func:`mbctl.dynamics.codegen.compile_function`), so Python is not in the inner loop and a
+study that changes the robot's numbers compiles once; :func:`plant_stepper` does the same
+for the simulated plant's semi-implicit steps.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
 use the interpreted reference): redundant rows, eliminated rows or independent
@@ -37,6 +41,9 @@ evaluated in C: the caller checks the recorded samples with the interpreted eval
 """
 
 from __future__ import annotations
+
+import threading
+import time
 
 import casadi as ca
 import numpy as np
@@ -51,19 +58,18 @@ from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.structure import Parametrized, parametrize, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
 __all__ = [
+    "CompiledCore",
     "NotCompilable",
     "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
     "rhs_function",
-    "rk4_stepper",
-    "ros2_stepper",
     "sample_evaluator",
-    "state_diagonal_function",
     "unsupported",
 ]
 
@@ -107,19 +113,22 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return ""
 
 
-def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.SX, ca.SX, ca.SX]:
+def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list | None = None, lugre: list | None = None) -> tuple[ca.SX, ca.SX, ca.SX]:
     """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
     generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
-    load-dependent joints (``B`` is nv x 0 without any)."""
+    load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` replace the
+    element's laws (in its ``_static`` and ``_lugre`` order), e.g. by their symbolic twins."""
     Q = [ca.SX(0.0)] * nv
     B = ca.SX.zeros(nv, len(element.reaction_joints))
     rates = []
     dry = []
-    for i, law, slot in element._static:
+    static = static if static is not None else [law for _, law, _ in element._static]
+    lugre = lugre if lugre is not None else [law for _, law, _ in element._lugre]
+    for (i, _, slot), law in zip(element._static, static):
         v = dq[i]
         level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
         dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
-    for k, (i, law, slot) in enumerate(element._lugre):
+    for k, ((i, _, slot), law) in enumerate(zip(element._lugre, lugre)):
         v = dq[i]
         rate = law.z_rate(v, z[k])
         rates.append(rate)
@@ -133,17 +142,19 @@ def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.
     return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
 
 
-def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX) -> ca.SX:
+def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple | None = None) -> ca.SX:
     """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
-    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``."""
+    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``.
+    ``springs = (k, c, S, D)`` replaces the element's coefficients (e.g. by symbols)."""
+    k_all, c_all, S_all, D_all = springs if springs is not None else (element._k, element._c, getattr(element, "_S", ()), getattr(element, "_D", ()))
     Q = ca.SX.zeros(q.numel())
-    for i, k, c in zip(element._idx, element._k, element._c):
+    for i, k, c in zip(element._idx, k_all, c_all):
         Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
     if element._fids:
-        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, element._S, element._D):
+        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, S_all, D_all):
             p = sym.frame_position(name)(q)
             J = ca.jacobian(p, q)
-            Q += J.T @ (-ca.DM(S) * (p - ca.DM(p0)) - ca.DM(D) * (J @ dq))
+            Q += J.T @ (-ca.vertcat(*S) * (p - ca.DM(p0)) - ca.vertcat(*D) * (J @ dq))
     return Q
 
 
@@ -161,9 +172,10 @@ def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, s
     return out
 
 
-def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
+def _normal_loads(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.SX, ca.SX]:
     """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
-    wrenches (force, moment; joint frames) of the element's load-dependent joints."""
+    wrenches (force, moment; joint frames) of the element's load-dependent joints; ``radial``
+    and ``axial`` (k x 2: force, moment) the load models' coefficients."""
     N, G = [], []
     for r in range(W.size1()):
         n = ca.DM(element._load_axes[r])
@@ -173,9 +185,9 @@ def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
             along = ca.dot(n, w)
             normal = w - along * n
             size = ca.sqrt(ca.dot(normal, normal))
-            total += element._radial[r, part] * size + element._axial[r, part] * ca.fabs(along)
+            total += radial[r][part] * size + axial[r][part] * ca.fabs(along)
             unit = normal / ca.if_else(size > 0, size, 1.0)
-            grad.append(element._radial[r, part] * unit + element._axial[r, part] * ca.sign(along) * n)
+            grad.append(radial[r][part] * unit + axial[r][part] * ca.sign(along) * n)
         N.append(total)
         G.append(ca.vertcat(*grad).T)
     return ca.vertcat(*N), ca.vertcat(*G)
@@ -251,44 +263,46 @@ def _phi(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, t: ca.SX)
     return ca.vertcat(*rows), ca.vertcat(*targets)
 
 
-def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, ca.SX]]:
-    """Symbols ``t``, ``x`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
+def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, ca.SX, dict[str, ca.SX]]:
+    """Symbols ``t``, ``x``, ``p`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
     reason = unsupported(system)
     if reason:
         raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the interpreted backend")
     robot = system.robot
     nv, ns = robot.nv, system.n_states
-    sym = SymbolicDynamics(robot)
+    params = parametrize(system)
+    sym = SymbolicDynamics(robot, bodies=params.bodies, armature=params.armature)
     t = ca.SX.sym("t")
     x = ca.SX.sym("x", 2 * nv + ns)
+    p = params.vector.symbols
     q, dq, z = x[:nv], x[nv : 2 * nv], x[2 * nv :]
     Q = ca.SX.zeros(nv)  # the forces that do not depend on normal loads
     rates, columns, loaded = [], [], []
-    for element, sl in zip(system.forces, system.state_slices):
+    for e, (element, sl) in enumerate(zip(system.forces, system.state_slices)):
         if isinstance(element, ElasticForces):
-            Q += _elastic(element, sym, q, dq)
+            Q += _elastic(element, sym, q, dq, params.springs[e])
             continue
-        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv)
+        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv, params.static[e], params.lugre[e])
         Q += Qe
         rates.append(re)
         if Be.size2():
             columns.append(Be)
-            loaded.append(element)
+            loaded.append(e)
     B = ca.horzcat(*columns) if columns else ca.SX(nv, 0)
     k = B.size2()
     # one factorization of M for every right-hand side: M^-1 [Q - h, A^T, B]
     phi, target = _phi(system, sym, q, t)
     m = phi.numel()
     A = ca.jacobian(phi, q) if m else ca.SX(0, nv)
-    X = _spd_solve(sym.mass_matrix(q), ca.horzcat(Q - sym.bias(q, dq), A.T, B))
+    X = _spd_solve(sym.mass_matrix_of(q), ca.horzcat(Q - sym.bias_of(q, dq), A.T, B))
     a, MinvAt, MinvB = X[:, 0], X[:, 1 : 1 + m], X[:, 1 + m :]
     if m:
         phi_t = ca.jacobian(phi, t)
         dphi = A @ dq + phi_t
         gamma = -(ca.jacobian(A @ dq, q) @ dq + 2 * ca.jacobian(A @ dq, t) + ca.jacobian(phi_t, t))
         b = gamma
-        if system.baumgarte is not None:
-            c1, c0 = system.baumgarte.coefficients
+        if params.baumgarte is not None:
+            c1, c0 = params.baumgarte
             b = gamma - c1 * dphi - c0 * ca.if_else(ca.DM(system.constraints.level) == 2, phi, 0)
         # Udwadia–Kalaba: lam = -(A M^-1 A^T)^-1 (b - A a), Q_c = -A^T lam; affine in the loads N
         Y = ca.solve(A @ MinvAt, ca.horzcat(b - A @ a, A @ MinvB))
@@ -300,25 +314,25 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         # the reaction wrenches are affine in ddq, hence in N: W(N) = W0 + dW N, and the
         # loads solve N = loads(W(N)), by Newton's method from N = 0, unrolled
         acc = ca.SX.sym("ddq", nv)
-        wrenches = sym.joint_wrenches(q, dq, acc)
-        W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for e in loaded for j in e.reaction_joints))
+        wrenches = sym.joint_wrenches_of(q, dq, acc)
+        W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for e in loaded for j in system.forces[e].reaction_joints))
         W0 = ca.substitute(W_acc, acc, ddq0)
         dW = ca.substitute(ca.jtimes(W_acc, acc, D), acc, ca.DM.zeros(nv))  # forward mode: k directions
         N = ca.SX.sym("N", k)
         W = W0 + dW @ N
         L, G, start = [], [], 0
         for e in loaded:
-            n = len(e.reaction_joints)
-            Le, ge = _normal_loads(e, ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T)
+            n = len(system.forces[e].reaction_joints)
+            Le, ge = _normal_loads(system.forces[e], ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T, params.radial[e], params.axial[e])
             L.append(Le)
             G.extend(ge[r, :] @ dW[6 * (start + r) : 6 * (start + r + 1), :] for r in range(n))
             start += n
-        loads = ca.Function("loads", [N, t, x], [ca.vertcat(*L), ca.vertcat(*G)])
+        loads = ca.Function("loads", [N, t, x, p], [ca.vertcat(*L), ca.vertcat(*G)])
         n_loads = ca.SX.zeros(k)
         for _ in range(_LOAD_NEWTON_STEPS):
-            Ln, Gn = loads(n_loads, t, x)
+            Ln, Gn = loads(n_loads, t, x, p)
             n_loads = n_loads - ca.solve(ca.SX.eye(k) - Gn, n_loads - Ln)
-        residual = n_loads - loads(n_loads, t, x)[0]
+        residual = n_loads - loads(n_loads, t, x, p)[0]
     else:
         n_loads = residual = ca.SX(0, 1)
     ddq = ddq0 + D @ n_loads
@@ -339,7 +353,7 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         "loads": n_loads,
         "load_residual": residual,
     }
-    return t, x, out
+    return t, x, p, out
 
 
 def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
@@ -365,28 +379,207 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], [phi, A, phi_t, gamma], ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
+_DIAGNOSTICS = ("xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det")
+
+
+def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
+    """:func:`rhs_function` and :func:`diagnostics_function` of ``system``, from one generation."""
+    t, x, p, e = _expressions(system)
+    setup = system._setup
+    square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
+    e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
+    name = system.robot.name
+    rhs = ca.Function(f"rhs_{name}", [t, x, p], [e["xdot"]], ["t", "x", "p"], ["xdot"])
+    return rhs, ca.Function(f"diagnostics_{name}", [t, x, p], [e[k] for k in _DIAGNOSTICS], ["t", "x", "p"], list(_DIAGNOSTICS))
+
+
 def rhs_function(system: ConstrainedDynamics) -> ca.Function:
-    """``f(t, x) -> dx/dt`` of ``system`` as one CasADi function (see the module docstring).
+    """``f(t, x, p) -> dx/dt`` of ``system`` as one CasADi function (see the module docstring);
+    ``p`` holds the run-time parameters (:func:`~mbctl.dynamics.simulation.structure.parameter_values`).
 
     Raises:
         NotCompilable: For a feature outside the compiled core.
     """
-    t, x, e = _expressions(system)
-    return ca.Function(f"rhs_{system.robot.name}", [t, x], [e["xdot"]], ["t", "x"], ["xdot"])
+    return _functions(system)[0]
 
 
 def diagnostics_function(system: ConstrainedDynamics) -> ca.Function:
-    """``(t, x) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det)`` of one
+    """``(t, x, p) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det)`` of one
     evaluation: what a recorded sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`):
     the force elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations,
     ``A``, the normal loads and their residual, and ``det(A[kept])`` where the constraints fix
     every DOF (the orientation check; 0 otherwise)."""
-    t, x, e = _expressions(system)
-    setup = system._setup
-    square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
-    e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
-    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det"]
-    return ca.Function(f"diagnostics_{system.robot.name}", [t, x], [e[k] for k in names], ["t", "x"], names)
+    return _functions(system)[1]
+
+
+def _rk4(f: ca.Function, steps: int) -> ca.Function:
+    """``(t0, x0, h, p) -> x``: ``steps`` classical RK4 steps of length ``h`` (s) of ``f(t, x, p)``."""
+    n, n_p = f.size1_in(1), f.size1_in(2)
+    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
+    x, p = ca.MX.sym("x", n), ca.MX.sym("p", n_p)
+    k1 = f(t0, x, p)
+    k2 = f(t0 + h / 2, x + h / 2 * k1, p)
+    k3 = f(t0 + h / 2, x + h / 2 * k2, p)
+    k4 = f(t0 + h, x + h * k3, p)
+    # one step maps (t, x) to (t + h, x'); h and p ride along as constant states
+    state = ca.vertcat(t0, x, h, p)
+    step = ca.Function("rk4_step", [state], [ca.vertcat(t0 + h, x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), h, p)])
+    many = step.fold(steps) if steps > 1 else step
+    t_in, x_in, h_in, p_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h"), ca.MX.sym("p", n_p)
+    out = many(ca.vertcat(t_in, x_in, h_in, p_in))
+    return ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in, p_in], [out[1 : 1 + n]], ["t0", "x0", "h", "p"], ["x"])
+
+
+def _state_diagonal(system: ConstrainedDynamics, params: Parametrized) -> ca.Function:
+    """``(dq, p) -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
+    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
+    dq = ca.SX.sym("dq", system.robot.nv)
+    d = [
+        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
+        for e, element in enumerate(system.forces)
+        if isinstance(element, JointFriction)
+        for (i, _, _), law in zip(element._lugre, params.lugre[e])
+    ]
+    return ca.Function("state_diagonal", [dq, params.vector.symbols], [ca.vertcat(*d) if d else ca.SX(0, 1)])
+
+
+def _ros2(f: ca.Function, diagonal: ca.Function, nv: int, steps: int) -> ca.Function:
+    """``(t0, x0, h, W_inv, d_ref, p) -> x``: ``steps`` ROS2 steps of length ``h`` (s) of ``f(t, x, p)``
+    (the method of :mod:`mbctl.dynamics.simulation.integrate`).
+
+    ``W_inv = (I - gamma h J)^-1`` is computed by the caller at its last Jacobian
+    refresh, when the states' diagonal of ``J`` was ``d_ref``; at every step that
+    diagonal follows the state, ``d(x)``, and ``W^-1 b`` is updated by the Woodbury
+    identity with ``C = -gamma h (d - d_ref)`` on the state rows ``S``:
+    ``W^-1 b = y - W_inv[:, S] (C * (I + W_inv[S, S] diag(C))^-1 y[S])``, ``y = W_inv b``.
+    """
+    n, n_p = f.size1_in(1), f.size1_in(2)
+    n_s = n - 2 * nv
+    gamma = 1.0 + 1.0 / np.sqrt(2.0)
+    t, x, h, p = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("h"), ca.MX.sym("p", n_p)
+    W_inv, d_ref = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", n_s)
+    C = -gamma * h * (diagonal(x[nv : 2 * nv], p) - d_ref)
+    S = list(range(2 * nv, n))
+
+    def solve(b: ca.MX) -> ca.MX:
+        y = W_inv @ b
+        if not n_s:
+            return y
+        K = ca.MX.eye(n_s) + W_inv[S, S] @ ca.diag(C)
+        return y - W_inv[:, S] @ (C * ca.solve(K, y[S]))
+
+    k1 = solve(f(t, x, p))
+    k2 = solve(f(t + h, x + h * k1, p) - 2.0 * k1)
+    step = ca.Function("ros2_step", [t, x, h, W_inv, d_ref, p], [x + h * (1.5 * k1 + 0.5 * k2)])
+    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
+    W_in, d_in, p_in = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", n_s), ca.MX.sym("p", n_p)
+    out = x_in
+    for k in range(steps):
+        out = step(t_in + k * h_in, out, h_in, W_in, d_in, p_in)
+    names = ["t0", "x0", "h", "W_inv", "d_ref", "p"]
+    return ca.Function(f"ros2x{steps}_{f.name()}", [t_in, x_in, h_in, W_in, d_in, p_in], [out], names, ["x"])
+
+
+# ---------------------------------------------------------------------------------
+# one compiled core per structure, per thread (a CompiledFunction owns its buffers)
+
+_CORES_KEPT = 16  # structures kept per thread; a study has one or a few
+_cores = threading.local()
+
+
+class _Structure:
+    """The symbolic functions of one structure and what has been compiled from them."""
+
+    def __init__(self, system: ConstrainedDynamics):
+        self.nv = system.robot.nv
+        self.rhs, self.diagnostics = _functions(system)
+        self.diagonal = _state_diagonal(system, parametrize(system))
+        self.compiled: dict[tuple, CompiledFunction] = {}
+
+
+class CompiledCore:
+    """The compiled simulation core of ``system``: generated and compiled once per structure
+    (:func:`~mbctl.dynamics.simulation.structure.structure_key`) in this thread and reused for
+    every system of the same structure, called with this system's parameters :attr:`p`.
+
+    Args:
+        system: The constrained dynamics, initialized at its initial state.
+        cache: Directory of compiled libraries (default: :func:`mbctl.dynamics.codegen.cache_dir`).
+
+    Attributes:
+        p: The run-time parameters of ``system``.
+        reused: True when the structure was already generated in this thread.
+        build_s: Seconds spent generating and compiling for this system (0 when reused).
+
+    Raises:
+        NotCompilable: For a feature outside the compiled core.
+    """
+
+    def __init__(self, system: ConstrainedDynamics, *, cache=None):
+        reason = unsupported(system)
+        if reason:
+            raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
+        start = time.perf_counter()
+        self.system = system
+        self.cache = cache
+        values = parametrize(system, symbolic=False).vector
+        self.p = values.array
+        self.key = structure_key(system, values.names)
+        cores = getattr(_cores, "by_key", None)
+        if cores is None:
+            cores = _cores.by_key = {}
+        self.reused = self.key in cores
+        if not self.reused:
+            cores[self.key] = _Structure(system)
+            while len(cores) > _CORES_KEPT:
+                cores.pop(next(iter(cores)))
+        self._structure = cores[self.key]
+        self.build_s = time.perf_counter() - start
+
+    def _compiled(self, kind: str, steps: int = 0) -> CompiledFunction:
+        done = self._structure.compiled
+        if (kind, steps) not in done:
+            start = time.perf_counter()
+            s = self._structure
+            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps), "ros2": lambda: _ros2(s.rhs, s.diagonal, s.nv, steps)}[kind]()
+            done[kind, steps] = compile_function(f, cache=self.cache)
+            self.build_s += time.perf_counter() - start
+        return done[kind, steps]
+
+    def rhs(self) -> CompiledFunction:
+        """``(t, x, p) -> dx/dt``."""
+        return self._compiled("rhs")
+
+    def rk4(self, steps: int) -> CompiledFunction:
+        """``(t0, x0, h, p) -> x``: ``steps`` RK4 steps of length ``h`` (s), in C."""
+        return self._compiled("rk4", steps)
+
+    def ros2(self, steps: int) -> CompiledFunction:
+        """``(t0, x0, h, W_inv, d_ref, p) -> x``: ``steps`` ROS2 steps (see :func:`_ros2`), in C."""
+        return self._compiled("ros2", steps)
+
+    def check(self, t: float, x: np.ndarray, rtol: float = 1e-6) -> None:
+        """Compare the compiled right-hand side at ``(t, x)`` with the interpreted evaluation.
+
+        The structure key covers what the generator reads; this guards the rest. On a
+        mismatch the core is generated again from this system (and replaces the cached one).
+        """
+        nv = self.system.robot.nv
+        counted = self.system.evaluations
+        reference = self.system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
+        self.system.evaluations = counted  # a check, not a step of the run
+        expected = np.concatenate([x[nv : 2 * nv], reference.ddq, reference.state_rate])
+        got = self.rhs()(t, x, self.p)[0]
+        if np.abs(got - expected).max() <= rtol * max(1.0, np.abs(expected).max()):
+            return
+        start = time.perf_counter()
+        self._structure = _cores.by_key[self.key] = _Structure(self.system)
+        self.reused = False
+        self.build_s += time.perf_counter() - start
+
+    def sample_evaluator(self):
+        """``(t, x) -> ConstrainedState`` of a recorded sample (see :func:`sample_evaluator`)."""
+        return _sample_evaluator(self.system, self._compiled("diagnostics"), self.p)
 
 
 def sample_evaluator(system: ConstrainedDynamics, cache=None):
@@ -394,7 +587,10 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     interpreted checks: a near-singular constraint Jacobian, or one whose orientation flipped
     since the initial state, is re-evaluated by the interpreted dynamics, which raises the
     same error it would have raised (at this sample rather than at the step it happened)."""
-    diag = compile_function(diagnostics_function(system), cache=cache)
+    return CompiledCore(system, cache=cache).sample_evaluator()
+
+
+def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np.ndarray):
     nv, m = system.robot.nv, system.constraints.m
     prog = system.constraints.programmed
     policy = system.singularity
@@ -403,6 +599,7 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
         # the function's own buffers, copied once each: this runs at every recorded sample
         diag.inputs[0][...] = t
         diag.inputs[1][...] = x
+        diag.inputs[2][...] = p
         diag.eval()
         xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det = (b.copy() for b in diag.outputs)
         A = A.reshape(m, nv)
@@ -433,81 +630,6 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
         )
 
     return evaluate
-
-
-def rk4_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | None = None, cache=None) -> CompiledFunction:
-    """``(t0, x0, h) -> x``: ``steps`` classical RK4 steps of length ``h`` (s) from ``x0`` at ``t0``, in C.
-
-    Raises:
-        NotCompilable: For a feature outside the compiled core.
-    """
-    f = rhs or rhs_function(system)
-    n = f.size1_in(1)
-    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
-    x = ca.MX.sym("x", n)
-    k1 = f(t0, x)
-    k2 = f(t0 + h / 2, x + h / 2 * k1)
-    k3 = f(t0 + h / 2, x + h / 2 * k2)
-    k4 = f(t0 + h, x + h * k3)
-    # one step maps (t, x) to (t + h, x'); h rides along as a constant state
-    state = ca.vertcat(t0, x, h)
-    step = ca.Function("rk4_step", [state], [ca.vertcat(t0 + h, x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), h)])
-    many = step.fold(steps) if steps > 1 else step
-    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
-    out = many(ca.vertcat(t_in, x_in, h_in))
-    g = ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in], [out[1 : 1 + n]], ["t0", "x0", "h"], ["x"])
-    return compile_function(g, cache=cache)
-
-
-def state_diagonal_function(system: ConstrainedDynamics) -> ca.Function:
-    """``dq -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
-    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
-    dq = ca.SX.sym("dq", system.robot.nv)
-    d = [
-        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
-        for element in system.forces
-        if isinstance(element, JointFriction)
-        for i, law, _ in element._lugre
-    ]
-    return ca.Function("state_diagonal", [dq], [ca.vertcat(*d) if d else ca.SX(0, 1)])
-
-
-def ros2_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | None = None, cache=None) -> CompiledFunction:
-    """``(t0, x0, h, W_inv, d_ref) -> x``: ``steps`` ROS2 steps of length ``h`` (s) in C
-    (the method of :mod:`mbctl.dynamics.simulation.integrate`).
-
-    ``W_inv = (I - gamma h J)^-1`` is computed by the caller at its last Jacobian
-    refresh, when the states' diagonal of ``J`` was ``d_ref``; at every step that
-    diagonal follows the state, ``d(x)``, and ``W^-1 b`` is updated by the Woodbury
-    identity with ``C = -gamma h (d - d_ref)`` on the state rows ``S``:
-    ``W^-1 b = y - W_inv[:, S] (C * (I + W_inv[S, S] diag(C))^-1 y[S])``, ``y = W_inv b``.
-    """
-    f = rhs or rhs_function(system)
-    nv, n, p = system.robot.nv, f.size1_in(1), system.n_states
-    diagonal = state_diagonal_function(system)
-    gamma = 1.0 + 1.0 / np.sqrt(2.0)
-    t, x, h = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("h")
-    W_inv, d_ref = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
-    C = -gamma * h * (diagonal(x[nv : 2 * nv]) - d_ref)
-    S = list(range(2 * nv, n))
-
-    def solve(b: ca.MX) -> ca.MX:
-        y = W_inv @ b
-        if not p:
-            return y
-        K = ca.MX.eye(p) + W_inv[S, S] @ ca.diag(C)
-        return y - W_inv[:, S] @ (C * ca.solve(K, y[S]))
-
-    k1 = solve(f(t, x))
-    k2 = solve(f(t + h, x + h * k1) - 2.0 * k1)
-    step = ca.Function("ros2_step", [t, x, h, W_inv, d_ref], [x + h * (1.5 * k1 + 0.5 * k2)])
-    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
-    W_in, d_in = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
-    out = x_in
-    for k in range(steps):
-        out = step(t_in + k * h_in, out, h_in, W_in, d_in)
-    g = ca.Function(f"ros2x{steps}_{f.name()}", [t_in, x_in, h_in, W_in, d_in], [out], ["t0", "x0", "h", "W_inv", "d_ref"], ["x"])
-    return compile_function(g, cache=cache)
 
 
 def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:

@@ -39,7 +39,6 @@ error naming the time and configuration (see :mod:`mbctl.dynamics.constraints.co
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,10 +47,9 @@ import scipy.integrate
 import scipy.linalg
 
 from mbctl.config.simulation import INTEGRATORS
-from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
-from mbctl.dynamics.simulation.compiled import NotCompilable, rhs_function, rk4_stepper, ros2_stepper, sample_evaluator, unsupported
+from mbctl.dynamics.simulation.compiled import CompiledCore, NotCompilable, unsupported
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["BACKENDS", "INTEGRATORS", "MAX_CHUNK_STEPS", "SimulationError", "SimulationResult", "recorded_samples", "sample_bytes", "simulate"]
@@ -89,7 +87,8 @@ class SimulationResult:
         steps: Integrator steps taken; evaluations: dynamics evaluations (compiled and interpreted).
         backend: ``"compiled"`` or ``"python"``: what ran the integration steps.
         compile_s: Wall time spent generating, compiling or loading the C code (s);
-            a cached library loads in milliseconds.
+            a cached library loads in milliseconds, and a structure already built in
+            this process (the same robot with other numbers) costs nothing.
         singular_samples: Recorded samples at which the Jacobian was near-singular
             (damped mode only).
         rank, eliminated_rows: Rank of the constraint Jacobian and rows eliminated.
@@ -294,14 +293,15 @@ def simulate(
             raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
         used = "python" if reason else "compiled"
     compiled_evaluations = [0]  # a list: the closures below count into it
-    compile_s = 0.0
-    if used == "compiled" and integrator != "rk4":
-        # the other integrators step in Python and call the compiled right-hand side
-        compile_start = time.perf_counter()
-        rhs = rhs_function(system)
-        compiled_rhs = compile_function(rhs)
-        sample = sample_evaluator(system)
-        compile_s = time.perf_counter() - compile_start
+    if used == "compiled":
+        # generated and compiled once per structure; this system's numbers are its input p
+        core = CompiledCore(system)
+        p = core.p
+        core.check(t0, x)
+        sample = core.sample_evaluator()
+        if integrator != "rk4":
+            # the other integrators step in Python and call the compiled right-hand side
+            compiled_rhs = core.rhs()
 
     def final(t: float, x: np.ndarray) -> ConstrainedState:
         """A recorded sample outside the RK4 chunks."""
@@ -317,12 +317,9 @@ def simulate(
         # a record every `every` steps, taken in calls of `size` steps and one of `rest` (see MAX_CHUNK_STEPS)
         size = min(every, MAX_CHUNK_STEPS)
         rest = every % size
-        compile_start = time.perf_counter()
-        chunk = rk4_stepper(system, size)
-        rest_stepper = rk4_stepper(system, rest) if rest else None
-        single = rk4_stepper(system, 1) if n % every else None
-        sample = sample_evaluator(system)
-        compile_s = time.perf_counter() - compile_start
+        chunk = core.rk4(size)
+        rest_stepper = core.rk4(rest) if rest else None
+        single = core.rk4(1) if n % every else None
         def interpreted_steps(t: float, x: np.ndarray, count: int) -> None:
             """Redo ``count`` steps with the interpreted dynamics, which checks every stage."""
             for i in range(count):
@@ -344,10 +341,10 @@ def simulate(
                 x_next, taken = x, 0
                 while taken < every:
                     count = min(size, every - taken)
-                    x_next = (chunk if count == size else rest_stepper)(t + taken * h, x_next, h)[0]
+                    x_next = (chunk if count == size else rest_stepper)(t + taken * h, x_next, h, p)[0]
                     taken += count
             else:
-                taken, x_next = 1, single(t, x, h)[0]
+                taken, x_next = 1, single(t, x, h, p)[0]
             try:
                 check_finite(t + taken * h, x_next)
                 evaluation = sample(t + taken * h, x_next)
@@ -409,16 +406,14 @@ def simulate(
         if used == "compiled":
             # steps in C between Jacobian refreshes and records; the Jacobian by differences of
             # the compiled right-hand side (through the normal loads too), inverted here
-            compile_start = time.perf_counter()
             # a whole number of chunks, each ending at no record or refresh, of at most MAX_CHUNK_STEPS steps
             whole = math.gcd(every, refresh, n)
             chunk = max(d for d in range(1, min(whole, MAX_CHUNK_STEPS) + 1) if whole % d == 0)
-            stepper = ros2_stepper(system, chunk, rhs=rhs)
-            compile_s += time.perf_counter() - compile_start
+            stepper = core.ros2(chunk)
 
             def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
                 compiled_evaluations[0] += 1
-                return (compiled_rhs(t, x)[0],)
+                return (compiled_rhs(t, x, p)[0],)
 
             for k in range(0, n, chunk):
                 t = t0 + k * h
@@ -429,7 +424,7 @@ def simulate(
                     d_ref = state_diagonal(x)
                     J[states, states] = d_ref
                     W_inv = np.linalg.inv(eye - (gamma * h) * J)
-                x = stepper(t, x, h, W_inv, d_ref)[0]
+                x = stepper(t, x, h, W_inv, d_ref, p)[0]
                 compiled_evaluations[0] += 2 * chunk
                 check_finite(t + chunk * h, x)
                 if progress is not None and ((k + chunk) % report < chunk or k + chunk == n):
@@ -473,7 +468,7 @@ def simulate(
             check_finite(t, x)
             if used == "compiled":
                 compiled_evaluations[0] += 1
-                return compiled_rhs(t, x)[0]
+                return compiled_rhs(t, x, p)[0]
             q, dq, s = split(x)
             ev = system.evaluate(t, q, dq, s)
             return np.concatenate([dq, ev.ddq, ev.state_rate])
@@ -527,7 +522,7 @@ def simulate(
         steps=steps,
         evaluations=system.evaluations - evaluations_before + compiled_evaluations[0],
         backend=used,
-        compile_s=compile_s,
+        compile_s=core.build_s if used == "compiled" else 0.0,
         singular_samples=int(sum(e.singular for e in ev_list)),
         rank=rank,
         eliminated_rows=system.eliminated_rows,
