@@ -194,8 +194,9 @@ def _put(h: Any, value: Any, depth: int = 0) -> None:
         for k in sorted(value, key=repr):
             _put(h, k, depth)
             _put(h, value[k], depth)
-    elif isinstance(value, RobotModel | ca.Function) or type(value).__module__.startswith("pinocchio"):
-        h.update(type(value).__name__.encode())  # the robot is hashed on its own; a target's function by its text
+    elif isinstance(value, RobotModel) or type(value).__module__.startswith(("pinocchio", "casadi")):
+        # the robot is hashed on its own; a target's CasADi function and buffer by the text it was built from
+        h.update(type(value).__name__.encode())
     elif depth < 4 and hasattr(value, "__dict__"):
         h.update(type(value).__qualname__.encode())
         _put(h, vars(value), depth + 1)
