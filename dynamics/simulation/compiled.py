@@ -509,7 +509,8 @@ class CompiledCore:
     Attributes:
         p: The run-time parameters of ``system``.
         reused: True when the structure was already generated in this thread.
-        build_s: Seconds spent generating and compiling for this system (0 when reused).
+        build_s: Seconds spent generating, compiling or loading C for this system (exactly 0
+            when everything it needed was built before in this thread).
 
     Raises:
         NotCompilable: For a feature outside the compiled core.
@@ -519,7 +520,6 @@ class CompiledCore:
         reason = unsupported(system)
         if reason:
             raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
-        start = time.perf_counter()
         self.system = system
         self.cache = cache
         values = parametrize(system, symbolic=False).vector
@@ -529,12 +529,14 @@ class CompiledCore:
         if cores is None:
             cores = _cores.by_key = {}
         self.reused = self.key in cores
+        self.build_s = 0.0
         if not self.reused:
+            start = time.perf_counter()
             cores[self.key] = _Structure(system)
             while len(cores) > _CORES_KEPT:
                 cores.pop(next(iter(cores)))
+            self.build_s = time.perf_counter() - start
         self._structure = cores[self.key]
-        self.build_s = time.perf_counter() - start
 
     def _compiled(self, kind: str, steps: int = 0) -> CompiledFunction:
         done = self._structure.compiled

@@ -66,7 +66,7 @@ def summarize(plan: Plan, columns: dict[str, np.ndarray], wall_s: float | None =
         "failed": int((~ok).sum()),
         "failure_reasons": dict(reasons.most_common(20)),
         "run_time_s": {"mean": float(times.mean()), "p50": float(np.median(times)), "max": float(times.max())} if times.size else None,
-        "compile_time_s": {"total": float(compile_s.sum()), "runs_compiling": int((compile_s > 0.01).sum())} if compile_s.size else None,
+        "compile_time_s": {"total": float(compile_s.sum()), "runs_compiling": int((compile_s > 0).sum())} if compile_s.size else None,
         "sweep_wall_s": wall_s,
         "parameters": params,
         "quantities": quantities,
