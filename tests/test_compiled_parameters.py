@@ -170,3 +170,27 @@ def test_a_key_that_misses_a_change_is_caught_by_the_check(generated, monkeypatc
     reference = _run(*_system(flipped), backend="python")
     assert len(generated) == 2
     assert np.abs(result.dq - reference.dq).max() < 1e-9 * max(1.0, np.abs(reference.dq).max())
+
+
+@pytest.mark.parametrize("name", ["scara", "beam", "block"])
+def test_the_simulated_plant_reuses_its_steps_for_other_numbers(name, tmp_path, monkeypatch):
+    """The plant's compiled steps (friction with LuGre states, RFE springs, a flexible base) for a
+    robot with other numbers: no new compilation, and the interpreted stepper's motion."""
+    from mbctl.hardware.sim import TruthPlant
+
+    monkeypatch.setattr(compiled, "_cores", type(compiled._cores)())
+    robot = _robot(name, tmp_path)
+    other = perturbed(robot)
+    first = compiled.plant_stepper(robot, 5)
+    again = compiled.plant_stepper(other, 5)
+    assert not first.reused and again.reused and again.function is first.function
+    tau = np.linspace(0.5, -0.5, len(robot.actuated_names))
+    motions = []
+    for model, on in ((other, True), (other, False), (robot, True)):
+        plant = TruthPlant(model, 1e-3, np.full(model.nv, 0.01), compiled=on, period_s=5e-3)  # springs deflected
+        for _ in range(40):
+            plant.step(tau, 5e-3)
+        motions.append(np.concatenate([plant.full.q, plant.full.dq, plant.full.s]))
+    scale = max(1.0, np.abs(motions[1]).max())
+    assert np.abs(motions[0] - motions[1]).max() < 1e-9 * scale  # compiled, reused = interpreted
+    assert np.abs(motions[0] - motions[2]).max() > 1e-6 * scale  # and the numbers matter

@@ -58,7 +58,7 @@ from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.dynamics.simulation.structure import Parametrized, parametrize, structure_key
+from mbctl.dynamics.simulation.structure import Parametrized, parametrize, parametrize_plant, plant_key, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
@@ -67,6 +67,7 @@ __all__ = [
     "NotCompilable",
     "constraint_kinematics_function",
     "diagnostics_function",
+    "PlantStepper",
     "plant_stepper",
     "rhs_function",
     "sample_evaluator",
@@ -158,7 +159,7 @@ def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX,
     return Q
 
 
-def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde: np.ndarray, support: np.ndarray) -> ca.SX:
+def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde, support) -> ca.SX:
     """Diagonal of ``-dQ/dq`` (stiffness: ``sde = k``, ``support = S``) or ``-dQ/d(dq)``
     (damping: ``c``, ``D``) of :class:`ElasticForces`: the sde coefficients on their DOF plus
     ``diag(sum_E J_E^T C_E J_E)`` over the base support points."""
@@ -168,7 +169,7 @@ def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, s
     if element._fids:
         for name, C in zip(element.robot.flexible_base.frame_names, support):
             J = ca.jacobian(sym.frame_position(name)(q), q)
-            out += ((ca.DM(C) * J) * J).T @ ca.DM.ones(3)
+            out += ((ca.repmat(ca.vertcat(*C), 1, q.numel()) * J) * J).T @ ca.DM.ones(3)
     return out
 
 
@@ -635,7 +636,32 @@ def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np
     return evaluate
 
 
-def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
+class PlantStepper:
+    """Compiled steps of the simulated plant with a robot's numbers bound: called as
+    ``(q, dq, s, tau, h[, goal, on]) -> (q_next, dq_next, s_next)`` (see :func:`plant_stepper`).
+
+    Attributes:
+        function: The compiled steps; their last input is the parameter vector :attr:`p`.
+        p: The robot's run-time parameters (:func:`~mbctl.dynamics.simulation.structure.parametrize_plant`).
+        reused: True when the structure had been compiled before in this thread.
+    """
+
+    def __init__(self, function: CompiledFunction, p: np.ndarray, reused: bool):
+        self.function, self.p, self.reused = function, p, reused
+
+    def __call__(self, *args: np.ndarray | float) -> tuple[np.ndarray, ...]:
+        return self.function(*args, self.p)
+
+
+def _plant_parts(robot: RobotModel, v_smooth: float):
+    from mbctl.dynamics.simulation.stepper import FrictionStepper
+
+    stepper = FrictionStepper(robot, v_smooth=v_smooth)
+    forces = [stepper.friction, *([stepper.elastic] if stepper.elastic is not None else [])]
+    return stepper, forces
+
+
+def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> PlantStepper:
     """``(q, dq, s, tau, h) -> (q_next, dq_next, s_next)``: ``steps`` steps of
     :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper` (semi-implicit, friction
     damping implicit, LuGre states exact) of length ``h`` (s) each, holding the
@@ -651,30 +677,50 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     off; the goal is then ignored), one per servo; their torque, damping and armature
     (:func:`mbctl.dynamics.actuator.servo_torque`) and their LuGre states (after the
     joints' in ``s``) are stepped as by the interpreted stepper.
-    """
-    from mbctl.dynamics.simulation.stepper import FrictionStepper
 
-    friction = JointFriction(robot, smoothing=v_smooth)
-    servo_stepper = FrictionStepper(robot, v_smooth=v_smooth)
+    The robot's inertias, joint friction and springs are run-time parameters (bound in the
+    returned :class:`PlantStepper`), so robots of one structure share one compilation per
+    thread; the servos' numbers are compiled in.
+    """
+    stepper, forces = _plant_parts(robot, v_smooth)
+    values = parametrize_plant(robot, forces, symbolic=False).vector
+    key = (plant_key(robot, forces, stepper.servos, values.names), steps, None if cache is None else str(cache))
+    plants = getattr(_cores, "plants", None)
+    if plants is None:
+        plants = _cores.plants = {}
+    reused = key in plants
+    if not reused:
+        plants[key] = compile_function(_plant_function(robot, stepper, forces, steps, v_smooth), cache=cache)
+        while len(plants) > _CORES_KEPT:
+            plants.pop(next(iter(plants)))
+    return PlantStepper(plants[key], values.array, reused)
+
+
+def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smooth: float) -> ca.Function:
+    """The CasADi function of :func:`plant_stepper`, with the parameter vector as its last input."""
+    params = parametrize_plant(robot, forces)
+    friction = forces[0]
     servos, servo_v = servo_stepper.servos, [int(i) for i in servo_stepper._servo_v]
     stateful = servo_stepper.servo_states
     nv, nf = robot.nv, len(friction._lugre)
     ns, nk = nf + len(stateful), len(servos)
-    sym = SymbolicDynamics(robot)
+    sym = SymbolicDynamics(robot, bodies=params.bodies, armature=params.armature)
+    p = params.vector.symbols
     q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
     goal, on = ca.SX.sym("goal", nk), ca.SX.sym("on", nk)
     h = ca.SX.sym("h")
-    z_joint = [law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre)]
+    static, lugre = params.static[0], params.lugre[0]
+    z_joint = [law.z_step(z[k], dq[i], h) for k, ((i, _, _), law) in enumerate(zip(friction._lugre, lugre))]
     z_servo = [servos[k].z_step(z[nf + j], dq[servo_v[k]], h) for j, k in enumerate(stateful)]
     z_next = ca.vertcat(*z_joint, *z_servo) if ns else ca.SX(0, 1)
-    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv)  # no load-dependent joints here (refused above)
+    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv, static, lugre)  # no load-dependent joints here (refused above)
     damping = [ca.SX(0.0)] * nv
-    for i, law, _ in friction._static:
+    for (i, _, _), law in zip(friction._static, static):
         v = dq[i]
         level = law.steady(v, 1.0) - law.fv * v  # the dry level at |v|
         damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
-    for i, law, _ in friction._lugre:
-        damping[i] = ca.SX(law.sigma1 + law.fv)
+    for (i, _, _), law in zip(friction._lugre, lugre):
+        damping[i] = law.sigma1 + law.fv
     armature = [0.0] * nv
     servo_z = dict(zip(stateful, z_servo))
     for k, (servo, i) in enumerate(zip(servos, servo_v)):
@@ -683,21 +729,22 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
         damping[i] += c
         armature[i] = servo.joint_armature()
     implicit = ca.vertcat(*damping)
-    if robot.is_elastic:
-        elastic = ElasticForces(robot)
-        Q += _elastic(elastic, sym, q, dq)
-        damping_d, stiffness_d = (_elastic_diagonal(elastic, sym, q, sde, getattr(elastic, base, ())) for sde, base in ((elastic._c, "_D"), (elastic._k, "_S")))
-        implicit += damping_d + h * stiffness_d
-    M = sym.mass_matrix(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
-    dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
+    if len(forces) > 1:
+        elastic = forces[1]
+        k, c, S, D = params.springs[1]
+        Q += _elastic(elastic, sym, q, dq, (k, c, S, D))
+        implicit += _elastic_diagonal(elastic, sym, q, c, D) + h * _elastic_diagonal(elastic, sym, q, k, S)
+    M = sym.mass_matrix_of(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
+    dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias_of(q, dq)))
     x = ca.vertcat(q, dq, z)
     extra = [goal, on] if nk else []
-    one = ca.Function("plant_step", [x, tau, h, *extra], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
+    one = ca.Function("plant_step", [x, tau, h, *extra, p], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
     many = one.fold(steps)
+    n_p = p.numel()
     q_in, dq_in, z_in, tau_in, h_in = ca.MX.sym("q", nv), ca.MX.sym("dq", nv), ca.MX.sym("s", ns), ca.MX.sym("tau", nv), ca.MX.sym("h")
     extra_in = [ca.MX.sym("goal", nk), ca.MX.sym("on", nk)] if nk else []
-    out = many(ca.vertcat(q_in, dq_in, z_in), ca.repmat(tau_in, 1, steps), ca.repmat(h_in, 1, steps), *(ca.repmat(e, 1, steps) for e in extra_in))
-    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else [])], ["q_next", "dq_next", "s_next"])
-    f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
-    return compile_function(f, cache=cache)
-
+    p_in = ca.MX.sym("p", n_p)
+    repeated = (ca.repmat(e, 1, steps) for e in (tau_in, h_in, *extra_in, p_in))
+    out = many(ca.vertcat(q_in, dq_in, z_in), *repeated)
+    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else []), "p"], ["q_next", "dq_next", "s_next"])
+    return ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in, p_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)

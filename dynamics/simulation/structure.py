@@ -42,7 +42,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.parameters import Parameters
 from mbctl.dynamics.symbolic import body_inertia
 
-__all__ = ["ParameterVector", "Parametrized", "parametrize", "parameter_values", "structure_key"]
+__all__ = ["ParameterVector", "Parametrized", "parametrize", "parametrize_plant", "parameter_values", "plant_key", "structure_key"]
 
 Scalar = Any  # a float (a constant) or a casadi.SX symbol
 
@@ -130,12 +130,9 @@ def _joint_name(robot: RobotModel, idx_v: int) -> str:
     return robot.joint_names[[j.idx_v for j in robot.joints].index(idx_v)]
 
 
-def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parametrized:
-    """The run-time parameters of ``system`` (see the module docstring): symbols to generate
-    the core with, or (``symbolic=False``) the values to call it with, in the same order."""
-    robot = system.robot
+def _parametrize_robot(robot: RobotModel, forces, vec: ParameterVector) -> Parametrized:
+    """The inertial parameters of ``robot`` and the coefficients of the force elements ``forces``."""
     model = robot.model
-    vec = ParameterVector(symbolic)
     out = Parametrized(vec)
     by_id = {j.id: j for j in robot.joints}
     for i in range(1, model.njoints):
@@ -148,7 +145,7 @@ def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parame
     for i in range(1, model.njoints):
         j = by_id[i]
         out.armature.append(vec.scalar(f"{j.name}.armature", model.armature[j.idx_v], fold_zero=True))
-    for e, element in enumerate(system.forces):
+    for e, element in enumerate(forces):
         if isinstance(element, JointFriction):
             out.static[e] = [_twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._static]
             out.lugre[e] = [_twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._lugre]
@@ -163,10 +160,24 @@ def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parame
             S = [[vec.scalar(f"{f}.support_stiffness{a}", v) for a, v in enumerate(row)] for f, row in zip(frames, np.atleast_2d(element._S))] if frames else []
             D = [[vec.scalar(f"{f}.support_damping{a}", v) for a, v in enumerate(row)] for f, row in zip(frames, np.atleast_2d(element._D))] if frames else []
             out.springs[e] = (k, c, S, D)
+    return out
+
+
+def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parametrized:
+    """The run-time parameters of ``system`` (see the module docstring): symbols to generate
+    the core with, or (``symbolic=False``) the values to call it with, in the same order."""
+    vec = ParameterVector(symbolic)
+    out = _parametrize_robot(system.robot, system.forces, vec)
     if system.baumgarte is not None:
         c1, c0 = system.baumgarte.coefficients
         out.baumgarte = (vec.scalar("baumgarte.c1", c1), vec.scalar("baumgarte.c0", c0))
     return out
+
+
+def parametrize_plant(robot: RobotModel, forces, *, symbolic: bool = True) -> Parametrized:
+    """The run-time parameters of the simulated plant: the robot's and its force elements'
+    (``forces``: its joint friction, and its springs if elastic; servos are compiled in)."""
+    return _parametrize_robot(robot, forces, ParameterVector(symbolic))
 
 
 def parameter_values(system: ConstrainedDynamics) -> np.ndarray:
@@ -214,6 +225,18 @@ def _robot_structure(h: Any, robot: RobotModel) -> None:
     _put(h, [(j.name, j.idx_v, j.idx_q, j.kind, tuple(np.asarray(j.axis, dtype=float)), j.continuous) for j in robot.joints])
 
 
+def _forces_structure(h: Any, forces) -> None:
+    for element in forces:
+        h.update(type(element).__qualname__.encode())
+        if isinstance(element, JointFriction):
+            _put(h, (element.smoothing, [(i, type(law).__name__, slot) for i, law, slot in element._static]))
+            _put(h, ([(i, type(law).__name__, slot) for i, law, slot in element._lugre], element.reaction_joints, element._load_axes))
+        elif isinstance(element, ElasticForces):
+            _put(h, (element._idx, list(element._fids), getattr(element, "_p0", None)))
+        else:
+            _put(h, element)
+
+
 def structure_key(system: ConstrainedDynamics, names: list[str]) -> str:
     """SHA-256 of the structure of ``system`` (see the module docstring) and its parameter ``names``."""
     h = hashlib.sha256()
@@ -223,15 +246,16 @@ def structure_key(system: ConstrainedDynamics, names: list[str]) -> str:
     _put(h, None if setup is None else (setup.rank, setup.kept, setup.eliminated, setup.orientation))
     for c in system.constraints:
         _put(h, c)
-    for element in system.forces:
-        h.update(type(element).__qualname__.encode())
-        if isinstance(element, JointFriction):
-            _put(h, (element.smoothing, [(i, type(law).__name__, slot) for i, law, slot in element._static]))
-            _put(h, ([(i, type(law).__name__, slot) for i, law, slot in element._lugre], element.reaction_joints, element._load_axes))
-        elif isinstance(element, ElasticForces):
-            _put(h, (element._idx, list(element._fids), getattr(element, "_p0", None)))
-        else:
-            _put(h, element)
-    _put(h, names)
-    _put(h, pin.__version__)
+    _forces_structure(h, system.forces)
+    _put(h, (names, pin.__version__))
+    return h.hexdigest()
+
+
+def plant_key(robot: RobotModel, forces, servos, names: list[str]) -> str:
+    """SHA-256 of the simulated plant's structure: the robot's, its force elements', its servos
+    (numbers included: compiled in) and its parameter ``names``."""
+    h = hashlib.sha256()
+    _robot_structure(h, robot)
+    _forces_structure(h, forces)
+    _put(h, (list(servos), names, pin.__version__))
     return h.hexdigest()
