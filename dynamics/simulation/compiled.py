@@ -553,6 +553,10 @@ class CompiledCore:
         """``(t, x, p) -> dx/dt``."""
         return self._compiled("rhs")
 
+    def diagnostics(self) -> CompiledFunction:
+        """``(t, x, p) -> (xdot, applied, ...)``: one evaluation (see :func:`diagnostics_function`)."""
+        return self._compiled("diagnostics")
+
     def rk4(self, steps: int) -> CompiledFunction:
         """``(t0, x0, h, p) -> x``: ``steps`` RK4 steps of length ``h`` (s), in C."""
         return self._compiled("rk4", steps)
@@ -562,7 +566,7 @@ class CompiledCore:
         return self._compiled("ros2", steps)
 
     def check(self, t: float, x: np.ndarray, rtol: float = 1e-6) -> None:
-        """Compare the compiled right-hand side at ``(t, x)`` with the interpreted evaluation.
+        """Compare the compiled ``dx/dt`` at ``(t, x)`` with the interpreted evaluation.
 
         The structure key covers what the generator reads; this guards the rest. On a
         mismatch the core is generated again from this system (and replaces the cached one).
@@ -573,7 +577,7 @@ class CompiledCore:
         self.system.evaluations = counted  # a check, not a step of the run
         expected = np.concatenate([x[nv : 2 * nv], reference.ddq, reference.state_rate])
         if self._structure.rhs.size1_in(2) == len(self.p):
-            got = self.rhs()(t, x, self.p)[0]
+            got = self.diagnostics()(t, x, self.p)[0]  # its xdot: compiled for the samples in any case
             if np.abs(got - expected).max() <= rtol * max(1.0, np.abs(expected).max()):
                 return
         start = time.perf_counter()
@@ -583,7 +587,7 @@ class CompiledCore:
 
     def sample_evaluator(self):
         """``(t, x) -> ConstrainedState`` of a recorded sample (see :func:`sample_evaluator`)."""
-        return _sample_evaluator(self.system, self._compiled("diagnostics"), self.p)
+        return _sample_evaluator(self.system, self.diagnostics(), self.p)
 
 
 def sample_evaluator(system: ConstrainedDynamics, cache=None):

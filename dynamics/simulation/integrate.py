@@ -299,8 +299,8 @@ def simulate(
         p = core.p
         core.check(t0, x)
         sample = core.sample_evaluator()
-        if integrator != "rk4":
-            # the other integrators step in Python and call the compiled right-hand side
+        if integrator not in ("rk4", "ros2"):
+            # the scipy methods step in Python and call the compiled right-hand side
             compiled_rhs = core.rhs()
 
     def final(t: float, x: np.ndarray) -> ConstrainedState:
@@ -411,9 +411,11 @@ def simulate(
             chunk = max(d for d in range(1, min(whole, MAX_CHUNK_STEPS) + 1) if whole % d == 0)
             stepper = core.ros2(chunk)
 
+            diagnostics = core.diagnostics()  # compiled for the samples anyway: no third large library for the rates
+
             def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
                 compiled_evaluations[0] += 1
-                return (compiled_rhs(t, x, p)[0],)
+                return (diagnostics(t, x, p)[0],)
 
             for k in range(0, n, chunk):
                 t = t0 + k * h
