@@ -69,7 +69,7 @@ __all__ = ["FIRMWARE_OPTIONAL", "SERVO_LAWS", "SMOOTHING", "STALL_PARAMETERS", "
 # the optional firmware and supply fields of the table, as ServoFirmware names them
 FIRMWARE_OPTIONAL = tuple(k for k in OPTIONAL if k != "armature")
 # parameters of the stall that a fit may give as numbers or symbols in p instead of the firmware's
-STALL_PARAMETERS = ("current_limit", "supply_resistance")
+STALL_PARAMETERS = ("current_limit", "supply_resistance", "torque_saturation")
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
 SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -99,6 +99,7 @@ class ServoFirmware:
     current_limit: float | None = None
     gear_ratio: float = 1.0
     supply_resistance: float = 0.0
+    torque_saturation: float | None = None
 
     def __post_init__(self) -> None:
         checks = {
@@ -106,6 +107,7 @@ class ServoFirmware:
             "pwm_limit": 0 < self.pwm_limit <= self.pwm_max, "counts": self.counts > 0,
             "current_limit": self.current_limit is None or self.current_limit > 0, "gear_ratio": self.gear_ratio != 0,
             "supply_resistance": self.supply_resistance >= 0,
+            "torque_saturation": self.torque_saturation is None or self.torque_saturation > 0,
         }
         for name, ok in checks.items():
             value = getattr(self, name)
@@ -224,6 +226,18 @@ def _stall_values(firmware: ServoFirmware, p: Mapping[str, Any]) -> tuple[Any, A
     return p.get("current_limit", firmware.current_limit), p.get("supply_resistance", firmware.supply_resistance)
 
 
+def _motor_torque(firmware: ServoFirmware, p: Mapping[str, Any], current: Any, ns: Any) -> tuple[Any, Any]:
+    """The motor torque at the output (N m) for ``current`` (A) and its slope against ``kt i``
+    (1): ``tau_m = kt i / (1 + |kt i| / tau_sat)``, slope ``1 / (1 + |kt i| / tau_sat)^2``
+    (``tau_sat`` = ``torque_saturation``, N m; none: ``kt i`` and 1)."""
+    saturation = p.get("torque_saturation", firmware.torque_saturation)
+    linear = p["kt"] * current
+    if saturation is None:
+        return linear, 1.0
+    scale = 1.0 / (1.0 + ns.abs(linear) / saturation)
+    return linear * scale, scale**2
+
+
 def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, omega: Any, *, ns: Any = None) -> tuple[Any, Any]:
     """The motor current (A) and its back-EMF damping ``-kt d i/d omega`` (N m s/rad, at the output)
     for the position ``error`` (rad) and speed ``omega`` (rad/s) at the output:
@@ -249,7 +263,8 @@ def stall_torque(firmware: ServoFirmware, p: Mapping[str, Any], error: Any) -> A
     """The motor torque at rest (N m, at the output, friction aside) for a position ``error``
     (rad, at the output): ``kt * clip(d vin / (R + Rs d^2), +-i_max)``, the largest torque the
     servo holds with that error; with a current limit, ``kt i_max`` bounds it at any gain."""
-    return p["kt"] * servo_current(firmware, p, error, 0.0 * error)[0]
+    ns = namespace(error, *p.values())
+    return _motor_torque(firmware, p, servo_current(firmware, p, error, 0.0 * error, ns=ns)[0], ns)[0]
 
 
 def servo_torque(
@@ -266,7 +281,8 @@ def servo_torque(
     g = firmware.gear_ratio
     omega = g * dq
     current, emf_damping = servo_current(firmware, p, g * (goal - q), omega, ns=ns)
-    tau_m = on * p["kt"] * current
+    tau_m, slope = _motor_torque(firmware, p, current, ns)
+    tau_m, emf_damping = on * tau_m, emf_damping * slope
     if law == "none":
         return g * tau_m, g**2 * on * emf_damping
     if law == "lugre":

@@ -62,6 +62,7 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "current_limit": (0.3, 5.0, 1.0, "A"),
     "supply_resistance": (0.0, 2.0, 0.3, "ohm"),
+    "torque_saturation": (0.2, 50.0, 2.5, "N m"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
