@@ -11,20 +11,24 @@ the joint gives ``theta_s = G q``, ``omega_s = G dq``, joint torque ``G tau_s`` 
     d     = pwm / pwm_max                                          duty (1)
     V     = d * (vin - Rs * d * i)                                 motor voltage (V): the supply sags
     i     = clip((d * vin - kt * omega_s) / (R + Rs d^2), -i_max, i_max)   current (A), V = R i + kt omega_s solved for i
-    tau_m = on * kt * i                                            motor torque at the output (N m)
+    tau_m = on * kt i / (1 + |kt i| / tau_sat)                     motor torque at the output (N m)
     tau_f = -(level(omega_s) + mu * |tau_m|) * tanh(omega_s / eps) - fv * omega_s
 
 The supply (``vin`` open-circuit, internal resistance ``Rs`` = ``supply_resistance``, ohm,
 cables included) feeds the H-bridge, which draws ``d i`` from it: the bus sags to
 ``vin - Rs d i`` under load and the motor sees ``d`` times that, as if its winding had
 ``R + Rs d^2``. ``i_max`` is the firmware's ``current_limit`` (A; none by default). Together
-they bound the torque at stall (``omega_s = 0``)::
+they bound the current at stall (``omega_s = 0``) to ``min(d vin / (R + Rs d^2), i_max)`` (at
+most ``vin / (2 sqrt(R Rs))``, at ``d = sqrt(R / Rs)``). ``tau_sat`` (``torque_saturation``,
+N m; none by default) bends the torque per ampere as the torque grows, as the XL330's data
+sheet shows (0.378, 0.354, 0.345 N m/A at stall at 3.7, 5 and 6 V, winding resistance
+3.3–3.45 ohm at all three: a torque constant falling with load, motor or gearbox). So::
 
-    tau_stall(d) = kt * min(d vin / (R + Rs d^2), i_max)     (at most kt vin / (2 sqrt(R Rs)), at d = sqrt(R / Rs))
+    tau_stall(d) = sat(kt * min(d vin / (R + Rs d^2), i_max)),   sat(x) = x / (1 + |x| / tau_sat)
 
-and the torque–speed line at full duty, ``kt (vin - kt omega_s) / (R + Rs)``, clipped at
-``kt i_max``. A gain ``kp`` only sets how large an error reaches a duty: past it the servo
-stalls where the load needs more than ``tau_stall``.
+and at full duty the torque–speed curve ``sat(kt (vin - kt omega_s) / (R + Rs))``, with the
+current clipped at ``i_max``. A gain ``kp`` only sets how large an error reaches a duty: the
+servo stalls where the load needs more than ``tau_stall``.
 
 ``kt`` (N m/A, gear of the servo included) is also the back-EMF constant (V s/rad);
 ``on`` is 1 with the torque on, 0 with the motor off (no current). ``level`` is the dry
@@ -41,7 +45,7 @@ the servo's state, relaxed ``z = 0`` at the start)::
 (``sigma0`` N m/rad, ``sigma1`` N m s/rad): below break-away the gearbox sticks as a
 stiff spring instead of creeping; in steady sliding it is the Stribeck law.
 
-Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) (unclipped current)
+Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) sat'(kt i) (unclipped current)
 + fv + dry (1 - tanh^2(omega_s/eps))/eps`` (LuGre: ``+ fv + sigma1``) is taken implicitly
 (:func:`servo_step`), which stays stable where back-EMF and friction are stiff; a LuGre
 state first advances exactly at the step's starting speed (:func:`servo_z_step`).
@@ -88,6 +92,8 @@ class ServoFirmware:
         gear_ratio: Output turns per joint turn.
         supply_resistance: Internal resistance of the supply as the servo sees it (ohm, cables
             included; 0: a stiff supply).
+        torque_saturation: ``tau_sat`` of the motor torque ``kt i / (1 + |kt i| / tau_sat)`` (N m
+            at the output), or None for a torque proportional to the current.
     """
 
     kp: float
@@ -261,8 +267,9 @@ def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, ome
 
 def stall_torque(firmware: ServoFirmware, p: Mapping[str, Any], error: Any) -> Any:
     """The motor torque at rest (N m, at the output, friction aside) for a position ``error``
-    (rad, at the output): ``kt * clip(d vin / (R + Rs d^2), +-i_max)``, the largest torque the
-    servo holds with that error; with a current limit, ``kt i_max`` bounds it at any gain."""
+    (rad, at the output): ``sat(kt * clip(d vin / (R + Rs d^2), +-i_max))`` (see the module), the
+    largest torque the servo holds with that error; with a current limit, ``sat(kt i_max)``
+    bounds it at any gain."""
     ns = namespace(error, *p.values())
     return _motor_torque(firmware, p, servo_current(firmware, p, error, 0.0 * error, ns=ns)[0], ns)[0]
 
@@ -273,8 +280,8 @@ def servo_torque(
     """The servo's torque on the joint (N m) and its damping ``-d tau/d dq`` (N m s/rad), see the module.
 
     ``q``, ``dq``, ``goal`` at the joint (rad, rad/s, rad); ``p`` holds the parameters of
-    ``law`` (numbers or CasADi symbols; ``current_limit`` and ``supply_resistance`` in ``p``
-    replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
+    ``law`` (numbers or CasADi symbols; ``current_limit``, ``supply_resistance`` and
+    ``torque_saturation`` in ``p`` replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
     deflection (rad, at the output; other laws ignore it).
     """
     ns = namespace(q, dq, goal, on, z, *p.values())
