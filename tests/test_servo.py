@@ -215,3 +215,12 @@ def test_equal_bounds_hold_a_parameter_fixed():
     assert fit.parameters["kt"] == pytest.approx(0.35, rel=0.01) and 0 < fit.standard_errors["kt"] < 0.01
     with pytest.raises(InputError, match="mu"):
         fit_servo(logs, "coulomb-viscous", starts=1, bounds={"mu": (0.0, 0.1)})
+
+
+def test_a_current_limit_held_by_equal_bounds_is_kept_though_never_reached():
+    """A limit given as a value (equal bounds), not fitted, stays in the fit's parameters with
+    standard error 0 even where no sample reaches it (a fitted one would be dropped as unidentified)."""
+    logs = [bench_log(g, parameters=STALL_TRUE, law="coulomb-viscous", name=f"low{k}") for k, g in enumerate(stall_goals(0.5))]
+    fit = fit_servo(logs, "coulomb-viscous", stall=("current_limit",), starts=1, bounds={"current_limit": (1.2, 1.2)})
+    assert fit.parameters["current_limit"] == 1.2 and fit.standard_errors["current_limit"] == 0.0 and not fit.unidentified
+    assert max(fit.limited.values()) == 0.0
