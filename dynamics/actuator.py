@@ -21,8 +21,9 @@ cables included) feeds the H-bridge, which draws ``d i`` from it: the bus sags t
 they bound the current at stall (``omega_s = 0``) to ``min(d vin / (R + Rs d^2), i_max)`` (at
 most ``vin / (2 sqrt(R Rs))``, at ``d = sqrt(R / Rs)``). ``tau_sat`` (``torque_saturation``,
 N m; none by default) bends the torque per ampere as the torque grows, as the XL330's data
-sheet shows (0.378, 0.354, 0.345 N m/A at stall at 3.7, 5 and 6 V, winding resistance
-3.3–3.45 ohm at all three: a torque constant falling with load, motor or gearbox). So::
+sheet shows (0.378, 0.354, 0.345 N m/A at stall at 3.7, 5 and 6 V, with the stall
+resistance V/I at 3.3–3.45 ohm at all three: a torque constant falling with the load, in the
+motor or the gearbox). So::
 
     tau_stall(d) = sat(kt * min(d vin / (R + Rs d^2), i_max)),   sat(x) = x / (1 + |x| / tau_sat)
 
@@ -46,7 +47,7 @@ the servo's state, relaxed ``z = 0`` at the start)::
 stiff spring instead of creeping; in steady sliding it is the Stribeck law.
 
 Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) sat'(kt i) (unclipped current)
-+ fv + dry (1 - tanh^2(omega_s/eps))/eps`` (LuGre: ``+ fv + sigma1``) is taken implicitly
++ fv + dry (1 - tanh^2(omega_s/eps))/eps`` with ``sat'(x) = 1/(1 + |x|/tau_sat)^2`` (LuGre: ``+ fv + sigma1``) is taken implicitly
 (:func:`servo_step`), which stays stable where back-EMF and friction are stiff; a LuGre
 state first advances exactly at the step's starting speed (:func:`servo_z_step`).
 
