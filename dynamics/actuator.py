@@ -35,7 +35,9 @@ servo stalls where the load needs more than ``tau_stall``.
 ``on`` is 1 with the torque on, 0 with the motor off (no current). ``level`` is the dry
 friction of the law (N m): ``fc`` (Coulomb–viscous), ``g(omega_s) = fc + (fs - fc)
 exp(-(omega_s/vs)^2)`` (Stribeck); ``mu`` (``stribeck-load``) makes it grow with the
-torque the gearbox transmits. ``eps`` = :data:`SMOOTHING`.
+torque the gearbox transmits. ``eps`` is ``friction_smoothing`` (rad/s, :data:`SMOOTHING` by
+default): the speed below which the dry friction fades; a stalled servo creeps at a speed of its
+order where the real gearbox sticks.
 
 ``lugre`` replaces the smoothed sign by a bristle deflection ``z`` (rad, at the output;
 the servo's state, relaxed ``z = 0`` at the start)::
@@ -95,6 +97,8 @@ class ServoFirmware:
             included; 0: a stiff supply).
         torque_saturation: ``tau_sat`` of the motor torque ``kt i / (1 + |kt i| / tau_sat)`` (N m
             at the output), or None for a torque proportional to the current.
+        friction_smoothing: ``eps`` (rad/s) of the regularised sign ``tanh(omega_s / eps)`` of the
+            gearbox's dry friction (not LuGre's).
     """
 
     kp: float
@@ -107,6 +111,7 @@ class ServoFirmware:
     gear_ratio: float = 1.0
     supply_resistance: float = 0.0
     torque_saturation: float | None = None
+    friction_smoothing: float = SMOOTHING
 
     def __post_init__(self) -> None:
         checks = {
@@ -115,6 +120,7 @@ class ServoFirmware:
             "current_limit": self.current_limit is None or self.current_limit > 0, "gear_ratio": self.gear_ratio != 0,
             "supply_resistance": self.supply_resistance >= 0,
             "torque_saturation": self.torque_saturation is None or self.torque_saturation > 0,
+            "friction_smoothing": self.friction_smoothing > 0,
         }
         for name, ok in checks.items():
             value = getattr(self, name)
@@ -276,15 +282,17 @@ def stall_torque(firmware: ServoFirmware, p: Mapping[str, Any], error: Any) -> A
 
 
 def servo_torque(
-    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float = SMOOTHING
+    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float | None = None
 ) -> tuple[Any, Any]:
     """The servo's torque on the joint (N m) and its damping ``-d tau/d dq`` (N m s/rad), see the module.
 
     ``q``, ``dq``, ``goal`` at the joint (rad, rad/s, rad); ``p`` holds the parameters of
     ``law`` (numbers or CasADi symbols; ``current_limit``, ``supply_resistance`` and
     ``torque_saturation`` in ``p`` replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
-    deflection (rad, at the output; other laws ignore it).
+    deflection (rad, at the output; other laws ignore it); ``smoothing`` (rad/s) replaces the
+    firmware's ``friction_smoothing``.
     """
+    smoothing = firmware.friction_smoothing if smoothing is None else smoothing
     ns = namespace(q, dq, goal, on, z, *p.values())
     g = firmware.gear_ratio
     omega = g * dq

@@ -65,9 +65,9 @@ def servo_parameters(robot) -> tuple[str, dict[str, float]]:
 def test_the_actuator_table_gives_the_servo(tmp_path):
     """Every field of [joints.<name>.actuator] reaches the servo model with its value."""
     robot = bench(tmp_path, "stribeck", {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
-                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\nsupply_resistance = 0.4\ntorque_saturation = 0.9\ngear_ratio = 1.0\n")
+                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\nsupply_resistance = 0.4\ntorque_saturation = 0.9\nfriction_smoothing = 0.004\ngear_ratio = 1.0\n")
     assert robot_servos(robot)["servo"] == ServoActuator(
-        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0, supply_resistance=0.4, torque_saturation=0.9),
+        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0, supply_resistance=0.4, torque_saturation=0.9, friction_smoothing=0.004),
         "stribeck", {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
     )
 

@@ -102,3 +102,17 @@ def test_a_negative_supply_resistance_is_refused(tmp_path, value, accepted):
     with pytest.raises(ConfigError) as info:
         robot_servos(load_robot(tmp_path / "bench.toml"))
     assert info.value.field == "joints.servo.actuator.supply_resistance" and info.value.file == tmp_path / "bench.toml"
+
+
+@pytest.mark.parametrize("eps", [0.02, 0.004])
+def test_a_servo_held_by_its_gearbox_creeps_at_the_speed_the_smoothing_sets(eps):
+    """The bench with the torque off, held against gravity by dry friction alone (``fc`` 0.5 N m
+    against ``m g l sin(0.5)`` = 0.23 N m), creeps at ``eps atanh(m g l sin(theta) / fc)``, the speed
+    where the smoothed Coulomb law balances the load (closed form; ``eps`` the firmware's
+    ``friction_smoothing``)."""
+    firmware = ServoFirmware(kp=400, vin=7.4, friction_smoothing=eps)
+    p = {"kt": 0.3, "R": 2.5, "armature": 0.002, "fc": 0.5, "fv": 0.0}
+    q, dq = 0.5, 0.0
+    for _ in range(2000):  # 2 s of 1 ms steps
+        q, dq, _ = servo_step(firmware, "coulomb-viscous", p, q, dq, 0.0, 0.0, inertia=0.49 * 0.1**2, load=-MGL * math.sin(q), h=1e-3)
+    assert -dq == pytest.approx(eps * math.atanh(MGL * math.sin(q) / 0.5), rel=1e-3)

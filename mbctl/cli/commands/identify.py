@@ -353,7 +353,7 @@ def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = No
 def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
     """The actuator table's numbers: the fitted motor, armature and stall parameters, the firmware
     of the robot's existing table (else of the first log)."""
-    from mbctl.dynamics.actuator import STALL_PARAMETERS
+    from mbctl.dynamics.actuator import SMOOTHING, STALL_PARAMETERS
 
     spec = robot.spec.joints.get(joint) if robot.spec is not None else None
     if spec is not None and spec.actuator is not None:
@@ -367,6 +367,8 @@ def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
             firmware["supply_resistance"] = m.supply_resistance
         if m.torque_saturation is not None:
             firmware["torque_saturation"] = m.torque_saturation
+        if m.friction_smoothing != SMOOTHING:
+            firmware["friction_smoothing"] = m.friction_smoothing
     return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in fit.parameters}}
 
 
