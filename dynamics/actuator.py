@@ -86,7 +86,7 @@ SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 @dataclass(frozen=True)
 class ServoFirmware:
-    """What the servo's firmware and supply fix (``kp``, ``divisor``, PWM in firmware units).
+    """What the servo's firmware, supply, motor and gearbox fix (``kp``, ``divisor``, PWM in firmware units).
 
     Attributes:
         kp: Position gain; divisor: ``pwm = kp * error_counts / divisor`` (XL330: 256 observed).
