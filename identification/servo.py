@@ -62,6 +62,7 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "current_limit": (0.3, 5.0, 1.0, "A"),
     "supply_resistance": (0.0, 2.0, 0.3, "ohm"),
+    "torque_saturation": (0.2, 50.0, 2.5, "N m"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
@@ -322,8 +323,8 @@ def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool, sta
 
 def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
     """Positions (rad) of ``log`` simulated open loop with ``parameters`` (of ``law``, plus
-    an optional ``offset`` and the stall's ``current_limit`` and ``supply_resistance``, which
-    replace the log's firmware values), from its first sample, the goals as input."""
+    an optional ``offset`` and the stall's ``current_limit``, ``supply_resistance`` and
+    ``torque_saturation``, which replace the log's firmware values), from its first sample, the goals as input."""
     stall = tuple(n for n in STALL_PARAMETERS if n in parameters)
     f = _trajectory(law, log, substeps, stall)
     p = [parameters[name] for name in _names(law, stall)]
@@ -494,10 +495,11 @@ def fit_servo(
     with one integration step per sample was tried: its minima lie in other basins.)
 
     ``stall`` names the stall parameters to fit as well (``current_limit``, A;
-    ``supply_resistance``, ohm; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
+    ``supply_resistance``, ohm; ``torque_saturation``, N m; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
     firmware values. A fitted limit the simulated currents reach in fewer than
     :data:`LIMIT_SEEN` of the samples is not shown by the logs: the fit is repeated without it
-    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound.
+    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound (a limit
+    held by equal bounds is kept).
     ``bounds`` replaces the :data:`PARAMETERS` bounds of the named parameters; equal bounds
     hold one fixed (standard error 0).
 
@@ -571,7 +573,8 @@ def fit_servo(
         currents = [np.abs(simulated_current(log, law, parameters, substeps=substeps)) for log in logs]
         limit = parameters["current_limit"]
         limited = {log.name: float((c >= limit * (1 - 1e-6)).mean()) for log, c in zip(logs, currents)}
-        if np.mean(np.concatenate(currents) >= limit * (1 - 1e-6)) < LIMIT_SEEN:
+        held = span["current_limit"][0] == span["current_limit"][1]  # a given value, not fitted: kept whether reached or not
+        if not held and np.mean(np.concatenate(currents) >= limit * (1 - 1e-6)) < LIMIT_SEEN:
             # logs that never reach the limit do not show it (no gradient: it stays where a
             # start put it, and a barely touched limit bends the other parameters): fitted
             # again without it, so the firmware's value applies; the largest current is a lower bound
