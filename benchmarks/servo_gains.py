@@ -10,7 +10,8 @@ data sheet implies; last with the data sheet's saturation and a sharper friction
 fit's own (training) error. Printed: the mean absolute position error of every log (mrad), fitted or
 held out, and the stall angle of each ``up_and_down`` log (the highest angle the servo lifts the
 pendulum to while its goal goes on to 1.57 rad), measured and simulated; then what the logs
-and the data sheet say of the stall without any model.
+and the data sheet say of the stall without any model, and how the bundled bench's servo
+(``xl330-pendulum``, as its TOML file writes it) runs the eight logs.
 
 Targets (issue 32): kp 100 -> kp 400 mean below 45 mrad (the model without stall: 53.4) with the
 simulated kp 400 ``up_and_down`` stall within 0.02 rad of the measured one; all eight fitted
@@ -30,7 +31,9 @@ import os
 import numpy as np
 
 from mbctl.bundled import bundled_servo_logs
-from mbctl.identification.servo import PARAMETERS, fit_servo, read_servo_log
+from mbctl.dynamics.actuator import robot_servos
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.identification.servo import PARAMETERS, fit_servo, read_servo_log, simulate_actuator
 
 LAW = "stribeck-load"
 # XL330-M288-T data sheet (ROBOTIS e-manual): stall torque (N m) and current (A) at 3.7, 5.0 and 6.0 V
@@ -161,6 +164,17 @@ def main() -> None:
     c, _ = datasheet_saturation()
     print("data sheet (stall, full duty): " + ", ".join(f"{v:g} V: {t:g} N m at {i:g} A ({t / i:.3f} N m/A, {v / i:.2f} ohm)" for v, i, t in zip(DATASHEET_V, DATASHEET_I, DATASHEET_TAU))
           + f"; tau = c i / (1 + c i / tau_sat): c {c:.3f} N m/A, tau_sat {tau_sat:.2f} N m")
+
+    servo = robot_servos(load_robot("xl330-pendulum"))["servo"]
+    saturation = f"torque_saturation {servo.firmware.torque_saturation:g} N m" if servo.firmware.torque_saturation else "no torque saturation"
+    print(f"\nthe bundled bench's servo (xl330-pendulum: {servo.law}, {saturation}) on the eight logs, as written")
+    errors = []
+    for log in logs:
+        simulated = simulate_actuator(log, servo)
+        errors.append(1e3 * np.mean(np.abs(simulated - log.position)))
+        stall = f"; stall {simulated.max():.3f} rad (measured {log.position.max():.3f})" if motion[log.name] == "up_and_down" else ""
+        print(f"  {f'kp {log.model.firmware.kp:.0f} {motion[log.name]} ({log.name[-8:]})':<34}{errors[-1]:5.1f} mrad{stall}")
+    print(f"  mean {np.mean(errors):.1f} mrad")
 
     print("\ntargets")
     for variant in variants:

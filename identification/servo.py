@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoFirmware, servo_step
+from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoActuator, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 # casadi and the code generator load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
-__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo", "simulated_current"]
+__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_actuator", "simulate_servo", "simulated_current"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -329,6 +329,17 @@ def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, sub
     f = _trajectory(law, log, substeps, stall)
     p = [parameters[name] for name in _names(law, stall)]
     return np.asarray(f(p, parameters.get("offset", 0.0))).ravel()
+
+
+def simulate_actuator(log: ServoLog, servo: ServoActuator, *, substeps: int = 5) -> np.ndarray:
+    """Positions (rad) of ``log`` simulated open loop with a robot's servo (as its
+    ``[joints.<name>.actuator]`` table gives it, :func:`mbctl.dynamics.actuator.robot_servos`):
+    the servo's motor, armature, friction law, stall (``current_limit``, ``supply_resistance``,
+    ``torque_saturation``) and ``friction_smoothing``, with the log's own firmware loop (``kp``,
+    ``vin``, ...) and bench. A model fitted at one gain is judged so on logs of another."""
+    carried = {n: getattr(servo.firmware, n) for n in (*STALL_PARAMETERS, "friction_smoothing")}
+    model = dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, **carried))
+    return simulate_servo(dataclasses.replace(log, model=model), servo.law, dict(servo.parameters), substeps=substeps)
 
 
 @dataclass(frozen=True)
