@@ -7,10 +7,12 @@ ways, and fitted on all eight, with and without the stall parameters of
 saturation ``tau_m = kt i / (1 + |kt i| / tau_sat)``, fitted or fixed at the value the XL330's
 data sheet implies; last with the data sheet's saturation and a sharper friction sign
 (``friction_smoothing``, the ``eps`` of ``tanh(omega / eps)``), chosen among four by the kp 100
-fit's own (training) error. Printed: the mean absolute position error of every log (mrad), fitted or
+fit's own (training) error, without and with ``Rs`` held at what the servo's own voltmeter
+gives in the kp 100 logs (``input_volts`` against the bridge's current). Printed: the mean absolute position error of every log (mrad), fitted or
 held out, and the stall angle of each ``up_and_down`` log (the highest angle the servo lifts the
 pendulum to while its goal goes on to 1.57 rad), measured and simulated; then what the logs
-and the data sheet say of the stall without any model.
+and the data sheet say of the stall without any model, and how the bundled bench's servo
+(``xl330-pendulum``, as its TOML file writes it) runs the eight logs.
 
 Targets (issue 32): kp 100 -> kp 400 mean below 45 mrad (the model without stall: 53.4) with the
 simulated kp 400 ``up_and_down`` stall within 0.02 rad of the measured one; all eight fitted
@@ -30,7 +32,9 @@ import os
 import numpy as np
 
 from mbctl.bundled import bundled_servo_logs
-from mbctl.identification.servo import PARAMETERS, fit_servo, read_servo_log
+from mbctl.dynamics.actuator import robot_servos
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.identification.servo import PARAMETERS, fit_servo, read_servo_log, simulate_actuator
 
 LAW = "stribeck-load"
 # XL330-M288-T data sheet (ROBOTIS e-manual): stall torque (N m) and current (A) at 3.7, 5.0 and 6.0 V
@@ -80,7 +84,9 @@ def logged_supply_resistance(paths, kt: float, R: float) -> tuple[float, float]:
 
 def smoothed(logs, eps: float):
     """The logs with their servo's ``friction_smoothing`` set to ``eps`` (rad/s)."""
-    return [dataclasses.replace(log, model=dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, friction_smoothing=eps))) for log in logs]
+    return [
+        dataclasses.replace(log, model=dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, friction_smoothing=eps))) for log in logs
+    ]
 
 
 def main() -> None:
@@ -96,15 +102,24 @@ def main() -> None:
         "sat": {"stall": ("torque_saturation",)},
         "sat sheet": {"stall": ("torque_saturation",), "bounds": {"torque_saturation": (tau_sat, tau_sat)}},
     }
+    # the supply's resistance as the servo's own voltmeter measures it in the kp 100 logs (not fitted
+    # to any position, and nothing of kp 400), held fixed beside the data sheet's saturation
+    fits = {("none", "kp100"): fit_servo(by_kp[100.0], LAW, validate=by_kp[400.0])}
+    base = fits["none", "kp100"].parameters
+    rs, rs_error = logged_supply_resistance([p for p, log in zip(paths, logs) if log.model.firmware.kp == 100], base["kt"], base["R"])
     sheet = variants["sat sheet"]
-    sweep = {eps: fit_servo(smoothed(by_kp[100.0], eps), LAW, validate=smoothed(by_kp[400.0], eps), **sheet) for eps in SMOOTHINGS}
-    eps = min(sweep, key=lambda e: np.mean(list(sweep[e].train_mae.values())))  # chosen on the fitted logs only
-    variants[f"sheet eps {eps:g}"] = {**sheet, "eps": eps}
-    fits, smooth_of = {}, {}
+    measured = {"stall": ("torque_saturation", "supply_resistance"), "bounds": {**sheet["bounds"], "supply_resistance": (rs, rs)}}
+    sweeps, chosen = {}, {}
+    for label, options in (("sheet", sheet), ("sheet + Rs logged", measured)):
+        sweeps[label] = {eps: fit_servo(smoothed(by_kp[100.0], eps), LAW, validate=smoothed(by_kp[400.0], eps), **options) for eps in SMOOTHINGS}
+        chosen[label] = min(sweeps[label], key=lambda e, s=sweeps[label]: np.mean(list(s[e].train_mae.values())))  # chosen on the fitted logs only
+        variants[f"{label} eps {chosen[label]:g}"] = {**options, "eps": chosen[label]}
+    smooth_of = {}
     for variant, options in variants.items():
         options = dict(options)
         smooth = smooth_of[variant] = (lambda logs, e=options.pop("eps"): smoothed(logs, e)) if "eps" in options else (lambda logs: logs)
-        fits[variant, "kp100"] = fit_servo(smooth(by_kp[100.0]), LAW, validate=smooth(by_kp[400.0]), **options)
+        if (variant, "kp100") not in fits:
+            fits[variant, "kp100"] = fit_servo(smooth(by_kp[100.0]), LAW, validate=smooth(by_kp[400.0]), **options)
         fits[variant, "kp400"] = fit_servo(smooth(by_kp[400.0]), LAW, validate=smooth(by_kp[100.0]), **options)
         fits[variant, "all"] = fit_servo(smooth(logs), LAW, **options)
 
@@ -133,16 +148,22 @@ def main() -> None:
         fit = fits[key]
         parts = [
             f"{n} {fit.parameters[n]:.3g} +- {fit.standard_errors[n]:.2g}{' (at its bound)' if fit.parameters[n] in PARAMETERS[n][:2] else ''}"
-            for n in ("supply_resistance", "torque_saturation") if n in fit.parameters
+            for n in ("supply_resistance", "torque_saturation")
+            if n in fit.parameters
         ]
-        print(f"{key[0]}/{TRAININGS[key[1]]}: kt {fit.parameters['kt']:.3f}, R {fit.parameters['R']:.3f} (bounds {PARAMETERS['R'][0]:g}-{PARAMETERS['R'][1]:g}), "
-              f"mu {fit.parameters['mu']:.3f}; {', '.join(parts) or 'none fitted'}; {fit.wall_s:.1f} s")
+        print(
+            f"{key[0]}/{TRAININGS[key[1]]}: kt {fit.parameters['kt']:.3f}, R {fit.parameters['R']:.3f} (bounds {PARAMETERS['R'][0]:g}-{PARAMETERS['R'][1]:g}), "
+            f"mu {fit.parameters['mu']:.3f}; {', '.join(parts) or 'none fitted'}; {fit.wall_s:.1f} s"
+        )
 
-    print(f"\nfriction_smoothing with the data sheet's saturation, fit kp 100 (chosen: the least fitted error, {eps:g} rad/s)")
     up = {kp: next(log for log in by_kp[kp] if motion[log.name] == "up_and_down") for kp in by_kp}
-    for e, fit in sweep.items():
-        print(f"  eps {e:<6g} fitted {1e3 * np.mean(list(fit.train_mae.values())):.1f} mrad, held out kp 400 {1e3 * np.mean(list(fit.validation_mae.values())):.1f} mrad, "
-              + ", ".join(f"kp {kp:.0f} stall {fit.simulated(smoothed([up[kp]], e)[0]).max():.3f} (measured {up[kp].position.max():.3f})" for kp in up))
+    for label, sweep in sweeps.items():
+        print(f"\nfriction_smoothing, {label}, fit kp 100 (chosen: the least fitted error, {chosen[label]:g} rad/s)")
+        for e, fit in sweep.items():
+            print(
+                f"  eps {e:<6g} fitted {1e3 * np.mean(list(fit.train_mae.values())):.1f} mrad, held out kp 400 {1e3 * np.mean(list(fit.validation_mae.values())):.1f} mrad, "
+                + ", ".join(f"kp {kp:.0f} stall {fit.simulated(smoothed([up[kp]], e)[0]).max():.3f} (measured {up[kp].position.max():.3f})" for kp in up)
+            )
 
     print("\nwhat the stall is, without a model")
     for path, log in zip(paths, logs):
@@ -153,14 +174,28 @@ def main() -> None:
         pwm = np.where(col["load"] > 32767, col["load"] - 65536, col["load"])
         top = int(np.argmax(col["position"]))
         mgl = doc["mass"] * 9.81 * doc["length"] * math.sin(col["position"][top])
-        print(f"kp {doc['kp']}: the logged 'load' is the firmware's PWM (correlation with kp e/256: {np.corrcoef(885 * d, pwm)[0, 1]:.6f}), no current is logged; "
-              f"stalled at {col['position'][top]:.3f} rad with duty {d[top]:.3f}: m g l sin = {mgl:.3f} N m, {mgl / d[top]:.3f} N m per unit duty")
-    base = fits["none", "kp100"].parameters
-    rs, rs_error = logged_supply_resistance([p for p, log in zip(paths, logs) if log.model.firmware.kp == 100], base["kt"], base["R"])
-    print(f"supply resistance from the servo's voltmeter (input_volts against d i, kp 100 logs): {rs:.3f} +- {rs_error:.3f} ohm")
+        print(
+            f"kp {doc['kp']}: the logged 'load' is the firmware's PWM (correlation with kp e/256: {np.corrcoef(885 * d, pwm)[0, 1]:.6f}), no current is logged; "
+            f"stalled at {col['position'][top]:.3f} rad with duty {d[top]:.3f}: m g l sin = {mgl:.3f} N m, {mgl / d[top]:.3f} N m per unit duty"
+        )
+    print(f"supply resistance from the servo's voltmeter (input_volts against d i, kp 100 logs; held as 'Rs logged'): {rs:.3f} +- {rs_error:.3f} ohm")
     c, _ = datasheet_saturation()
-    print("data sheet (stall, full duty): " + ", ".join(f"{v:g} V: {t:g} N m at {i:g} A ({t / i:.3f} N m/A, {v / i:.2f} ohm)" for v, i, t in zip(DATASHEET_V, DATASHEET_I, DATASHEET_TAU))
-          + f"; tau = c i / (1 + c i / tau_sat): c {c:.3f} N m/A, tau_sat {tau_sat:.2f} N m")
+    print(
+        "data sheet (stall, full duty): "
+        + ", ".join(f"{v:g} V: {t:g} N m at {i:g} A ({t / i:.3f} N m/A, {v / i:.2f} ohm)" for v, i, t in zip(DATASHEET_V, DATASHEET_I, DATASHEET_TAU))
+        + f"; tau = c i / (1 + c i / tau_sat): c {c:.3f} N m/A, tau_sat {tau_sat:.2f} N m"
+    )
+
+    servo = robot_servos(load_robot("xl330-pendulum"))["servo"]
+    saturation = f"torque_saturation {servo.firmware.torque_saturation:g} N m" if servo.firmware.torque_saturation else "no torque saturation"
+    print(f"\nthe bundled bench's servo (xl330-pendulum: {servo.law}, {saturation}) on the eight logs, as written")
+    errors = []
+    for log in logs:
+        simulated = simulate_actuator(log, servo)
+        errors.append(1e3 * np.mean(np.abs(simulated - log.position)))
+        stall = f"; stall {simulated.max():.3f} rad (measured {log.position.max():.3f})" if motion[log.name] == "up_and_down" else ""
+        print(f"  {f'kp {log.model.firmware.kp:.0f} {motion[log.name]} ({log.name[-8:]})':<34}{errors[-1]:5.1f} mrad{stall}")
+    print(f"  mean {np.mean(errors):.1f} mrad")
 
     print("\ntargets")
     for variant in variants:
@@ -168,9 +203,11 @@ def main() -> None:
         held = 1e3 * np.mean(list(a.validation_mae.values()))
         gap = abs(a.simulated(smooth_of[variant]([up[400.0]])[0]).max() - up[400.0].position.max())
         train = 1e3 * np.mean(list(full.train_mae.values()))
-        print(f"{variant}: kp100 -> kp400 {held:.1f} mrad (< 45: {'met' if held < 45 else 'missed'}), "
-              f"kp 400 stall off by {gap:.3f} rad (<= 0.02: {'met' if gap <= 0.02 else 'missed'}), "
-              f"all eight {train:.1f} mrad (<= 29.6: {'met' if train <= 29.6 else 'missed'})")
+        print(
+            f"{variant}: kp100 -> kp400 {held:.1f} mrad (< 45: {'met' if held < 45 else 'missed'}), "
+            f"kp 400 stall off by {gap:.3f} rad (<= 0.02: {'met' if gap <= 0.02 else 'missed'}), "
+            f"all eight {train:.1f} mrad (<= 29.6: {'met' if train <= 29.6 else 'missed'})"
+        )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoFirmware, servo_step
+from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoActuator, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -44,7 +44,21 @@ if TYPE_CHECKING:
 # casadi and the code generator load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
-__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo", "simulated_current"]
+__all__ = [
+    "LAWS",
+    "PARAMETERS",
+    "ServoFit",
+    "bench_model",
+    "ServoLog",
+    "ServoModel",
+    "fit_servo",
+    "read_run_log",
+    "read_servo_log",
+    "residual_function",
+    "simulate_actuator",
+    "simulate_servo",
+    "simulated_current",
+]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -251,8 +265,16 @@ def _step(law: str, model: ServoModel, h: float, stall: Sequence[str] = ()) -> c
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
     p = dict(zip(names, ca.vertsplit(u[2:])))
     theta_next, omega_next, z_next = servo_step(
-        model.firmware, law, p, theta, omega, goal, on,
-        inertia=model.mass * model.length**2, load=-model.mass * GRAVITY * model.length * ca.sin(theta), h=h,
+        model.firmware,
+        law,
+        p,
+        theta,
+        omega,
+        goal,
+        on,
+        inertia=model.mass * model.length**2,
+        load=-model.mass * GRAVITY * model.length * ca.sin(theta),
+        h=h,
         z=x[2] if law == "lugre" else 0.0,
     )
     return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next, *([z_next] if law == "lugre" else []))])
@@ -329,6 +351,17 @@ def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, sub
     f = _trajectory(law, log, substeps, stall)
     p = [parameters[name] for name in _names(law, stall)]
     return np.asarray(f(p, parameters.get("offset", 0.0))).ravel()
+
+
+def simulate_actuator(log: ServoLog, servo: ServoActuator, *, substeps: int = 5) -> np.ndarray:
+    """Positions (rad) of ``log`` simulated open loop with a robot's servo (as its
+    ``[joints.<name>.actuator]`` table gives it, :func:`mbctl.dynamics.actuator.robot_servos`):
+    the servo's motor, armature, friction law, stall (``current_limit``, ``supply_resistance``,
+    ``torque_saturation``) and ``friction_smoothing``, with the log's own firmware loop (``kp``,
+    ``vin``, ...) and bench. A model fitted at one gain is judged so on logs of another."""
+    carried = {n: getattr(servo.firmware, n) for n in (*STALL_PARAMETERS, "friction_smoothing")}
+    model = dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, **carried))
+    return simulate_servo(dataclasses.replace(log, model=model), servo.law, dict(servo.parameters), substeps=substeps)
 
 
 @dataclass(frozen=True)
@@ -533,8 +566,16 @@ def fit_servo(
         # LuGre's steady state is the Stribeck law: its fit (cheaper, smoother) is the first
         # start, with the bristles' first guesses; from the generic start alone the fit of
         # the real XL330 logs ended at the bounds (fc, fs at their largest, sigma0 at its least)
-        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=stall,
-                             bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"})
+        stribeck = fit_servo(
+            logs,
+            "stribeck",
+            starts=starts,
+            fit_offset=fit_offset,
+            substeps=substeps,
+            seed=seed,
+            stall=stall,
+            bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"},
+        )
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):
@@ -579,13 +620,23 @@ def fit_servo(
             # start put it, and a barely touched limit bends the other parameters): fitted
             # again without it, so the firmware's value applies; the largest current is a lower bound
             rest = fit_servo(
-                logs, law, validate=validate, starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed,
-                stall=[n for n in stall if n != "current_limit"], bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
+                logs,
+                law,
+                validate=validate,
+                starts=starts,
+                fit_offset=fit_offset,
+                substeps=substeps,
+                seed=seed,
+                stall=[n for n in stall if n != "current_limit"],
+                bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
             )
             return dataclasses.replace(
-                rest, standard_errors={**rest.standard_errors, "current_limit": math.inf}, limited=limited,
+                rest,
+                standard_errors={**rest.standard_errors, "current_limit": math.inf},
+                limited=limited,
                 unidentified={"current_limit": float(max(c.max() for c in currents))},
-                evaluations=rest.evaluations + evaluations[0], wall_s=time.perf_counter() - start_time,
+                evaluations=rest.evaluations + evaluations[0],
+                wall_s=time.perf_counter() - start_time,
             )
 
     def mae(log: ServoLog) -> float:
