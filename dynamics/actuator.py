@@ -11,26 +11,33 @@ the joint gives ``theta_s = G q``, ``omega_s = G dq``, joint torque ``G tau_s`` 
     d     = pwm / pwm_max                                          duty (1)
     V     = d * (vin - Rs * d * i)                                 motor voltage (V): the supply sags
     i     = clip((d * vin - kt * omega_s) / (R + Rs d^2), -i_max, i_max)   current (A), V = R i + kt omega_s solved for i
-    tau_m = on * kt * i                                            motor torque at the output (N m)
+    tau_m = on * kt i / (1 + |kt i| / tau_sat)                     motor torque at the output (N m)
     tau_f = -(level(omega_s) + mu * |tau_m|) * tanh(omega_s / eps) - fv * omega_s
 
 The supply (``vin`` open-circuit, internal resistance ``Rs`` = ``supply_resistance``, ohm,
 cables included) feeds the H-bridge, which draws ``d i`` from it: the bus sags to
 ``vin - Rs d i`` under load and the motor sees ``d`` times that, as if its winding had
 ``R + Rs d^2``. ``i_max`` is the firmware's ``current_limit`` (A; none by default). Together
-they bound the torque at stall (``omega_s = 0``)::
+they bound the current at stall (``omega_s = 0``) to ``min(d vin / (R + Rs d^2), i_max)`` (at
+most ``vin / (2 sqrt(R Rs))``, at ``d = sqrt(R / Rs)``). ``tau_sat`` (``torque_saturation``,
+N m; none by default) bends the torque per ampere as the torque grows, as the XL330's data
+sheet shows (0.378, 0.354, 0.345 N m/A at stall at 3.7, 5 and 6 V, with the stall
+resistance V/I at 3.3–3.45 ohm at all three: a torque constant falling with the load, in the
+motor or the gearbox). So::
 
-    tau_stall(d) = kt * min(d vin / (R + Rs d^2), i_max)     (at most kt vin / (2 sqrt(R Rs)), at d = sqrt(R / Rs))
+    tau_stall(d) = sat(kt * min(d vin / (R + Rs d^2), i_max)),   sat(x) = x / (1 + |x| / tau_sat)
 
-and the torque–speed line at full duty, ``kt (vin - kt omega_s) / (R + Rs)``, clipped at
-``kt i_max``. A gain ``kp`` only sets how large an error reaches a duty: past it the servo
-stalls where the load needs more than ``tau_stall``.
+and at full duty the torque–speed curve ``sat(kt (vin - kt omega_s) / (R + Rs))``, with the
+current clipped at ``i_max``. A gain ``kp`` only sets how large an error reaches a duty: the
+servo stalls where the load needs more than ``tau_stall``.
 
 ``kt`` (N m/A, gear of the servo included) is also the back-EMF constant (V s/rad);
 ``on`` is 1 with the torque on, 0 with the motor off (no current). ``level`` is the dry
 friction of the law (N m): ``fc`` (Coulomb–viscous), ``g(omega_s) = fc + (fs - fc)
 exp(-(omega_s/vs)^2)`` (Stribeck); ``mu`` (``stribeck-load``) makes it grow with the
-torque the gearbox transmits. ``eps`` = :data:`SMOOTHING`.
+torque the gearbox transmits. ``eps`` is ``friction_smoothing`` (rad/s, :data:`SMOOTHING` by
+default): the speed below which the dry friction fades; a stalled servo creeps at a speed of its
+order where the real gearbox sticks.
 
 ``lugre`` replaces the smoothed sign by a bristle deflection ``z`` (rad, at the output;
 the servo's state, relaxed ``z = 0`` at the start)::
@@ -41,8 +48,8 @@ the servo's state, relaxed ``z = 0`` at the start)::
 (``sigma0`` N m/rad, ``sigma1`` N m s/rad): below break-away the gearbox sticks as a
 stiff spring instead of creeping; in steady sliding it is the Stribeck law.
 
-Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) (unclipped current)
-+ fv + dry (1 - tanh^2(omega_s/eps))/eps`` (LuGre: ``+ fv + sigma1``) is taken implicitly
+Steps are semi-implicit: the damping ``c = d(-tau)/d omega = on kt^2/(R + Rs d^2) sat'(kt i) (unclipped current)
++ fv + dry (1 - tanh^2(omega_s/eps))/eps`` with ``sat'(x) = 1/(1 + |x|/tau_sat)^2`` (LuGre: ``+ fv + sigma1``) is taken implicitly
 (:func:`servo_step`), which stays stable where back-EMF and friction are stiff; a LuGre
 state first advances exactly at the step's starting speed (:func:`servo_z_step`).
 
@@ -69,7 +76,7 @@ __all__ = ["FIRMWARE_OPTIONAL", "SERVO_LAWS", "SMOOTHING", "STALL_PARAMETERS", "
 # the optional firmware and supply fields of the table, as ServoFirmware names them
 FIRMWARE_OPTIONAL = tuple(k for k in OPTIONAL if k != "armature")
 # parameters of the stall that a fit may give as numbers or symbols in p instead of the firmware's
-STALL_PARAMETERS = ("current_limit", "supply_resistance")
+STALL_PARAMETERS = ("current_limit", "supply_resistance", "torque_saturation")
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
 SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -79,7 +86,7 @@ SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 @dataclass(frozen=True)
 class ServoFirmware:
-    """What the servo's firmware and supply fix (``kp``, ``divisor``, PWM in firmware units).
+    """What the servo's firmware, supply, motor and gearbox fix (``kp``, ``divisor``, PWM in firmware units).
 
     Attributes:
         kp: Position gain; divisor: ``pwm = kp * error_counts / divisor`` (XL330: 256 observed).
@@ -88,6 +95,10 @@ class ServoFirmware:
         gear_ratio: Output turns per joint turn.
         supply_resistance: Internal resistance of the supply as the servo sees it (ohm, cables
             included; 0: a stiff supply).
+        torque_saturation: ``tau_sat`` of the motor torque ``kt i / (1 + |kt i| / tau_sat)`` (N m
+            at the output), or None for a torque proportional to the current.
+        friction_smoothing: ``eps`` (rad/s) of the regularised sign ``tanh(omega_s / eps)`` of the
+            gearbox's dry friction (not LuGre's).
     """
 
     kp: float
@@ -99,6 +110,8 @@ class ServoFirmware:
     current_limit: float | None = None
     gear_ratio: float = 1.0
     supply_resistance: float = 0.0
+    torque_saturation: float | None = None
+    friction_smoothing: float = SMOOTHING
 
     def __post_init__(self) -> None:
         checks = {
@@ -106,6 +119,8 @@ class ServoFirmware:
             "pwm_limit": 0 < self.pwm_limit <= self.pwm_max, "counts": self.counts > 0,
             "current_limit": self.current_limit is None or self.current_limit > 0, "gear_ratio": self.gear_ratio != 0,
             "supply_resistance": self.supply_resistance >= 0,
+            "torque_saturation": self.torque_saturation is None or self.torque_saturation > 0,
+            "friction_smoothing": self.friction_smoothing > 0,
         }
         for name, ok in checks.items():
             value = getattr(self, name)
@@ -224,6 +239,18 @@ def _stall_values(firmware: ServoFirmware, p: Mapping[str, Any]) -> tuple[Any, A
     return p.get("current_limit", firmware.current_limit), p.get("supply_resistance", firmware.supply_resistance)
 
 
+def _motor_torque(firmware: ServoFirmware, p: Mapping[str, Any], current: Any, ns: Any) -> tuple[Any, Any]:
+    """The motor torque at the output (N m) for ``current`` (A) and its slope against ``kt i``
+    (1): ``tau_m = kt i / (1 + |kt i| / tau_sat)``, slope ``1 / (1 + |kt i| / tau_sat)^2``
+    (``tau_sat`` = ``torque_saturation``, N m; none: ``kt i`` and 1)."""
+    saturation = p.get("torque_saturation", firmware.torque_saturation)
+    linear = p["kt"] * current
+    if saturation is None:
+        return linear, 1.0
+    scale = 1.0 / (1.0 + ns.abs(linear) / saturation)
+    return linear * scale, scale**2
+
+
 def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, omega: Any, *, ns: Any = None) -> tuple[Any, Any]:
     """The motor current (A) and its back-EMF damping ``-kt d i/d omega`` (N m s/rad, at the output)
     for the position ``error`` (rad) and speed ``omega`` (rad/s) at the output:
@@ -247,26 +274,31 @@ def servo_current(firmware: ServoFirmware, p: Mapping[str, Any], error: Any, ome
 
 def stall_torque(firmware: ServoFirmware, p: Mapping[str, Any], error: Any) -> Any:
     """The motor torque at rest (N m, at the output, friction aside) for a position ``error``
-    (rad, at the output): ``kt * clip(d vin / (R + Rs d^2), +-i_max)``, the largest torque the
-    servo holds with that error; with a current limit, ``kt i_max`` bounds it at any gain."""
-    return p["kt"] * servo_current(firmware, p, error, 0.0 * error)[0]
+    (rad, at the output): ``sat(kt * clip(d vin / (R + Rs d^2), +-i_max))`` (see the module), the
+    largest torque the servo holds with that error; with a current limit, ``sat(kt i_max)``
+    bounds it at any gain."""
+    ns = namespace(error, *p.values())
+    return _motor_torque(firmware, p, servo_current(firmware, p, error, 0.0 * error, ns=ns)[0], ns)[0]
 
 
 def servo_torque(
-    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float = SMOOTHING
+    firmware: ServoFirmware, law: str, p: Mapping[str, Any], q: Any, dq: Any, goal: Any, on: Any = 1.0, *, z: Any = 0.0, smoothing: float | None = None
 ) -> tuple[Any, Any]:
     """The servo's torque on the joint (N m) and its damping ``-d tau/d dq`` (N m s/rad), see the module.
 
     ``q``, ``dq``, ``goal`` at the joint (rad, rad/s, rad); ``p`` holds the parameters of
-    ``law`` (numbers or CasADi symbols; ``current_limit`` and ``supply_resistance`` in ``p``
-    replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
-    deflection (rad, at the output; other laws ignore it).
+    ``law`` (numbers or CasADi symbols; ``current_limit``, ``supply_resistance`` and
+    ``torque_saturation`` in ``p`` replace the firmware's); ``on`` 1 with torque on, 0 off; ``z`` the LuGre bristle
+    deflection (rad, at the output; other laws ignore it); ``smoothing`` (rad/s) replaces the
+    firmware's ``friction_smoothing``.
     """
+    smoothing = firmware.friction_smoothing if smoothing is None else smoothing
     ns = namespace(q, dq, goal, on, z, *p.values())
     g = firmware.gear_ratio
     omega = g * dq
     current, emf_damping = servo_current(firmware, p, g * (goal - q), omega, ns=ns)
-    tau_m = on * p["kt"] * current
+    tau_m, slope = _motor_torque(firmware, p, current, ns)
+    tau_m, emf_damping = on * tau_m, emf_damping * slope
     if law == "none":
         return g * tau_m, g**2 * on * emf_damping
     if law == "lugre":

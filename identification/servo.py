@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoFirmware, servo_step
+from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoActuator, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -44,7 +44,21 @@ if TYPE_CHECKING:
 # casadi and the code generator load when a model is built, so that the
 # command line (which lists LAWS) starts without them
 
-__all__ = ["LAWS", "PARAMETERS", "ServoFit", "bench_model", "ServoLog", "ServoModel", "fit_servo", "read_run_log", "read_servo_log", "residual_function", "simulate_servo", "simulated_current"]
+__all__ = [
+    "LAWS",
+    "PARAMETERS",
+    "ServoFit",
+    "bench_model",
+    "ServoLog",
+    "ServoModel",
+    "fit_servo",
+    "read_run_log",
+    "read_servo_log",
+    "residual_function",
+    "simulate_actuator",
+    "simulate_servo",
+    "simulated_current",
+]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -62,6 +76,7 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
     "sigma1": (0.0, 5.0, 0.2, "N m s/rad"),
     "current_limit": (0.3, 5.0, 1.0, "A"),
     "supply_resistance": (0.0, 2.0, 0.3, "ohm"),
+    "torque_saturation": (0.2, 50.0, 2.5, "N m"),
     "offset": (-0.05, 0.05, 0.0, "rad"),
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
@@ -250,8 +265,16 @@ def _step(law: str, model: ServoModel, h: float, stall: Sequence[str] = ()) -> c
     theta, omega, goal, on = x[0], x[1], u[0], u[1]
     p = dict(zip(names, ca.vertsplit(u[2:])))
     theta_next, omega_next, z_next = servo_step(
-        model.firmware, law, p, theta, omega, goal, on,
-        inertia=model.mass * model.length**2, load=-model.mass * GRAVITY * model.length * ca.sin(theta), h=h,
+        model.firmware,
+        law,
+        p,
+        theta,
+        omega,
+        goal,
+        on,
+        inertia=model.mass * model.length**2,
+        load=-model.mass * GRAVITY * model.length * ca.sin(theta),
+        h=h,
         z=x[2] if law == "lugre" else 0.0,
     )
     return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next, *([z_next] if law == "lugre" else []))])
@@ -322,12 +345,23 @@ def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool, sta
 
 def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
     """Positions (rad) of ``log`` simulated open loop with ``parameters`` (of ``law``, plus
-    an optional ``offset`` and the stall's ``current_limit`` and ``supply_resistance``, which
-    replace the log's firmware values), from its first sample, the goals as input."""
+    an optional ``offset`` and the stall's ``current_limit``, ``supply_resistance`` and
+    ``torque_saturation``, which replace the log's firmware values), from its first sample, the goals as input."""
     stall = tuple(n for n in STALL_PARAMETERS if n in parameters)
     f = _trajectory(law, log, substeps, stall)
     p = [parameters[name] for name in _names(law, stall)]
     return np.asarray(f(p, parameters.get("offset", 0.0))).ravel()
+
+
+def simulate_actuator(log: ServoLog, servo: ServoActuator, *, substeps: int = 5) -> np.ndarray:
+    """Positions (rad) of ``log`` simulated open loop with a robot's servo (as its
+    ``[joints.<name>.actuator]`` table gives it, :func:`mbctl.dynamics.actuator.robot_servos`):
+    the servo's motor, armature, friction law, stall (``current_limit``, ``supply_resistance``,
+    ``torque_saturation``) and ``friction_smoothing``, with the log's own firmware loop (``kp``,
+    ``vin``, ...) and bench. A model fitted at one gain is judged so on logs of another."""
+    carried = {n: getattr(servo.firmware, n) for n in (*STALL_PARAMETERS, "friction_smoothing")}
+    model = dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, **carried))
+    return simulate_servo(dataclasses.replace(log, model=model), servo.law, dict(servo.parameters), substeps=substeps)
 
 
 @dataclass(frozen=True)
@@ -494,10 +528,11 @@ def fit_servo(
     with one integration step per sample was tried: its minima lie in other basins.)
 
     ``stall`` names the stall parameters to fit as well (``current_limit``, A;
-    ``supply_resistance``, ohm; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
+    ``supply_resistance``, ohm; ``torque_saturation``, N m; see :mod:`mbctl.dynamics.actuator`); the others are the logs'
     firmware values. A fitted limit the simulated currents reach in fewer than
     :data:`LIMIT_SEEN` of the samples is not shown by the logs: the fit is repeated without it
-    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound.
+    and :attr:`ServoFit.unidentified` gives the largest current as its lower bound (a limit
+    held by equal bounds is kept).
     ``bounds`` replaces the :data:`PARAMETERS` bounds of the named parameters; equal bounds
     hold one fixed (standard error 0).
 
@@ -531,8 +566,16 @@ def fit_servo(
         # LuGre's steady state is the Stribeck law: its fit (cheaper, smoother) is the first
         # start, with the bristles' first guesses; from the generic start alone the fit of
         # the real XL330 logs ended at the bounds (fc, fs at their largest, sigma0 at its least)
-        stribeck = fit_servo(logs, "stribeck", starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed, stall=stall,
-                             bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"})
+        stribeck = fit_servo(
+            logs,
+            "stribeck",
+            starts=starts,
+            fit_offset=fit_offset,
+            substeps=substeps,
+            seed=seed,
+            stall=stall,
+            bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"},
+        )
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):
@@ -571,18 +614,29 @@ def fit_servo(
         currents = [np.abs(simulated_current(log, law, parameters, substeps=substeps)) for log in logs]
         limit = parameters["current_limit"]
         limited = {log.name: float((c >= limit * (1 - 1e-6)).mean()) for log, c in zip(logs, currents)}
-        if np.mean(np.concatenate(currents) >= limit * (1 - 1e-6)) < LIMIT_SEEN:
+        held = span["current_limit"][0] == span["current_limit"][1]  # a given value, not fitted: kept whether reached or not
+        if not held and np.mean(np.concatenate(currents) >= limit * (1 - 1e-6)) < LIMIT_SEEN:
             # logs that never reach the limit do not show it (no gradient: it stays where a
             # start put it, and a barely touched limit bends the other parameters): fitted
             # again without it, so the firmware's value applies; the largest current is a lower bound
             rest = fit_servo(
-                logs, law, validate=validate, starts=starts, fit_offset=fit_offset, substeps=substeps, seed=seed,
-                stall=[n for n in stall if n != "current_limit"], bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
+                logs,
+                law,
+                validate=validate,
+                starts=starts,
+                fit_offset=fit_offset,
+                substeps=substeps,
+                seed=seed,
+                stall=[n for n in stall if n != "current_limit"],
+                bounds={n: b for n, b in (bounds or {}).items() if n != "current_limit"},
             )
             return dataclasses.replace(
-                rest, standard_errors={**rest.standard_errors, "current_limit": math.inf}, limited=limited,
+                rest,
+                standard_errors={**rest.standard_errors, "current_limit": math.inf},
+                limited=limited,
                 unidentified={"current_limit": float(max(c.max() for c in currents))},
-                evaluations=rest.evaluations + evaluations[0], wall_s=time.perf_counter() - start_time,
+                evaluations=rest.evaluations + evaluations[0],
+                wall_s=time.perf_counter() - start_time,
             )
 
     def mae(log: ServoLog) -> float:

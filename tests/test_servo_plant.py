@@ -65,9 +65,9 @@ def servo_parameters(robot) -> tuple[str, dict[str, float]]:
 def test_the_actuator_table_gives_the_servo(tmp_path):
     """Every field of [joints.<name>.actuator] reaches the servo model with its value."""
     robot = bench(tmp_path, "stribeck", {"fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
-                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\nsupply_resistance = 0.4\ngear_ratio = 1.0\n")
+                  extra="kt = 0.35\nR = 3.5\narmature = 0.002\ndivisor = 128\npwm_limit = 600\npwm_max = 885\ncounts = 4096\ncurrent_limit = 1.2\nsupply_resistance = 0.4\ntorque_saturation = 0.9\nfriction_smoothing = 0.004\ngear_ratio = 1.0\n")
     assert robot_servos(robot)["servo"] == ServoActuator(
-        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0, supply_resistance=0.4),
+        ServoFirmware(kp=400, vin=7.4, divisor=128, pwm_limit=600, pwm_max=885, counts=4096, current_limit=1.2, gear_ratio=1.0, supply_resistance=0.4, torque_saturation=0.9, friction_smoothing=0.004),
         "stribeck", {"kt": 0.35, "R": 3.5, "armature": 0.002, "fc": 0.03, "fv": 0.01, "fs": 0.06, "vs": 0.3},
     )
 
@@ -122,9 +122,10 @@ def test_the_simulated_plant_moves_like_the_identified_servo(tmp_path, law):
 @pytest.mark.parametrize("law", ["stribeck-load", "lugre"])
 def test_the_compiled_plant_steps_servos_as_the_interpreted_one(tmp_path, law):
     """The plant's generated-C steps (five 1 ms steps per call) and the interpreted stepper,
-    driven by the same goals with the torque off for 150 ms and a current limit on the LuGre
-    servo and a supply resistance, agree to round-off in positions and bristle states."""
-    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\nsupply_resistance = 0.5\n")
+    driven by the same goals with the torque off for 150 ms and a current limit, a supply
+    resistance and a torque saturation on the LuGre servo, agree to round-off in positions and
+    bristle states."""
+    robot = bench(tmp_path) if law == "stribeck-load" else bench(tmp_path, "lugre", LUGRE, extra="kt = 0.35\nR = 3.5\narmature = 0.002\ncurrent_limit = 1.0\nsupply_resistance = 0.5\ntorque_saturation = 0.6\n")
     compiled, interpreted = TruthPlant(robot, 1e-3, np.zeros(1), period_s=0.005), TruthPlant(robot, 1e-3, np.zeros(1), compiled=False)
     assert compiled._compiled and not interpreted._compiled
     for k, goal in enumerate(logged_goals(1.0)):

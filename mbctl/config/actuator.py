@@ -12,6 +12,8 @@ pwm_max = 885             # optional: PWM at 100 % duty
 counts = 4096             # optional: encoder counts per revolution of the output
 current_limit = 1.7       # optional: the firmware's current limit, A (none by default)
 supply_resistance = 0.3   # optional: internal resistance of the supply, cables included, ohm (default 0)
+torque_saturation = 1.8   # optional: the motor torque bends as kt i / (1 + |kt i| / torque_saturation), N m (none by default)
+friction_smoothing = 0.005  # optional: eps of the gearbox's dry-friction sign tanh(omega / eps), rad/s (default 0.02)
 armature = 0.002          # optional: apparent rotor inertia at the output, kg m^2 (default 0)
 gear_ratio = 1.0          # optional: output turns per joint turn (a gear between servo and joint)
 friction = { law = "stribeck-load", fc = 0.03, fv = 0.01, fs = 0.06, vs = 0.3, mu = 0.05 }
@@ -42,7 +44,7 @@ SERVO_FRICTION_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "lugre": ("fc", "fv", "fs", "vs", "sigma0", "sigma1"),
 })
 REQUIRED = ("kt", "R", "vin", "kp")
-OPTIONAL = ("divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "supply_resistance", "armature", "gear_ratio")
+OPTIONAL = ("divisor", "pwm_limit", "pwm_max", "counts", "current_limit", "supply_resistance", "torque_saturation", "friction_smoothing", "armature", "gear_ratio")
 ACTUATOR_KEYS = (*REQUIRED, *OPTIONAL, "friction")
 
 

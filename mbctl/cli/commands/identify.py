@@ -101,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--starts", type=int, default=3, help="optimiser starts (default 3)")
     s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
     s.add_argument("--stall", type=_names, default=(), metavar="NAME[,NAME]",
-                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), comma-separated")
+                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), torque_saturation (N m), comma-separated")
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
@@ -353,7 +353,7 @@ def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = No
 def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
     """The actuator table's numbers: the fitted motor, armature and stall parameters, the firmware
     of the robot's existing table (else of the first log)."""
-    from mbctl.dynamics.actuator import STALL_PARAMETERS
+    from mbctl.dynamics.actuator import SMOOTHING, STALL_PARAMETERS
 
     spec = robot.spec.joints.get(joint) if robot.spec is not None else None
     if spec is not None and spec.actuator is not None:
@@ -365,6 +365,10 @@ def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
             firmware["current_limit"] = m.current_limit
         if m.supply_resistance:
             firmware["supply_resistance"] = m.supply_resistance
+        if m.torque_saturation is not None:
+            firmware["torque_saturation"] = m.torque_saturation
+        if m.friction_smoothing != SMOOTHING:
+            firmware["friction_smoothing"] = m.friction_smoothing
     return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in fit.parameters}}
 
 
