@@ -201,6 +201,7 @@ class CompiledFunction:
         f = function
         self.inputs = tuple(self._buffer(f.size1_in(i), f.size2_in(i)) for i in range(f.n_in()))
         self.outputs = tuple(self._buffer(f.size1_out(i), f.size2_out(i)) for i in range(f.n_out()))
+        self._free = len(self.inputs)  # inputs a call gives; the others are bound (see bind)
         if self.compiled:
             self._bind(library)
 
@@ -239,9 +240,23 @@ class CompiledFunction:
         for buf, value in zip(self.outputs, results):
             buf[...] = np.asarray(value).reshape(buf.shape, order="F")
 
+    def instance(self) -> CompiledFunction:
+        """Another callable on the same library with buffers of its own (one per thread or per
+        set of bound inputs), without generating or compiling anything."""
+        return CompiledFunction(self.function, self.library, reused=True, name=self.name)
+
+    def bind(self, *values: Any) -> CompiledFunction:
+        """Fix the last ``len(values)`` inputs (a parameter vector, say) to ``values``: calls then
+        give only the others, and writing the first :attr:`inputs` leaves these alone. Returns self."""
+        first = len(self.inputs) - len(values)
+        for buf, value in zip(self.inputs[first:], values):
+            buf[...] = np.reshape(value, buf.shape, order="F")
+        self._free = first
+        return self
+
     def __call__(self, *args: Any) -> tuple[np.ndarray, ...]:
-        if len(args) != len(self.inputs):
-            raise TypeError(f"{self.name} takes {len(self.inputs)} inputs, got {len(args)}")
+        if len(args) != self._free:
+            raise TypeError(f"{self.name} takes {self._free} inputs, got {len(args)}")
         for buf, value in zip(self.inputs, args):
             try:
                 buf[...] = value

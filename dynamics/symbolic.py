@@ -32,7 +32,7 @@ to it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
@@ -292,6 +292,8 @@ class SymbolicDynamics:
             :meth:`mass_matrix_of`, :meth:`bias_of` and :meth:`joint_wrenches_of` instead
             (the compiled simulation core does, with the parameters as inputs).
         armature: Rotor inertias (kg·m² or kg) per joint, instead of the model's.
+        friction: ``{idx_v: (law, load model)}`` replacing the joints' friction laws and load
+            models (of the same kinds, e.g. with symbolic coefficients).
 
     Functions (CasADi ``Function``; ``q``, ``dq``, ``ddq``, ``z``, ``load`` are nv-vectors
     in pinocchio velocity order; SI units):
@@ -323,6 +325,7 @@ class SymbolicDynamics:
         lugre: Literal["dynamic", "steady"] = "dynamic",
         bodies: Sequence[tuple[Scalar, Vec, Mat]] | None = None,
         armature: Sequence[Scalar] | None = None,
+        friction: Mapping[int, tuple[Any, Any]] | None = None,
     ):
         if lugre not in ("dynamic", "steady"):
             raise ValueError(f"lugre must be 'dynamic' or 'steady', got {lugre!r}")
@@ -348,6 +351,8 @@ class SymbolicDynamics:
         self.z = ca.SX.sym("z", self.nv)
         self.load = ca.SX.sym("load", self.nv)
         self._frames: dict[tuple[str, str], ca.Function] = {}
+        self._laws = {j.idx_v: (j.friction.law, j.friction.load) for j in self._joints if j.friction is not None}
+        self._laws.update(friction or {})
 
     # ---- recursions -------------------------------------------------------------
 
@@ -463,12 +468,12 @@ class SymbolicDynamics:
     def _friction(self, dq: ca.SX, ddq: ca.SX, z: ca.SX, load: Sequence[Scalar]) -> list[Scalar]:
         out: list[Scalar] = [0.0] * self.nv
         for j in self._joints:
-            if j.friction is None:
+            if j.idx_v not in self._laws:
                 continue
             k = j.idx_v
             v = dq[k]
-            factor = load[k] if j.friction.load is not None else 1.0
-            law = j.friction.law
+            law, model = self._laws[k]
+            factor = load[k] if model is not None else 1.0
             if isinstance(law, LuGre) and self.lugre == "dynamic":
                 out[k] = law.torque(v, z[k], factor)
             else:
@@ -478,8 +483,9 @@ class SymbolicDynamics:
     def _normal_load(self, wrenches: list) -> list[Scalar]:
         out: list[Scalar] = [float("nan")] * self.nv
         for i, j in enumerate(self._joints):
-            if j.friction is not None and j.friction.load is not None:
-                out[j.idx_v] = j.friction.load.normal_load(_sx(wrenches[i]), j.axis, j.kind)
+            model = self._laws.get(j.idx_v, (None, None))[1]
+            if model is not None:
+                out[j.idx_v] = model.normal_load(_sx(wrenches[i]), j.axis, j.kind)
         return out
 
     def _wrench_matrix(self, wrenches: list) -> ca.SX:
@@ -502,6 +508,22 @@ class SymbolicDynamics:
         """The joint wrenches (6 x nv, as :attr:`joint_wrenches`) as an SX expression."""
         return self._wrench_matrix(self._rnea(q, dq, ddq)[1])
 
+    def gravity_of(self, q: ca.SX) -> ca.SX:
+        """``g(q)`` as an SX expression."""
+        return _sx(self._rnea(q, [0.0] * self.nv, [0.0] * self.nv)[0])
+
+    def friction_of(self, dq: ca.SX, ddq: ca.SX, z: ca.SX, load: ca.SX) -> ca.SX:
+        """The friction torques (as :attr:`friction`) as an SX expression."""
+        return _sx(self._friction(dq, ddq, z, [load[k] for k in range(self.nv)]))
+
+    def inverse_dynamics_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX, z: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX, ca.SX]:
+        """``(tau, tau_rigid, tau_friction, wrench, load)`` (as :attr:`inverse_dynamics`) as SX expressions."""
+        rigid, w = self._rnea(q, dq, ddq)
+        load = self._normal_load(w)
+        tau_f = self._friction(dq, ddq, z, load)
+        total = [_add(r, f) for r, f in zip(rigid, tau_f)]
+        return _sx(total), _sx(rigid), _sx(tau_f), self._wrench_matrix(w), _sx(load)
+
     # ---- public functions -------------------------------------------------------
 
     @cached_property
@@ -519,8 +541,7 @@ class SymbolicDynamics:
 
     @cached_property
     def gravity(self) -> ca.Function:
-        g, _ = self._rnea(self.q, [0.0] * self.nv, [0.0] * self.nv)
-        return ca.Function("gravity", [self.q], [_sx(g)], ["q"], ["g"])
+        return ca.Function("gravity", [self.q], [self.gravity_of(self.q)], ["q"], ["g"])
 
     @cached_property
     def joint_wrenches(self) -> ca.Function:
@@ -534,21 +555,15 @@ class SymbolicDynamics:
 
     @cached_property
     def friction(self) -> ca.Function:
-        tau_f = self._friction(self.dq, self.ddq, self.z, [self.load[k] for k in range(self.nv)])
-        return ca.Function(
-            "friction", [self.dq, self.ddq, self.z, self.load], [_sx(tau_f)], ["dq", "ddq", "z", "load"], ["tau_f"]
-        )
+        tau_f = self.friction_of(self.dq, self.ddq, self.z, self.load)
+        return ca.Function("friction", [self.dq, self.ddq, self.z, self.load], [tau_f], ["dq", "ddq", "z", "load"], ["tau_f"])
 
     @cached_property
     def inverse_dynamics(self) -> ca.Function:
-        rigid, w = self._rnea(self.q, self.dq, self.ddq)
-        load = self._normal_load(w)
-        tau_f = self._friction(self.dq, self.ddq, self.z, load)
-        total = [_add(r, f) for r, f in zip(rigid, tau_f)]
         return ca.Function(
             "inverse_dynamics",
             [self.q, self.dq, self.ddq, self.z],
-            [_sx(total), _sx(rigid), _sx(tau_f), self._wrench_matrix(w), _sx(load)],
+            list(self.inverse_dynamics_of(self.q, self.dq, self.ddq, self.z)),
             ["q", "dq", "ddq", "z"],
             ["tau", "tau_rigid", "tau_friction", "wrench", "load"],
         )

@@ -23,10 +23,11 @@ import numpy as np
 import pinocchio as pin
 
 from mbctl.config.plant import PayloadSpec, PlantConfig, PlantSpec, SensorModel
+from mbctl.dynamics.codegen import CompiledFunction
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.dynamics.simulation.compiled import PlantStepper, plant_stepper
+from mbctl.dynamics.simulation.compiled import plant_stepper
 from mbctl.dynamics.simulation.stepper import FrictionStepper, PlantState
 from mbctl.errors import ConfigError
 from mbctl.hardware.interface import (
@@ -109,7 +110,7 @@ class TruthPlant:
         self.steps = 0
         # built here, not at the first step: a first compile takes seconds, which would
         # miss a paced plant's or an emulator's first deadlines
-        self._compiled: dict[int, PlantStepper] = {}
+        self._compiled: dict[int, CompiledFunction] = {}
         if compiled:
             v_smooth = self.stepper.friction.smoothing
             for n in {1, 1 if period_s is None else self._steps(period_s)}:

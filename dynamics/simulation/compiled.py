@@ -67,7 +67,6 @@ __all__ = [
     "NotCompilable",
     "constraint_kinematics_function",
     "diagnostics_function",
-    "PlantStepper",
     "plant_stepper",
     "rhs_function",
     "sample_evaluator",
@@ -640,23 +639,6 @@ def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np
     return evaluate
 
 
-class PlantStepper:
-    """Compiled steps of the simulated plant with a robot's numbers bound: called as
-    ``(q, dq, s, tau, h[, goal, on]) -> (q_next, dq_next, s_next)`` (see :func:`plant_stepper`).
-
-    Attributes:
-        function: The compiled steps; their last input is the parameter vector :attr:`p`.
-        p: The robot's run-time parameters (:func:`~mbctl.dynamics.simulation.structure.parametrize_plant`).
-        reused: True when the structure had been compiled before in this thread.
-    """
-
-    def __init__(self, function: CompiledFunction, p: np.ndarray, reused: bool):
-        self.function, self.p, self.reused = function, p, reused
-
-    def __call__(self, *args: np.ndarray | float) -> tuple[np.ndarray, ...]:
-        return self.function(*args, self.p)
-
-
 def _plant_parts(robot: RobotModel, v_smooth: float):
     from mbctl.dynamics.simulation.stepper import FrictionStepper
 
@@ -665,7 +647,7 @@ def _plant_parts(robot: RobotModel, v_smooth: float):
     return stepper, forces
 
 
-def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> PlantStepper:
+def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
     """``(q, dq, s, tau, h) -> (q_next, dq_next, s_next)``: ``steps`` steps of
     :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper` (semi-implicit, friction
     damping implicit, LuGre states exact) of length ``h`` (s) each, holding the
@@ -682,9 +664,10 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     (:func:`mbctl.dynamics.actuator.servo_torque`) and their LuGre states (after the
     joints' in ``s``) are stepped as by the interpreted stepper.
 
-    The robot's inertias, joint friction and springs are run-time parameters (bound in the
-    returned :class:`PlantStepper`), so robots of one structure share one compilation per
-    thread; the servos' numbers are compiled in.
+    The robot's inertias, joint friction and springs are a last input, bound to this robot's
+    values (:meth:`~mbctl.dynamics.codegen.CompiledFunction.bind`), so robots of one structure
+    share one compilation per thread (``reused`` True after the first); the servos' numbers
+    are compiled in.
     """
     stepper, forces = _plant_parts(robot, v_smooth)
     values = parametrize_plant(robot, forces, symbolic=False).vector
@@ -692,12 +675,12 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     plants = getattr(_cores, "plants", None)
     if plants is None:
         plants = _cores.plants = {}
-    reused = key in plants
-    if not reused:
-        plants[key] = compile_function(_plant_function(robot, stepper, forces, steps, v_smooth), cache=cache)
-        while len(plants) > _CORES_KEPT:
-            plants.pop(next(iter(plants)))
-    return PlantStepper(plants[key], values.array, reused)
+    if key in plants:
+        return plants[key].instance().bind(values.array)
+    plants[key] = compiled = compile_function(_plant_function(robot, stepper, forces, steps, v_smooth), cache=cache)
+    while len(plants) > _CORES_KEPT:
+        plants.pop(next(iter(plants)))
+    return compiled.bind(values.array)
 
 
 def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smooth: float) -> ca.Function:

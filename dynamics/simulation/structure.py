@@ -42,7 +42,18 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.parameters import Parameters
 from mbctl.dynamics.symbolic import body_inertia
 
-__all__ = ["ParameterVector", "Parametrized", "parametrize", "parametrize_plant", "parameter_values", "plant_key", "structure_key"]
+__all__ = [
+    "ParameterVector",
+    "Parametrized",
+    "parameter_values",
+    "parametrize",
+    "parametrize_plant",
+    "parametrize_robot",
+    "plant_key",
+    "robot_key",
+    "structure_key",
+    "twin",
+]
 
 Scalar = Any  # a float (a constant) or a casadi.SX symbol
 
@@ -87,7 +98,7 @@ class ParameterVector:
         return np.array(self.values, dtype=float)
 
 
-def _twin(law: Parameters, prefix: str, vec: ParameterVector) -> Parameters:
+def twin(law: Parameters, prefix: str, vec: ParameterVector) -> Parameters:
     """A copy of a parameter set (friction law, load model) whose fields are ``vec``'s parameters.
 
     It is built without ``__post_init__``: its fields may be symbols, which the range checks
@@ -130,7 +141,7 @@ def _joint_name(robot: RobotModel, idx_v: int) -> str:
     return robot.joint_names[[j.idx_v for j in robot.joints].index(idx_v)]
 
 
-def _parametrize_robot(robot: RobotModel, forces, vec: ParameterVector) -> Parametrized:
+def parametrize_robot(robot: RobotModel, forces, vec: ParameterVector) -> Parametrized:
     """The inertial parameters of ``robot`` and the coefficients of the force elements ``forces``."""
     model = robot.model
     out = Parametrized(vec)
@@ -147,8 +158,8 @@ def _parametrize_robot(robot: RobotModel, forces, vec: ParameterVector) -> Param
         out.armature.append(vec.scalar(f"{j.name}.armature", model.armature[j.idx_v], fold_zero=True))
     for e, element in enumerate(forces):
         if isinstance(element, JointFriction):
-            out.static[e] = [_twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._static]
-            out.lugre[e] = [_twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._lugre]
+            out.static[e] = [twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._static]
+            out.lugre[e] = [twin(law, f"{_joint_name(robot, i)}.friction", vec) for i, law, _ in element._lugre]
             loaded = [_joint_name(robot, int(i)) for i in element._load_dofs]
             out.radial[e] = [[vec.scalar(f"{n}.load.radial{k}", element._radial[r, k], fold_zero=True) for k in range(2)] for r, n in enumerate(loaded)]
             out.axial[e] = [[vec.scalar(f"{n}.load.axial{k}", element._axial[r, k], fold_zero=True) for k in range(2)] for r, n in enumerate(loaded)]
@@ -167,7 +178,7 @@ def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parame
     """The run-time parameters of ``system`` (see the module docstring): symbols to generate
     the core with, or (``symbolic=False``) the values to call it with, in the same order."""
     vec = ParameterVector(symbolic)
-    out = _parametrize_robot(system.robot, system.forces, vec)
+    out = parametrize_robot(system.robot, system.forces, vec)
     if system.baumgarte is not None:
         c1, c0 = system.baumgarte.coefficients
         out.baumgarte = (vec.scalar("baumgarte.c1", c1), vec.scalar("baumgarte.c0", c0))
@@ -177,7 +188,7 @@ def parametrize(system: ConstrainedDynamics, *, symbolic: bool = True) -> Parame
 def parametrize_plant(robot: RobotModel, forces, *, symbolic: bool = True) -> Parametrized:
     """The run-time parameters of the simulated plant: the robot's and its force elements'
     (``forces``: its joint friction, and its springs if elastic; servos are compiled in)."""
-    return _parametrize_robot(robot, forces, ParameterVector(symbolic))
+    return parametrize_robot(robot, forces, ParameterVector(symbolic))
 
 
 def parameter_values(system: ConstrainedDynamics) -> np.ndarray:
@@ -258,4 +269,13 @@ def plant_key(robot: RobotModel, forces, servos, names: list[str]) -> str:
     _robot_structure(h, robot)
     _forces_structure(h, forces)
     _put(h, (list(servos), names, pin.__version__))
+    return h.hexdigest()
+
+
+def robot_key(robot: RobotModel, *parts: Any) -> str:
+    """SHA-256 of the robot's structure and of ``parts`` (arrays by their bytes, objects by their
+    attributes): the key of a function generated from the robot whose numbers are inputs."""
+    h = hashlib.sha256()
+    _robot_structure(h, robot)
+    _put(h, (list(parts), pin.__version__))
     return h.hexdigest()

@@ -18,7 +18,7 @@ workflow needs, raising ``InputError`` before any run) and ``run`` (one run ->
   each actuated joint (N·m, N), ``sigma_ratio_min`` (smallest singular-value ratio of the
   constraint Jacobian), ``singular_samples``.
 - ``run`` (a lock-step closed-loop run against the simulated plant,
-  :func:`mbctl.hardware.session.run_session`; interpreted unless ``compiled = true``): ``track_rms.<joint>`` (rad, m),
+  :func:`mbctl.hardware.session.run_session`; compiled unless ``compiled = false``): ``track_rms.<joint>`` (rad, m),
   ``track_max`` = max |q_ref - q| over joints, ``tau_peak.<joint>``, ``tau_rms.<joint>``
   of the commanded torque, ``saturated`` cycles. A run that stops early (safety stop)
   is a failed row with its stop reason.
@@ -215,11 +215,11 @@ def _run_options(ctx: Context):
     from mbctl.hardware.session import SessionOptions
 
     s = ctx.study.settings
-    # interpreted by default: each parameter set is a new model, and compiling its law and
-    # plant to C costs seconds, more than a lock-step run of a few seconds takes interpreted
+    # compiled by default: the law and the plant's steps take each run's numbers as inputs, so
+    # a worker compiles them once per model structure (the task-space law: once per model)
     return SessionOptions(
         plant="sim", law=s.get("controller", "computed-torque"), rate_hz=s.get("rate_hz", 1000.0), duration_s=s.get("duration"),
-        lockstep=True, compiled=s.get("compiled", False),
+        lockstep=True, compiled=s.get("compiled", True),
     )
 
 
