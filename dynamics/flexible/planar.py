@@ -363,7 +363,9 @@ class PlanarFlexibleModel:
         self.rhs = ca.Function(f"{name}_rhs", [x, u], [out[:n2], out[n2 : n2 + m], out[n2 + m :]], ["x", "u"], ["xdot", "lam", "phi"])
         # the same with the force interpolated linearly over [t_a, t_b], the form the ROS2 steps take
         t, ua, ub, tab = ca.SX.sym("t"), ca.SX.sym("u_a", self.n), ca.SX.sym("u_b", self.n), ca.SX.sym("t_ab", 2)
-        self.forced = ca.Function(f"{name}_forced", [t, x, ua, ub, tab], [self.rhs(x, _interpolate(t, ua, ub, tab))[0]], ["t", "x", "u_a", "u_b", "t_ab"], ["xdot"])
+        self.forced = ca.Function(
+            f"{name}_forced", [t, x, ua, ub, tab], [self.rhs(x, _interpolate(t, ua, ub, tab))[0]], ["t", "x", "u_a", "u_b", "t_ab"], ["xdot"]
+        )
         # forward-difference Jacobian df/dx, all 2n + 1 evaluations in one generated function
         # (the exact one, generated through the KKT solve, takes minutes of C compilation)
         xj, uj = ca.MX.sym("x", 2 * self.n), ca.MX.sym("u", self.n)
@@ -586,7 +588,9 @@ class PlanarFlexibleModel:
                     return stepper(t, x, h, *extra, *inputs)[0].ravel()
 
             start = time.perf_counter()
-            ros2.integrate(advance, update, x0, float(t_out[0]), h, n, chunk, every=count, refresh_every=n, record=record, check=check, extra=extra, progress=progress)
+            ros2.integrate(
+                advance, update, x0, float(t_out[0]), h, n, chunk, every=count, refresh_every=n, record=record, check=check, extra=extra, progress=progress
+            )
             steps = n
         else:
             start = time.perf_counter()

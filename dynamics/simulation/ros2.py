@@ -248,7 +248,7 @@ def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, cache=No
     out = x
     for k in range(steps):
         out = one(t + k * h, out, h, *extra, *inputs)
-    names = ["t0", "x0", "h", *(e.name() for e in extra), *(i.name() for i in inputs)]
+    names = ["t0", "x0", "h", *(f.name_in(i) for i in range(2, f.n_in())), *(name for name, _ in update.inputs(n))]
     g = ca.Function(f"ros2x{steps}_{f.name()}", [t, x, h, *extra, *inputs], [out], names, ["x"])
     return compile_function(g, cache=cache)
 
