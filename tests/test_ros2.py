@@ -55,38 +55,29 @@ def test_error_falls_with_the_square_of_the_step(which):
 
 @pytest.mark.parametrize("which", list(updates()))
 def test_generated_steps_equal_the_numpy_steps(which):
-    """The generated k-step function of f(t, x, p) = A x + p sin(t) (an extra input p passed to every
-    evaluation) gives the numpy steps of the same f to round-off, refreshes included."""
+    """The generated k-step function of f(t, x, p, w) = A x + p sin(t) + w (p held, w one column per
+    step) gives the numpy steps of the same f to round-off, with two recorded states per call."""
     update = updates()[which]
-    t, x, p = ca.SX.sym("t"), ca.SX.sym("x", 4), ca.SX.sym("p", 4)
-    f = ca.Function("forced_oscillator", [t, x, p], [ca.DM(A_SYSTEM) @ x + p * ca.sin(t)], ["t", "x", "p"], ["xdot"])
+    t, x, p, w = ca.SX.sym("t"), ca.SX.sym("x", 4), ca.SX.sym("p", 4), ca.SX.sym("w", 4)
+    f = ca.Function("forced_oscillator", [t, x, p, w], [ca.DM(A_SYSTEM) @ x + p * ca.sin(t) + w], ["t", "x", "p", "w"], ["xdot"])
     p0 = np.array([0.0, 0.0, 3.0, -1e3])
-    stepper = ros2.ros2_stepper(f, 5, update)
     h, n = 2e-3, 50
-    chunk = ros2.chunk_steps(n, 10, 25, 1000)
-    assert chunk == 5
+    chunk = ros2.chunk_steps(n, 5, n, 10, several=True)
+    assert chunk == 10
+
+    def extra(ta: float, tb: float) -> tuple[np.ndarray, np.ndarray]:
+        return p0, np.outer([0.0, 0.0, 1.0, 50.0], np.cos(np.arange(ta, tb - h / 2, h)))
+
+    stepper = ros2.ros2_stepper(f, chunk, update, outputs=2, per_step=(1,))
     runs = []
     for advance in (
-        lambda t, x, h, count, extra, inputs: stepper(t, x, h, *extra, *inputs)[0].ravel(),
-        ros2.python_steps(lambda t, x, p: A_SYSTEM @ x + p * np.sin(t), update),
+        lambda t, x, h, count, extra, inputs: stepper(t, x, h, *extra, *inputs)[0],
+        ros2.python_steps(lambda t, x, p, w: A_SYSTEM @ x + p * np.sin(t) + w, update, outputs=2, per_step=(1,)),
     ):
         out: list[np.ndarray] = []
-        ros2.integrate(
-            advance,
-            update,
-            X0,
-            0.1,
-            h,
-            n,
-            chunk,
-            every=10,
-            refresh_every=25,
-            record=lambda t, x: out.append(x),
-            check=lambda t, x: None,
-            extra=lambda ta, tb: (p0,),
-        )
+        ros2.integrate(advance, update, X0, 0.1, h, n, chunk, every=5, refresh_every=n, record=lambda t, x: out.append(x), check=lambda t, X: None, extra=extra)
         runs.append(np.array(out))
-    assert runs[0].shape == (6, 4)
+    assert runs[0].shape == (11, 4)
     assert np.abs(runs[0] - runs[1]).max() < 1e-12 * np.abs(runs[1]).max()
     assert np.abs(runs[1][-1] - X0).max() > 0.1  # it moved
 

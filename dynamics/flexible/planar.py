@@ -81,6 +81,10 @@ __all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError", "rigid_l
 
 INTEGRATORS = ("radau", "ros2")
 
+# ROS2 steps per call into C at most: enough to make the return to Python rare, few enough that the
+# generated function compiles in seconds
+_CHUNK_STEPS = 100
+
 
 class PlanarFlexibleError(MbctlError):
     """The integration of the planar flexible model failed (the message says where)."""
@@ -362,10 +366,10 @@ class PlanarFlexibleModel:
         n2, m = 2 * self.n, self.m
         self.rhs = ca.Function(f"{name}_rhs", [x, u], [out[:n2], out[n2 : n2 + m], out[n2 + m :]], ["x", "u"], ["xdot", "lam", "phi"])
         # the same with the force interpolated linearly over [t_a, t_b], the form the ROS2 steps take
-        t, ua, ub, tab = ca.SX.sym("t"), ca.SX.sym("u_a", self.n), ca.SX.sym("u_b", self.n), ca.SX.sym("t_ab", 2)
-        self.forced = ca.Function(
-            f"{name}_forced", [t, x, ua, ub, tab], [self.rhs(x, _interpolate(t, ua, ub, tab))[0]], ["t", "x", "u_a", "u_b", "t_ab"], ["xdot"]
-        )
+        # the same with the force on a line over one step, u_step = [u_a, u_b, t_a, t_b]: the form
+        # the ROS2 steps take (one such column per step)
+        t, u_step = ca.SX.sym("t"), ca.SX.sym("u_step", 2 * self.n + 2)
+        self.forced = ca.Function(f"{name}_forced", [t, x, u_step], [self.rhs(x, _interpolate(t, u_step, self.n))[0]], ["t", "x", "u_step"], ["xdot"])
         # forward-difference Jacobian df/dx, all 2n + 1 evaluations in one generated function
         # (the exact one, generated through the KKT solve, takes minutes of C compilation)
         xj, uj = ca.MX.sym("x", 2 * self.n), ca.MX.sym("u", self.n)
@@ -447,7 +451,7 @@ class PlanarFlexibleModel:
         self,
         x0: np.ndarray,
         t_out: np.ndarray,
-        force: Callable[[float], np.ndarray] | None = None,
+        force: Callable[[float], np.ndarray] | np.ndarray | None = None,
         *,
         integrator: str = "radau",
         rtol: float = 1e-6,
@@ -459,7 +463,9 @@ class PlanarFlexibleModel:
         """Integrate from ``x0`` at ``t_out[0]``, recording at ``t_out`` (s).
 
         Args:
-            force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints); default none.
+            force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints), or its
+                samples at ``t_out`` (len(t_out), n), linear in between; default none. ``ros2``
+                takes it at ``t_out`` and linear in between in any case.
             integrator: ``"radau"`` (adaptive, ``rtol``/``atol``, the Jacobian by forward differences)
                 or ``"ros2"`` (fixed ``step``, :mod:`mbctl.dynamics.simulation.ros2` with its
                 :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`: ``J`` is the stiff block
@@ -483,11 +489,23 @@ class PlanarFlexibleModel:
         start = time.perf_counter()
         rhs = self.compiled("rhs")
         compile_s = time.perf_counter() - start
-        zero = np.zeros(self.n)
         counts = {"rhs": 0, "jac": 0}
+        if force is None or callable(force):
+            zero = np.zeros(self.n)
 
-        def u(t: float) -> np.ndarray:
-            return zero if force is None else force(t)
+            def u(t: float) -> np.ndarray:
+                return zero if force is None else force(t)
+
+            forces = np.array([u(tk) for tk in t_out]).reshape(len(t_out), self.n)
+        else:
+            forces = np.asarray(force, dtype=float)
+            if forces.shape != (len(t_out), self.n):
+                raise ValueError(f"force samples of shape {forces.shape}, expected ({len(t_out)}, {self.n}): one row per output time")
+
+            def u(t: float) -> np.ndarray:
+                k = min(max(int(np.searchsorted(t_out, t, side="right")) - 1, 0), len(t_out) - 2)
+                w = (t - t_out[k]) / (t_out[k + 1] - t_out[k])
+                return forces[k] + w * (forces[k + 1] - forces[k])
 
         start = time.perf_counter()
         if integrator == "radau":
@@ -511,15 +529,15 @@ class PlanarFlexibleModel:
         else:
             if not (math.isfinite(step) and step > 0):
                 raise ConfigError(f"must be > 0, got {step!r}", field="step")
-            X, steps, compile_s, wall = self._ros2(x0, t_out, u, step, compiled_steps, progress, counts, compile_s)
+            X, steps, compile_s, wall = self._ros2(x0, t_out, forces, step, compiled_steps, progress, counts, compile_s)
         if integrator == "radau":
             wall = time.perf_counter() - start
         n, m = self.n, self.m
         A = np.empty((len(t_out), n))
         lam = np.empty((len(t_out), m))
         phi = np.empty((len(t_out), m))
-        for k, (tk, xk) in enumerate(zip(t_out, X)):
-            xdot, lk, pk = rhs(xk, u(tk))
+        for k, xk in enumerate(X):
+            xdot, lk, pk = rhs(xk, forces[k])
             A[k], lam[k], phi[k] = xdot.ravel()[n:], lk.ravel(), pk.ravel()
         return FlexibleRun(
             t=t_out,
@@ -536,56 +554,69 @@ class PlanarFlexibleModel:
             compile_s=compile_s,
         )
 
-    def _ros2(self, x0, t_out, u, step, compiled_steps, progress, counts, compile_s) -> tuple[np.ndarray, int, float, float]:
-        """ROS2 through :func:`mbctl.dynamics.simulation.ros2.integrate`, steps that land on every
-        output time: ``(X, steps, compile_s, wall_s)``."""
+    def _ros2(self, x0, t_out, forces, step, compiled_steps, progress, counts, compile_s) -> tuple[np.ndarray, int, float, float]:
+        """ROS2 through :func:`mbctl.dynamics.simulation.ros2.integrate` with steps that land on every
+        output time, ``forces`` (N x n) given there: ``(X, steps, compile_s, wall_s)``."""
         start = time.perf_counter()
         update = self._stiff_update()
         compile_s += time.perf_counter() - start
         rhs = self.compiled("rhs")
         spans = np.diff(t_out)
         uniform = len(spans) > 0 and np.allclose(spans, spans[0], rtol=1e-9, atol=0.0)
-        last: list = [math.nan, None]
+        counts_per_span = [max(1, math.ceil(span / step - 1e-9)) for span in (spans[:1] if uniform else spans)]
 
-        def extra(ta: float, tb: float) -> tuple[np.ndarray, ...]:
-            # the force at a chunk's start is the one at the previous chunk's end: one call per chunk
-            ua = last[1] if ta == last[0] else u(ta)
-            ub = u(tb)
-            last[0], last[1] = tb, ub
-            return ua, ub, np.array([ta, tb])
+        def per_step(first: int, samples: int, count: int) -> np.ndarray:
+            """``u_step`` columns of the ``count`` steps of each output interval ``first ... first + samples - 1``:
+            the force on the line between the interval's samples, at each step's ends."""
+            w0, w1 = np.arange(count) / count, np.arange(1, count + 1) / count
+            Fa, Fb = forces[first : first + samples], forces[first + 1 : first + samples + 1]
+            ta, tb = t_out[first : first + samples, None], t_out[first + 1 : first + samples + 1, None]
 
-        def f(t: float, x: np.ndarray, ua, ub, tab) -> np.ndarray:
+            def at(w):
+                return (Fa[:, None, :] + w[None, :, None] * (Fb - Fa)[:, None, :]).reshape(samples * count, -1).T, (ta + w * (tb - ta)).reshape(1, -1)
+
+            (ua, t0), (ub, t1) = at(w0), at(w1)
+            return np.vstack([ua, ub, t0, t1])
+
+        def f(t: float, x: np.ndarray, u_step: np.ndarray) -> np.ndarray:
             counts["rhs"] += 1
-            return rhs(x, _interpolate(t, ua, ub, tab))[0].ravel()
+            return rhs(x, _interpolate(t, u_step, self.n))[0].ravel()
 
         records: list[np.ndarray] = []
 
         def record(t: float, x: np.ndarray) -> None:
             records.append(x)
 
-        def check(t: float, x: np.ndarray) -> None:
-            if not np.isfinite(x).all():
-                raise PlanarFlexibleError(f"the state became non-finite at t = {t:.6g} s: try a smaller step")
+        def check(t: float, X: np.ndarray) -> None:
+            if not np.isfinite(X).all():
+                raise PlanarFlexibleError(f"the state became non-finite by t = {t:.6g} s: try a smaller step")
 
-        python = ros2.python_steps(f, update)
         steps = 0
         if uniform:
-            count = max(1, math.ceil(spans[0] / step - 1e-9))
+            count = counts_per_span[0]
             n = count * len(spans)
             h = spans[0] / count
-            chunk = ros2.chunk_steps(n, count, n, ros2.MAX_CHUNK_STEPS)
-            advance = python
+            # several samples per call into C (fewer returns to Python), at most _CHUNK_STEPS steps
+            chunk = ros2.chunk_steps(n, count, n, _CHUNK_STEPS, several=True)
+            outputs = max(1, chunk // count)
+            advance = ros2.python_steps(f, update, outputs=outputs, per_step=(0,))
             if compiled_steps:
                 start = time.perf_counter()
-                key = f"ros2x{chunk}"
+                key = f"ros2x{chunk}o{outputs}"
                 if key not in self._compiled:
-                    self._compiled[key] = ros2.ros2_stepper(self.forced, chunk, update)
+                    self._compiled[key] = ros2.ros2_stepper(self.forced, chunk, update, outputs=outputs, per_step=(0,))
                 stepper = self._compiled[key]
                 compile_s += time.perf_counter() - start
 
-                def advance(t, x, h, count, extra, inputs):
-                    counts["rhs"] += 2 * count
-                    return stepper(t, x, h, *extra, *inputs)[0].ravel()
+                def advance(t, x, h, steps, extra, inputs):
+                    counts["rhs"] += 2 * steps
+                    return stepper(t, x, h, *extra, *inputs)[0]
+
+            def extra(ta: float, tb: float) -> tuple[np.ndarray]:
+                first, offset = divmod(round((ta - t_out[0]) / h), count)
+                if chunk < count:  # a part of one output interval
+                    return (per_step(first, 1, count)[:, offset : offset + chunk],)
+                return (per_step(first, chunk // count, count),)
 
             start = time.perf_counter()
             ros2.integrate(
@@ -595,12 +626,11 @@ class PlanarFlexibleModel:
         else:
             start = time.perf_counter()
             records.append(np.array(x0, dtype=float))
-            for k, span in enumerate(spans):
-                count = max(1, math.ceil(span / step - 1e-9))
-                h = span / count
-                x = python(float(t_out[k]), records[-1], h, count, extra(float(t_out[k]), float(t_out[k + 1])), ())
-                check(float(t_out[k + 1]), x)
-                records.append(x)
+            for k, count in enumerate(counts_per_span):
+                advance = ros2.python_steps(f, update, per_step=(0,))
+                X = advance(float(t_out[k]), records[-1], spans[k] / count, count, (per_step(k, 1, count),), ())
+                check(float(t_out[k + 1]), X)
+                records.append(X[:, -1])
                 steps += count
                 if progress is not None:
                     progress(k + 1, len(spans))
@@ -613,6 +643,8 @@ class PlanarFlexibleModel:
         return self._update
 
 
-def _interpolate(t, ua, ub, tab):
-    """The force at ``t`` on the line from ``ua`` at ``tab[0]`` to ``ub`` at ``tab[1]`` (numpy or CasADi)."""
-    return ua + (ub - ua) * ((t - tab[0]) / (tab[1] - tab[0]))
+def _interpolate(t, u_step, n: int):
+    """The force at ``t`` on the line from ``u_a`` at ``t_a`` to ``u_b`` at ``t_b``, ``u_step = [u_a, u_b,
+    t_a, t_b]`` (numpy or CasADi)."""
+    ua, ub, ta, tb = u_step[:n], u_step[n : 2 * n], u_step[2 * n], u_step[2 * n + 1]
+    return ua + (ub - ua) * ((t - ta) / (tb - ta))

@@ -231,50 +231,75 @@ class StiffBlockUpdate(JacobianUpdate):
         return solve
 
 
-def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, cache=None) -> CompiledFunction:
-    """``(t0, x0, h, *extra, *inputs) -> x``: ``steps`` ROS2 steps of length ``h`` (s) of
-    ``f(t, x, *extra)`` (its first output is ``dx/dt``) from ``x0`` at ``t0``, in C; ``extra``
-    (``f``'s further inputs) are passed to every evaluation unchanged, ``inputs`` are
+def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, outputs: int = 1, per_step: Sequence[int] = (), cache=None) -> CompiledFunction:
+    """``(t0, x0, h, *extra, *inputs) -> X``: ``steps`` ROS2 steps of length ``h`` (s) of
+    ``f(t, x, *extra)`` (its first output is ``dx/dt``) from ``x0`` at ``t0``, in C.
+
+    ``X`` (n x ``outputs``) holds the states after every ``steps / outputs`` steps (the last
+    column the final state). ``extra`` (``f``'s further inputs) go to every evaluation
+    unchanged, except those numbered in ``per_step`` (0 is ``f``'s third input), column vectors
+    given as one column per step (e.g. a force sampled at each step's ends). ``inputs`` are
     ``update``'s refreshed inputs (:meth:`JacobianUpdate.inputs`)."""
+    if steps % outputs:
+        raise ValueError(f"{outputs} outputs do not divide {steps} steps")
     n = f.size1_in(1)
-    extra = [ca.MX.sym(f.name_in(i), f.sparsity_in(i)) for i in range(2, f.n_in())]
+    names = [f.name_in(i) for i in range(2, f.n_in())]
+    held = [ca.MX.sym(name, f.sparsity_in(2 + i)) for i, name in enumerate(names)]
+    extra = [ca.MX.sym(name, f.size1_in(2 + i), steps) if i in per_step else held[i] for i, name in enumerate(names)]
     inputs = [ca.MX.sym(name, *shape) for name, shape in update.inputs(n)]
     t, x, h = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
 
     def rate(t, x):
-        return f.call([t, x, *extra])[0]
+        return f.call([t, x, *held])[0]
 
-    one = ca.Function("ros2_step", [t, x, h, *extra, *inputs], [ros2_step(rate, t, x, h, update.solver(t, x, h, inputs))])
-    out = x
+    one = ca.Function("ros2_step", [t, x, h, *held, *inputs], [ros2_step(rate, t, x, h, update.solver(t, x, h, inputs))])
+    out, states = x, []
     for k in range(steps):
-        out = one(t + k * h, out, h, *extra, *inputs)
-    names = ["t0", "x0", "h", *(f.name_in(i) for i in range(2, f.n_in())), *(name for name, _ in update.inputs(n))]
-    g = ca.Function(f"ros2x{steps}_{f.name()}", [t, x, h, *extra, *inputs], [out], names, ["x"])
+        out = one(t + k * h, out, h, *(e[:, k] if i in per_step else e for i, e in enumerate(extra)), *inputs)
+        if (k + 1) % (steps // outputs) == 0:
+            states.append(out)
+    g = ca.Function(
+        f"ros2x{steps}o{outputs}_{f.name()}",
+        [t, x, h, *extra, *inputs],
+        [ca.horzcat(*states)],
+        ["t0", "x0", "h", *names, *(m for m, _ in update.inputs(n))],
+        ["X"],
+    )
     return compile_function(g, cache=cache)
 
 
 Advance = Callable[[float, np.ndarray, float, int, tuple, tuple], np.ndarray]
 
 
-def python_steps(f: Callable[..., np.ndarray], update: JacobianUpdate) -> Advance:
-    """``advance(t, x, h, count, extra, inputs) -> x``: ``count`` ROS2 steps stepped in numpy
-    with ``f(t, x, *extra) -> dx/dt`` (the reference of the generated steps)."""
+def python_steps(f: Callable[..., np.ndarray], update: JacobianUpdate, *, outputs: int = 1, per_step: Sequence[int] = ()) -> Advance:
+    """``advance(t, x, h, count, extra, inputs) -> X``: ``count`` ROS2 steps stepped in numpy with
+    ``f(t, x, *extra) -> dx/dt``, the arithmetic of :func:`ros2_stepper` (its reference), with the
+    same ``outputs`` and ``per_step``."""
 
     def advance(t: float, x: np.ndarray, h: float, count: int, extra: tuple, inputs: tuple) -> np.ndarray:
+        states = []
         for i in range(count):
             ti = t + i * h
-            x = ros2_step(lambda t, x: f(t, x, *extra), ti, x, h, update.solver(ti, x, h, inputs))
-        return x
+            args = [e[:, i] if j in per_step else e for j, e in enumerate(extra)]
+            x = ros2_step(lambda t, x: f(t, x, *args), ti, x, h, update.solver(ti, x, h, inputs))
+            if (i + 1) % (count // outputs) == 0:
+                states.append(x)
+        return np.stack(states, axis=1)
 
     return advance
 
 
-def chunk_steps(n: int, every: int, refresh_every: int, most: int) -> int:
-    """Steps per call of the stepper: the largest divisor of ``gcd(n, every, refresh_every)`` up to
-    ``most``, so that every chunk ends at no output sample or refresh (and a signal waits at most
-    ``most`` steps)."""
+def chunk_steps(n: int, every: int, refresh_every: int, most: int, *, several: bool = False) -> int:
+    """Steps per call of the stepper, at most ``most`` (a signal waits that long at most): the
+    largest divisor of ``gcd(n, every, refresh_every)``, so that no chunk passes an output sample
+    or refresh; with ``several``, when ``every`` is less than ``most``, the largest multiple of
+    ``every`` that divides ``gcd(n, refresh_every)`` (several samples per chunk)."""
     whole = math.gcd(every, refresh_every, n)
-    return max(d for d in range(1, min(whole, most) + 1) if whole % d == 0)
+    chunk = max(d for d in range(1, min(whole, most) + 1) if whole % d == 0)
+    if several and chunk == every:
+        span = math.gcd(n, refresh_every)
+        chunk = max(d for d in range(every, min(span, most) + 1, every) if span % d == 0)
+    return chunk
 
 
 def integrate(
@@ -296,21 +321,29 @@ def integrate(
     """``n`` ROS2 steps of ``h`` (s) from ``x0`` at ``t0`` in calls of ``chunk`` steps (see
     :func:`chunk_steps`); returns the final state.
 
-    ``record(t, x)`` gets every ``every``-th state and the last one; ``update.refresh`` runs every
-    ``refresh_every`` steps; ``extra(t_a, t_b)`` gives ``f``'s extra inputs over each chunk
-    (default none); ``check(t, x)`` sees the state after each chunk (and raises to stop);
-    ``progress(done, n)`` about 20 times per run."""
+    ``advance`` returns the states after every ``chunk / outputs`` steps (n x ``outputs``, see
+    :func:`ros2_stepper`); ``record(t, x)`` gets the first state, every ``every``-th and the
+    last one; ``update.refresh`` runs every ``refresh_every`` steps; ``extra(t_a, t_b)`` gives
+    ``f``'s extra inputs over each chunk (default none); ``check(t, X)`` sees the states after
+    each chunk (and raises to stop); ``progress(done, n)`` about 20 times per run."""
     x = np.array(x0, dtype=float)
     inputs: tuple = ()
     report = max(1, n // 20)
+    record(t0, x)
     for k in range(0, n, chunk):
         t = t0 + k * h
-        if k % every == 0:
-            record(t, x)
         if k % refresh_every == 0:
             inputs = update.refresh(t, x, h)
-        x = advance(t, x, h, chunk, extra(t, t + chunk * h) if extra is not None else (), inputs)
-        check(t + chunk * h, x)
+        X = advance(t, x, h, chunk, extra(t, t + chunk * h) if extra is not None else (), inputs).reshape(len(x), -1, order="F")
+        check(t + chunk * h, X)
+        segment = chunk // X.shape[1]
+        for j in range(X.shape[1] - 1):
+            done = k + (j + 1) * segment
+            if done % every == 0:
+                record(t0 + done * h, X[:, j])
+        x = X[:, -1]
+        if k + chunk < n and (k + chunk) % every == 0:
+            record(t0 + (k + chunk) * h, x)
         if progress is not None and ((k + chunk) % report < chunk or k + chunk == n):
             progress(k + chunk, n)
     record(t0 + n * h, x)
