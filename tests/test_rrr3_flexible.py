@@ -107,7 +107,7 @@ def test_reported_mode_behaviour(spec):
     non-redundant drive; minimum internal force bends every lever less than minimum power and all
     levers together least. The non-redundant drive leaves lever 5 nearly straight: its drive a3 is
     free in that mode, so lever 5 carries no bending moment but its own inertia's."""
-    result = flexible_feedforward(spec, rate=5000.0, step=1e-5, stiff_check=False, rfe_elements=None, compiled_steps=False)
+    result = flexible_feedforward(spec, rate=5000.0, stiff_check=False, rfe_elements=None)
     rms = {m: float(np.sqrt(np.mean(np.sum(r.error**2, axis=1)))) for m, r in result.runs.items()}
     tip = {m: np.sqrt(np.mean(r.tip[:, :, 1] ** 2, axis=0)) for m, r in result.runs.items()}
     swing = {m: np.sqrt(np.mean(r.angle_error[:, [0, 2]] ** 2, axis=0)) for m, r in result.runs.items()}

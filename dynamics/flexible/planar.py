@@ -42,14 +42,16 @@ solve the Lagrange (KKT) system with Baumgarte's stabilization
     [M  A^T] [a     ]   [Q - h]
     [A  0  ] [lambda] = [b    ]        (Q_c = -A^T lambda, the repository's convention)
 
-generated as one CasADi function (QR solve), compiled to C; stiff integrators take its
-state Jacobian by forward differences (one generated function evaluating all 2n shifts).
+generated as one CasADi SX function, compiled to C: ``a0 = M^-1 (u + Q - h)`` by a
+Cholesky factorization of ``M`` (its zeros skipped: three 11 x 11 blocks on the 3-RRR),
+``lambda = (A M^-1 A^T)^-1 (A a0 - b)``, ``a = a0 - M^-1 A^T lambda``. Radau takes the state
+Jacobian by forward differences (one generated function evaluating all 2n shifts).
 
 **Integration**: ``"radau"`` (scipy's Radau IIA, adaptive, with that Jacobian) or
-``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.integrate`,
-fixed step, the Jacobian by forward differences every ``jacobian_interval`` and its stiff
-block — the columns of the elastic coordinates, ``-P(q) [K, D]`` — updated every
-``stiff_interval``, see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
+``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.ros2`,
+fixed step, its Jacobian the exact stiff block ``[[0, I], [-G K~, -G D~]]`` of the elastic
+coordinates and spring joints at every step, :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`;
+see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
 (tens of kHz) are damped by both, not resolved.
 """
 

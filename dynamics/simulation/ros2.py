@@ -178,6 +178,9 @@ class StiffBlockUpdate(JacobianUpdate):
     def _rhs(self, g, r):
         """The right-hand side ``-g (C r_v + K~ r_q)`` of the KKT solve."""
         n = self.n
+        if _symbolic(r):
+            D, K = (ca.sparsify(ca.DM(a)) for a in (self.D, self.K))  # the zeros cost nothing in the generated code
+            return -g * (D @ r[n:] + g * (K @ r[n:]) + K @ r[:n])
         return -g * ((self.D + g * self.K) @ r[n:] + self.K @ r[:n])
 
     def functions(self) -> tuple[ca.Function, ca.Function]:
@@ -191,7 +194,7 @@ class StiffBlockUpdate(JacobianUpdate):
             n, m = self.n, self.m
             q, g = ca.SX.sym("q", n), ca.SX.sym("g")
             M, A = self.kkt(q)
-            L = cholesky(M + g * (ca.DM(self.D) + g * ca.DM(self.K)))
+            L = cholesky(M + g * (ca.sparsify(ca.DM(self.D)) + g * ca.sparsify(ca.DM(self.K))))
             pattern = [(r, c) for r in range(n) for c in range(r + 1) if not L[r][c].is_zero()]
             Y = cholesky_solve(L, A.T)
             SA = ca.solve(A @ Y, A) if m else ca.SX(0, n)
