@@ -76,10 +76,11 @@ GAMMA = 1.0 + 1.0 / math.sqrt(2.0)
 Array = np.ndarray | ca.MX
 
 
-def ros2_step(f: Callable[[float, Array], Array], t: float, x: Array, h: float, solve: Callable[[Array], Array]) -> Array:
-    """One ROS2 step of length ``h`` (s) from ``x`` at ``t``: ``f(t, x) -> dx/dt``, ``solve(b) -> W^-1 b``;
-    numpy arrays or CasADi symbols alike (the formula in the module docstring)."""
-    k1 = solve(f(t, x))
+def ros2_step(f: Callable[[float, Array], Array], t: float, x: Array, h: float, solve: Callable[[Array], Array], fx: Array | None = None) -> Array:
+    """One ROS2 step of length ``h`` (s) from ``x`` at ``t``: ``f(t, x) -> dx/dt`` (``fx``: its value
+    at ``(t, x)`` if known), ``solve(b) -> W^-1 b``; numpy arrays or CasADi symbols alike (the
+    formula in the module docstring)."""
+    k1 = solve(f(t, x) if fx is None else fx)
     k2 = solve(f(t + h, x + h * k1) - 2.0 * k1)
     return x + h * (1.5 * k1 + 0.5 * k2)
 
@@ -103,6 +104,11 @@ class JacobianUpdate(ABC):
     @abstractmethod
     def solver(self, t, x, h, inputs: Sequence) -> Callable:
         """``b -> W^-1 b`` for a step from ``(t, x)``, numpy or CasADi (as ``x`` and ``inputs``)."""
+
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
+        """``(f(t, x, *extra), solve)`` of a generated step from ``(t, x)``; an update whose solve
+        shares work with ``f`` (the mass matrix) evaluates both in one function."""
+        return f.call([t, x, *extra])[0], self.solver(t, x, h, inputs)
 
 
 class StateDiagonalUpdate(JacobianUpdate):
@@ -168,6 +174,7 @@ class StiffBlockUpdate(JacobianUpdate):
         self.n, self.m = kkt.size1_in(0), kkt.size1_out(1)
         self._numeric_kkt = compiled_kkt
         self._functions: tuple[ca.Function, ca.Function] | None = None
+        self._fused: dict[str, ca.Function] = {}
 
     def inputs(self, n: int) -> tuple[tuple[str, tuple[int, int]], ...]:
         return ()
@@ -213,6 +220,23 @@ class StiffBlockUpdate(JacobianUpdate):
             self._functions = factor, apply
         return self._functions
 
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
+        if not f.is_a("SXFunction"):
+            return super().first_stage(f, t, x, h, extra, inputs)
+        if f.name() not in self._fused:
+            # f and the factorization in one SX function: the mass matrix, evaluated by both, once
+            factor, _ = self.functions()
+            args = [ca.SX.sym(f.name_in(i), f.sparsity_in(i)) for i in range(f.n_in())]
+            g = ca.SX.sym("g")
+            fx, F = f.call(args)[0], factor(args[1][: self.n], g)
+            both = ca.cse(ca.vertcat(fx, F))
+            n = fx.numel()
+            self._fused[f.name()] = ca.Function(f"{f.name()}_and_w_factor", [*args, g], [both[:n], both[n:]])
+        g = GAMMA * h
+        fx, F = self._fused[f.name()](t, x, *extra, g)
+        apply = self.functions()[1]
+        return fx, lambda b: apply(F, g, b)
+
     def solver(self, t, x, h, inputs: Sequence) -> Callable:
         n, g = self.n, GAMMA * h
         if _symbolic(x):
@@ -255,7 +279,8 @@ def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, outputs:
     def rate(t, x):
         return f.call([t, x, *held])[0]
 
-    one = ca.Function("ros2_step", [t, x, h, *held, *inputs], [ros2_step(rate, t, x, h, update.solver(t, x, h, inputs))])
+    fx, solve = update.first_stage(f, t, x, h, held, inputs)
+    one = ca.Function("ros2_step", [t, x, h, *held, *inputs], [ros2_step(rate, t, x, h, solve, fx)])
     out, states = x, []
     for k in range(steps):
         out = one(t + k * h, out, h, *(e[:, k] if i in per_step else e for i, e in enumerate(extra)), *inputs)
