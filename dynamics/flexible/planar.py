@@ -610,8 +610,8 @@ class PlanarFlexibleModel:
                 stepper = self._compiled[key]
                 compile_s += time.perf_counter() - start
 
-                def advance(t, x, h, steps, extra, inputs):
-                    counts["rhs"] += 2 * steps
+                def advance(t, x, h, taken, extra, inputs):
+                    counts["rhs"] += 2 * taken
                     return stepper(t, x, h, *extra, *inputs)[0]
 
             def extra(ta: float, tb: float) -> tuple[np.ndarray]:
@@ -628,8 +628,8 @@ class PlanarFlexibleModel:
         else:
             start = time.perf_counter()
             records.append(np.array(x0, dtype=float))
+            advance = ros2.python_steps(f, update, per_step=(0,))
             for k, count in enumerate(counts_per_span):
-                advance = ros2.python_steps(f, update, per_step=(0,))
                 X = advance(float(t_out[k]), records[-1], spans[k] / count, count, (per_step(k, 1, count),), ())
                 check(float(t_out[k + 1]), X)
                 records.append(X[:, -1])
