@@ -24,9 +24,10 @@ equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
   ``ddq = a + M^-1 A^T (A M^-1 A^T)^-1 (b - A a)`` (which the Lagrange and
   null-space solvers also give there).
 
-:func:`rk4_stepper` and :func:`ros2_stepper` generate ``k`` steps of a given length as
+:func:`rk4_stepper` generates ``k`` steps of a given length as
 one C function (compiled once, cached by :func:`mbctl.dynamics.codegen.compile_function`),
-so Python is not in the inner loop; :func:`plant_stepper` does the same for the
+so Python is not in the inner loop (ROS2 steps: :mod:`mbctl.dynamics.simulation.ros2`, with
+:func:`state_diagonal_function` for its LuGre diagonal); :func:`plant_stepper` does the same for the
 simulated plant's semi-implicit steps.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
@@ -56,12 +57,13 @@ from mbctl.errors import MbctlError
 
 __all__ = [
     "NotCompilable",
+    "cholesky",
+    "cholesky_solve",
     "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
     "rhs_function",
     "rk4_stepper",
-    "ros2_stepper",
     "sample_evaluator",
     "state_diagonal_function",
     "unsupported",
@@ -200,12 +202,25 @@ def _loop_rows(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> ca.SX:
 def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
     """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
     ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
+    return cholesky_solve(cholesky(M), R)
+
+
+def cholesky(M: ca.SX) -> list[list[ca.SX]]:
+    """The lower Cholesky factor ``L`` of a symmetric positive definite ``M`` (``M = L L^T``) as
+    rows of SX entries; where ``M``'s zeros give zeros of ``L`` the entries are structural zeros,
+    so a sparse ``M`` (block-diagonal: one block per chain) costs what its blocks cost."""
     n = M.size1()
     L = [[ca.SX(0.0)] * n for _ in range(n)]
     for j in range(n):
         L[j][j] = ca.sqrt(M[j, j] - sum((L[j][i] ** 2 for i in range(j)), ca.SX(0.0)))
         for r in range(j + 1, n):
             L[r][j] = (M[r, j] - sum((L[r][i] * L[j][i] for i in range(j)), ca.SX(0.0))) / L[j][j]
+    return L
+
+
+def cholesky_solve(L: list[list[ca.SX]], R: ca.SX) -> ca.SX:
+    """``(L L^T)^-1 R`` by forward and back substitution with the factor of :func:`cholesky`."""
+    n = len(L)
     columns = []
     for c in range(R.size2()):
         y: list[ca.SX] = []
@@ -463,51 +478,8 @@ def state_diagonal_function(system: ConstrainedDynamics) -> ca.Function:
     """``dq -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
     ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
     dq = ca.SX.sym("dq", system.robot.nv)
-    d = [
-        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
-        for element in system.forces
-        if isinstance(element, JointFriction)
-        for i, law, _ in element._lugre
-    ]
+    d = [-law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i]) for element in system.forces if isinstance(element, JointFriction) for i, law, _ in element._lugre]
     return ca.Function("state_diagonal", [dq], [ca.vertcat(*d) if d else ca.SX(0, 1)])
-
-
-def ros2_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | None = None, cache=None) -> CompiledFunction:
-    """``(t0, x0, h, W_inv, d_ref) -> x``: ``steps`` ROS2 steps of length ``h`` (s) in C
-    (the method of :mod:`mbctl.dynamics.simulation.integrate`).
-
-    ``W_inv = (I - gamma h J)^-1`` is computed by the caller at its last Jacobian
-    refresh, when the states' diagonal of ``J`` was ``d_ref``; at every step that
-    diagonal follows the state, ``d(x)``, and ``W^-1 b`` is updated by the Woodbury
-    identity with ``C = -gamma h (d - d_ref)`` on the state rows ``S``:
-    ``W^-1 b = y - W_inv[:, S] (C * (I + W_inv[S, S] diag(C))^-1 y[S])``, ``y = W_inv b``.
-    """
-    f = rhs or rhs_function(system)
-    nv, n, p = system.robot.nv, f.size1_in(1), system.n_states
-    diagonal = state_diagonal_function(system)
-    gamma = 1.0 + 1.0 / np.sqrt(2.0)
-    t, x, h = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("h")
-    W_inv, d_ref = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
-    C = -gamma * h * (diagonal(x[nv : 2 * nv]) - d_ref)
-    S = list(range(2 * nv, n))
-
-    def solve(b: ca.MX) -> ca.MX:
-        y = W_inv @ b
-        if not p:
-            return y
-        K = ca.MX.eye(p) + W_inv[S, S] @ ca.diag(C)
-        return y - W_inv[:, S] @ (C * ca.solve(K, y[S]))
-
-    k1 = solve(f(t, x))
-    k2 = solve(f(t + h, x + h * k1) - 2.0 * k1)
-    step = ca.Function("ros2_step", [t, x, h, W_inv, d_ref], [x + h * (1.5 * k1 + 0.5 * k2)])
-    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
-    W_in, d_in = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", p)
-    out = x_in
-    for k in range(steps):
-        out = step(t_in + k * h_in, out, h_in, W_in, d_in)
-    g = ca.Function(f"ros2x{steps}_{f.name()}", [t_in, x_in, h_in, W_in, d_in], [out], ["t0", "x0", "h", "W_inv", "d_ref"], ["x"])
-    return compile_function(g, cache=cache)
 
 
 def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
@@ -575,4 +547,3 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else [])], ["q_next", "dq_next", "s_next"])
     f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
     return compile_function(f, cache=cache)
-
