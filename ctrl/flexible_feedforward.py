@@ -207,7 +207,7 @@ def flexible_feedforward(
     duration: float | None = None,
     rate: float = 10000.0,
     integrator: str = "ros2",
-    step: float = 5e-5,
+    step: float = 1e-4,
     rtol: float = 1e-6,
     atol: float = 1e-9,
     frame: str | None = None,
@@ -271,9 +271,11 @@ def flexible_feedforward(
     x0 = pm.state(traj.q[0], traj.dq[0])
     frequencies = pm.locked_frequencies(x0[: pm.n], drives)
 
-    def drive(tau: np.ndarray) -> Callable[[float], np.ndarray]:
-        element = SampledTorques(pm.n, columns, t, tau)
-        return element.generalized
+    def drive(tau: np.ndarray) -> np.ndarray:
+        """The generalized force at the samples (the model takes it linear in between)."""
+        Q = np.zeros((len(t), pm.n))
+        Q[:, columns] = tau
+        return Q
 
     options = {"integrator": integrator, "step": step, "rtol": rtol, "atol": atol, "compiled_steps": compiled_steps}
     runs: dict[str, ModeRun] = {}

@@ -42,14 +42,16 @@ solve the Lagrange (KKT) system with Baumgarte's stabilization
     [M  A^T] [a     ]   [Q - h]
     [A  0  ] [lambda] = [b    ]        (Q_c = -A^T lambda, the repository's convention)
 
-generated as one CasADi function (QR solve), compiled to C; stiff integrators take its
-state Jacobian by forward differences (one generated function evaluating all 2n shifts).
+generated as one CasADi SX function, compiled to C: ``a0 = M^-1 (u + Q - h)`` by a
+Cholesky factorization of ``M`` (its zeros skipped: three 11 x 11 blocks on the 3-RRR),
+``lambda = (A M^-1 A^T)^-1 (A a0 - b)``, ``a = a0 - M^-1 A^T lambda``. Radau takes the state
+Jacobian by forward differences (one generated function evaluating all 2n shifts).
 
 **Integration**: ``"radau"`` (scipy's Radau IIA, adaptive, with that Jacobian) or
-``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.integrate`,
-fixed step, the Jacobian by forward differences every ``jacobian_interval`` and its stiff
-block — the columns of the elastic coordinates, ``-P(q) [K, D]`` — updated every
-``stiff_interval``, see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
+``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.ros2`,
+fixed step, its Jacobian the exact stiff block ``[[0, I], [-G K~, -G D~]]`` of the elastic
+coordinates and spring joints at every step, :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`;
+see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
 (tens of kHz) are damped by both, not resolved.
 """
 
@@ -66,7 +68,6 @@ import numpy as np
 import pinocchio as pin
 import scipy.integrate
 import scipy.linalg
-import scipy.linalg.lapack
 
 from mbctl.config.simulation import Baumgarte
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
@@ -74,11 +75,17 @@ from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.flexible.fem import FEMBeam
 from mbctl.dynamics.model.edit import add_inertias, link_inertia, subtract_inertia
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation import ros2
+from mbctl.dynamics.simulation.compiled import cholesky, cholesky_solve
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError", "rigid_limit"]
 
 INTEGRATORS = ("radau", "ros2")
+
+# ROS2 steps per call into C at most: enough to make the return to Python rare, few enough that the
+# generated function compiles in seconds
+_CHUNK_STEPS = 100
 
 
 class PlanarFlexibleError(MbctlError):
@@ -235,6 +242,7 @@ class PlanarFlexibleModel:
         self.springs = {robot.joint(name).idx_v: (float(k), float(c)) for name, (k, c) in (springs or {}).items()}
         self._build()
         self._compiled: dict[str, CompiledFunction] = {}
+        self._update: ros2.StiffBlockUpdate | None = None
 
     # ------------------------------------------------------------------ symbolic model
 
@@ -326,7 +334,7 @@ class PlanarFlexibleModel:
         c1, c0 = self.baumgarte.coefficients
         b = gamma - c1 * dPhi - c0 * Phi
         # the stiff coordinates (elastic ones, spring joints) with their constant stiffness and
-        # damping: the Jacobian columns that must stay fresh (see :meth:`simulate`)
+        # damping: the Jacobian block ROS2 keeps fresh (see :meth:`simulate`)
         stiff, K_s, D_s = [], [], []
         for link in self.links:
             sl, beam = self.elastic[link], self.beams[link]
@@ -338,21 +346,32 @@ class PlanarFlexibleModel:
             K_s.append(np.array([[k]]))
             D_s.append(np.array([[c if self._damping else 0.0]]))
         self._stiff = np.array(stiff, dtype=int)
-        self._K_s = scipy.linalg.block_diag(*K_s) if K_s else np.zeros((0, 0))
-        self._D_s = scipy.linalg.block_diag(*D_s) if D_s else np.zeros((0, 0))
+        block = np.ix_(self._stiff, self._stiff)
+        self.stiffness_matrix, self.damping_matrix = np.zeros((self.n, self.n)), np.zeros((self.n, self.n))
+        if stiff:
+            self.stiffness_matrix[block], self.damping_matrix[block] = scipy.linalg.block_diag(*K_s), scipy.linalg.block_diag(*D_s)
         self.kkt = ca.Function(f"planar_{robot.name}_{self.n}_kkt", [q], [M, A], ["q"], ["M", "A"])
         self._sx = {"q": q, "v": v, "h": h}
         self.terms = ca.Function("planar_terms", [q, v], [M, h, Qd, Phi, A, b, T, V], ["q", "v"], ["M", "h", "Qd", "Phi", "A", "b", "T", "V"])
-        # the right-hand side and its Jacobian: KKT solve in MX (QR, generated as C)
-        qm, vm, um = ca.MX.sym("q", self.n), ca.MX.sym("v", self.n), ca.MX.sym("u", self.n)
-        Mm, hm, Qm, Phim, Am, bm, _, _ = self.terms(qm, vm)
-        m = self.m
-        K = ca.vertcat(ca.horzcat(Mm, Am.T), ca.horzcat(Am, ca.MX.zeros(m, m)))
-        z = ca.solve(K, ca.vertcat(um + Qm - hm, bm), "qr")
-        x = ca.vertcat(qm, vm)
-        xdot = ca.vertcat(vm, z[: self.n])
+        # the right-hand side: the KKT system by a Cholesky factorization of M (its zeros, three
+        # 11 x 11 blocks on the 3-RRR, skipped in the generated code) and the m x m Schur complement:
+        # a0 = M^-1 (u + Q - h), lambda = (A M^-1 A^T)^-1 (A a0 - b), a = a0 - M^-1 A^T lambda
+        x, u = ca.SX.sym("x", 2 * self.n), ca.SX.sym("u", self.n)
+        qx, vx = x[: self.n], x[self.n :]
+        Mx, hx, Qx, Phix, Ax, bx, _, _ = self.terms(qx, vx)
+        X = cholesky_solve(cholesky(Mx), ca.horzcat(u + Qx - hx, Ax.T))
+        a0, MinvAt = X[:, 0], X[:, 1:]
+        lam = ca.solve(Ax @ MinvAt, Ax @ a0 - bx) if self.m else ca.SX(0, 1)
+        a = a0 - MinvAt @ lam if self.m else a0
+        out = ca.cse(ca.vertcat(vx, a, lam, Phix))
         name = f"planar_{robot.name}_{self.n}"
-        self.rhs = ca.Function(f"{name}_rhs", [x, um], [xdot, z[self.n :], Phim], ["x", "u"], ["xdot", "lam", "phi"])
+        n2, m = 2 * self.n, self.m
+        self.rhs = ca.Function(f"{name}_rhs", [x, u], [out[:n2], out[n2 : n2 + m], out[n2 + m :]], ["x", "u"], ["xdot", "lam", "phi"])
+        # the same with the force interpolated linearly over [t_a, t_b], the form the ROS2 steps take
+        # the same with the force on a line over one step, u_step = [u_a, u_b, t_a, t_b]: the form
+        # the ROS2 steps take (one such column per step)
+        t, u_step = ca.SX.sym("t"), ca.SX.sym("u_step", 2 * self.n + 2)
+        self.forced = ca.Function(f"{name}_forced", [t, x, u_step], [self.rhs(x, _interpolate(t, u_step, self.n))[0]], ["t", "x", "u_step"], ["xdot"])
         # forward-difference Jacobian df/dx, all 2n + 1 evaluations in one generated function
         # (the exact one, generated through the KKT solve, takes minutes of C compilation)
         xj, uj = ca.MX.sym("x", 2 * self.n), ca.MX.sym("u", self.n)
@@ -434,39 +453,33 @@ class PlanarFlexibleModel:
         self,
         x0: np.ndarray,
         t_out: np.ndarray,
-        force: Callable[[float], np.ndarray] | None = None,
+        force: Callable[[float], np.ndarray] | np.ndarray | None = None,
         *,
         integrator: str = "radau",
         rtol: float = 1e-6,
         atol: float = 1e-9,
         step: float = 1e-4,
-        jacobian_interval: float = 1e-2,
-        stiff_interval: float = 1e-4,
         compiled_steps: bool = True,
         progress: Callable[[int, int], None] | None = None,
     ) -> FlexibleRun:
         """Integrate from ``x0`` at ``t_out[0]``, recording at ``t_out`` (s).
 
         Args:
-            force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints); default none.
-            integrator: ``"radau"`` (adaptive, ``rtol``/``atol``) or ``"ros2"`` (fixed ``step``,
-                the Jacobian by forward differences every ``jacobian_interval`` s).
-            stiff_interval: ``ros2``: between two forward-difference Jacobians its stiff block is
-                updated every ``stiff_interval`` s (0: never), exactly where it is stiff: the
-                accelerations' columns of the elastic coordinates and spring joints ``s`` are
-                ``da/dq_s = -P K_s + ...`` and ``da/dv_s = -P D_s + ...`` with ``P`` the
-                (coordinates x ``s``) block of the KKT matrix's inverse, so the update adds
-                ``-(P(q) - P(q_J)) [K_s, D_s]`` to the Jacobian taken at ``q_J`` (one
-                ``M, A`` evaluation and a KKT inverse, against 2n + 1 right-hand sides for
-                the whole Jacobian). The W-method (ROS2) keeps its order with any Jacobian, but
-                its error constant grows with the stale part of the stiff block: on the
-                3-RRR this update makes 5e-5 s steps as accurate as 5e-6 s steps without it.
-                With ``compiled_steps`` the updates happen at output times. With the update the
-                rest of the Jacobian may be older: on the 3-RRR a 10 ms ``jacobian_interval``
-                (the default; 2 ms before the update existed) was as accurate as 2 ms.
-            compiled_steps: ``ros2`` with equally spaced ``t_out``: the steps between two output
-                times run as one generated C function (the force interpolated linearly between
-                the output times: exact for torques sampled there); otherwise Python steps.
+            force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints), or its
+                samples at ``t_out`` (len(t_out), n), linear in between; default none. ``ros2``
+                takes it at ``t_out`` and linear in between in any case.
+            integrator: ``"radau"`` (adaptive, ``rtol``/``atol``, the Jacobian by forward differences)
+                or ``"ros2"`` (fixed ``step``, :mod:`mbctl.dynamics.simulation.ros2` with its
+                :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`: ``J`` is the stiff block
+                ``da/dq_s = -G K_s``, ``da/dv_s = -G D_s`` of the elastic coordinates and spring
+                joints ``s`` at every step's state, ``G`` the coordinates' block of the KKT matrix's
+                inverse; the rest of the Jacobian (joint columns, Baumgarte terms, velocity
+                terms: eigenvalues far below ``1/step``) is left to the W-method, which keeps its
+                order with any ``J``). The force is interpolated linearly between the output times
+                (exact for torques sampled there).
+            compiled_steps: ``ros2`` with equally spaced ``t_out``: the steps run in generated C,
+                one call per output interval; otherwise the same arithmetic stepped in numpy.
+            progress: Called with ``(done, total)`` steps (``ros2``) about 20 times per run.
 
         Raises:
             ConfigError: For an unknown integrator or a bad step.
@@ -475,26 +488,42 @@ class PlanarFlexibleModel:
         if integrator not in INTEGRATORS:
             raise ConfigError(f"unknown integrator {integrator!r} (expected one of: {', '.join(INTEGRATORS)})", field="integrator")
         t_out = np.asarray(t_out, dtype=float)
-        if not (math.isfinite(stiff_interval) and stiff_interval >= 0):
-            raise ConfigError(f"must be >= 0, got {stiff_interval!r}", field="stiff_interval")
         start = time.perf_counter()
-        rhs, jac = self.compiled("rhs"), self.compiled("jac")
-        kkt = self.compiled("kkt") if stiff_interval > 0 and len(self._stiff) else None
+        rhs = self.compiled("rhs")
         compile_s = time.perf_counter() - start
-        zero = np.zeros(self.n)
         counts = {"rhs": 0, "jac": 0}
+        if force is None or callable(force):
+            zero = np.zeros(self.n)
 
-        def f(t: float, x: np.ndarray) -> np.ndarray:
-            counts["rhs"] += 1
-            return rhs(x, zero if force is None else force(t))[0].ravel()
+            def u(t: float) -> np.ndarray:
+                return zero if force is None else force(t)
 
-        def J(t: float, x: np.ndarray) -> np.ndarray:
-            counts["jac"] += 1
-            counts["rhs"] += len(x) + 1
-            return np.asarray(jac(x, zero if force is None else force(t))[0])
+            forces = np.array([u(tk) for tk in t_out]).reshape(len(t_out), self.n)
+        else:
+            forces = np.asarray(force, dtype=float)
+            if forces.shape != (len(t_out), self.n):
+                raise ValueError(f"force samples of shape {forces.shape}, expected ({len(t_out)}, {self.n}): one row per output time")
+
+            def u(t: float) -> np.ndarray:
+                k = min(max(int(np.searchsorted(t_out, t, side="right")) - 1, 0), len(t_out) - 2)
+                w = (t - t_out[k]) / (t_out[k + 1] - t_out[k])
+                return forces[k] + w * (forces[k + 1] - forces[k])
 
         start = time.perf_counter()
         if integrator == "radau":
+            jac = self.compiled("jac")
+            compile_s += time.perf_counter() - start
+            start = time.perf_counter()
+
+            def f(t: float, x: np.ndarray) -> np.ndarray:
+                counts["rhs"] += 1
+                return rhs(x, u(t))[0].ravel()
+
+            def J(t: float, x: np.ndarray) -> np.ndarray:
+                counts["jac"] += 1
+                counts["rhs"] += len(x) + 1
+                return np.asarray(jac(x, u(t))[0])
+
             sol = scipy.integrate.solve_ivp(f, (t_out[0], t_out[-1]), x0, method="Radau", t_eval=t_out, jac=J, rtol=rtol, atol=atol)
             if not sol.success or sol.y.shape[1] != len(t_out):
                 raise PlanarFlexibleError(f"Radau failed at t = {sol.t[-1]:.6g} s: {sol.message}")
@@ -502,25 +531,15 @@ class PlanarFlexibleModel:
         else:
             if not (math.isfinite(step) and step > 0):
                 raise ConfigError(f"must be > 0, got {step!r}", field="step")
-            spans = np.diff(t_out)
-            if compiled_steps and len(spans) and np.allclose(spans, spans[0], rtol=1e-9, atol=0.0):
-                count = max(1, math.ceil(spans[0] / step - 1e-9))
-                chunk_start = time.perf_counter()
-                chunk = self._ros2_chunk(count)
-                compile_s += time.perf_counter() - chunk_start
-                start = time.perf_counter()
-                tracker = _StiffJacobian(self, J, kkt, jacobian_interval, stiff_interval, counts)
-                X, steps = self._ros2_compiled(chunk, count, tracker, force, x0, t_out, progress, counts)
-            else:
-                tracker = _StiffJacobian(self, J, kkt, jacobian_interval, stiff_interval, counts)
-                X, steps = self._ros2(f, tracker, x0, t_out, step, progress)
-        wall = time.perf_counter() - start
+            X, steps, compile_s, wall = self._ros2(x0, t_out, forces, step, compiled_steps, progress, counts, compile_s)
+        if integrator == "radau":
+            wall = time.perf_counter() - start
         n, m = self.n, self.m
         A = np.empty((len(t_out), n))
         lam = np.empty((len(t_out), m))
         phi = np.empty((len(t_out), m))
-        for k, (tk, xk) in enumerate(zip(t_out, X)):
-            xdot, lk, pk = rhs(xk, zero if force is None else force(tk))
+        for k, xk in enumerate(X):
+            xdot, lk, pk = rhs(xk, forces[k])
             A[k], lam[k], phi[k] = xdot.ravel()[n:], lk.ravel(), pk.ravel()
         return FlexibleRun(
             t=t_out,
@@ -537,144 +556,97 @@ class PlanarFlexibleModel:
             compile_s=compile_s,
         )
 
-    def _ros2_chunk(self, count: int) -> CompiledFunction:
-        """``(x0, u0, u1, h, S_inv, J_q) -> x``: ``count`` ROS2 steps of length ``h`` in C, the
-        force going linearly from ``u0`` to ``u1``; the stages solve ``(I - gamma h J) k = r`` by
-        the blocks of :func:`_s_inverse` (``S_inv``, ``J_q`` from the caller): ``k_v = S_inv (r_v
-        + gamma h J_q r_q)``, ``k_q = r_q + gamma h k_v``, half the operations of a full inverse."""
-        key = f"ros2s{count}"
-        if key not in self._compiled:
-            n2, n = 2 * self.n, self.n
-            x0, u0, u1 = ca.MX.sym("x0", n2), ca.MX.sym("u0", n), ca.MX.sym("u1", n)
-            h, Si, Jq = ca.MX.sym("h"), ca.MX.sym("S_inv", n, n), ca.MX.sym("J_q", n, n)
-            gh = (1.0 + 1.0 / math.sqrt(2.0)) * h
+    def _ros2(self, x0, t_out, forces, step, compiled_steps, progress, counts, compile_s) -> tuple[np.ndarray, int, float, float]:
+        """ROS2 through :func:`mbctl.dynamics.simulation.ros2.integrate` with steps that land on every
+        output time, ``forces`` (N x n) given there: ``(X, steps, compile_s, wall_s)``."""
+        start = time.perf_counter()
+        update = self._stiff_update()
+        compile_s += time.perf_counter() - start
+        rhs = self.compiled("rhs")
+        spans = np.diff(t_out)
+        uniform = len(spans) > 0 and np.allclose(spans, spans[0], rtol=1e-9, atol=0.0)
+        counts_per_span = [max(1, math.ceil(span / step - 1e-9)) for span in (spans[:1] if uniform else spans)]
 
-            def solve(r):
-                kv = Si @ (r[n:] + gh * (Jq @ r[:n]))
-                return ca.vertcat(r[:n] + gh * kv, kv)
+        def per_step(first: int, samples: int, count: int) -> np.ndarray:
+            """``u_step`` columns of the ``count`` steps of each output interval ``first ... first + samples - 1``:
+            the force on the line between the interval's samples, at each step's ends."""
+            w0, w1 = np.arange(count) / count, np.arange(1, count + 1) / count
+            Fa, Fb = forces[first : first + samples], forces[first + 1 : first + samples + 1]
+            ta, tb = t_out[first : first + samples, None], t_out[first + 1 : first + samples + 1, None]
 
-            x = x0
-            for i in range(count):
-                ua = u0 + (u1 - u0) * (i / count)
-                ub = u0 + (u1 - u0) * ((i + 1) / count)
-                k1 = solve(self.rhs(x, ua)[0])
-                k2 = solve(self.rhs(x + h * k1, ub)[0] - 2.0 * k1)
-                x = x + h * (1.5 * k1 + 0.5 * k2)
-            fn = ca.Function(f"{self.rhs.name()}_{key}", [x0, u0, u1, h, Si, Jq], [x], ["x0", "u0", "u1", "h", "S_inv", "J_q"], ["x"])
-            self._compiled[key] = compile_function(fn)
-        return self._compiled[key]
+            def at(w):
+                return (Fa[:, None, :] + w[None, :, None] * (Fb - Fa)[:, None, :]).reshape(samples * count, -1).T, (ta + w * (tb - ta)).reshape(1, -1)
 
-    def _ros2_compiled(self, chunk, count, tracker: _StiffJacobian, force, x0, t_out, progress, counts) -> tuple[np.ndarray, int]:
-        """ROS2 with the steps between output times in C (:meth:`_ros2_chunk`)."""
-        gamma = 1.0 + 1.0 / math.sqrt(2.0)
-        zero = np.zeros(self.n)
-        x = np.array(x0, dtype=float)
-        out = np.empty((len(t_out), len(x)))
-        out[0] = x
-        h = (t_out[1] - t_out[0]) / count
-        Si = Jq = None
-        u_prev = zero if force is None else force(t_out[0])
-        for k in range(1, len(t_out)):
-            t = t_out[k - 1]
-            if tracker.update(t, x) or Si is None:
-                Si, Jq = _s_inverse(tracker.J, gamma * h)
-            u_next = zero if force is None else force(t_out[k])
-            x = np.array(chunk(x, u_prev, u_next, h, Si, Jq)[0]).ravel()
-            counts["rhs"] += 2 * count
-            u_prev = u_next
-            if not np.isfinite(x).all():
-                raise PlanarFlexibleError(f"the state became non-finite at t = {t_out[k]:.6g} s: try a smaller step")
-            out[k] = x
-            if progress is not None:
-                progress(k, len(t_out) - 1)
-        return out, count * (len(t_out) - 1)
+            (ua, t0), (ub, t1) = at(w0), at(w1)
+            return np.vstack([ua, ub, t0, t1])
 
-    @staticmethod
-    def _ros2(f, tracker: _StiffJacobian, x0, t_out, step, progress) -> tuple[np.ndarray, int]:
-        """Two-stage Rosenbrock-W (ROS2, gamma = 1 + 1/sqrt 2) with fixed steps that land on every output time."""
-        gamma = 1.0 + 1.0 / math.sqrt(2.0)
-        x = np.array(x0, dtype=float)
-        out = np.empty((len(t_out), len(x)))
-        out[0] = x
-        t = float(t_out[0])
-        lu, h_lu = None, math.nan
+        def f(t: float, x: np.ndarray, u_step: np.ndarray) -> np.ndarray:
+            counts["rhs"] += 1
+            return rhs(x, _interpolate(t, u_step, self.n))[0].ravel()
+
+        records: list[np.ndarray] = []
+
+        def record(t: float, x: np.ndarray) -> None:
+            records.append(x)
+
+        def check(t: float, X: np.ndarray) -> None:
+            if not np.isfinite(X).all():
+                raise PlanarFlexibleError(f"the state became non-finite by t = {t:.6g} s: try a smaller step")
+
         steps = 0
-        eye = np.eye(len(x))
-        for k in range(1, len(t_out)):
-            span = t_out[k] - t_out[k - 1]
-            count = max(1, math.ceil(span / step - 1e-9))
-            h = span / count
-            for _ in range(count):
-                if tracker.update(t, x) or lu is None or h != h_lu:
-                    lu, h_lu = scipy.linalg.lu_factor(eye - gamma * h * tracker.J), h
-                f0 = f(t, x)
-                k1 = scipy.linalg.lu_solve(lu, f0)
-                k2 = scipy.linalg.lu_solve(lu, f(t + h, x + h * k1) - 2.0 * k1)
-                x = x + h * (1.5 * k1 + 0.5 * k2)
-                t += h
-                steps += 1
-            if not np.isfinite(x).all():
-                raise PlanarFlexibleError(f"the state became non-finite at t = {t:.6g} s: try a smaller step")
-            out[k] = x
-            if progress is not None:
-                progress(k, len(t_out) - 1)
-        return out, steps
+        if uniform:
+            count = counts_per_span[0]
+            n = count * len(spans)
+            h = spans[0] / count
+            # several samples per call into C (fewer returns to Python), at most _CHUNK_STEPS steps
+            chunk = ros2.chunk_steps(n, count, n, _CHUNK_STEPS, several=True)
+            outputs = max(1, chunk // count)
+            advance = ros2.python_steps(f, update, outputs=outputs, per_step=(0,))
+            if compiled_steps:
+                start = time.perf_counter()
+                key = f"ros2x{chunk}o{outputs}"
+                if key not in self._compiled:
+                    self._compiled[key] = ros2.ros2_stepper(self.forced, chunk, update, outputs=outputs, per_step=(0,))
+                stepper = self._compiled[key]
+                compile_s += time.perf_counter() - start
+
+                def advance(t, x, h, taken, extra, inputs):
+                    counts["rhs"] += 2 * taken
+                    return stepper(t, x, h, *extra, *inputs)[0]
+
+            def extra(ta: float, tb: float) -> tuple[np.ndarray]:
+                first, offset = divmod(round((ta - t_out[0]) / h), count)
+                if chunk < count:  # a part of one output interval
+                    return (per_step(first, 1, count)[:, offset : offset + chunk],)
+                return (per_step(first, chunk // count, count),)
+
+            start = time.perf_counter()
+            ros2.integrate(
+                advance, update, x0, float(t_out[0]), h, n, chunk, every=count, refresh_every=n, record=record, check=check, extra=extra, progress=progress
+            )
+            steps = n
+        else:
+            start = time.perf_counter()
+            records.append(np.array(x0, dtype=float))
+            advance = ros2.python_steps(f, update, per_step=(0,))
+            for k, count in enumerate(counts_per_span):
+                X = advance(float(t_out[k]), records[-1], spans[k] / count, count, (per_step(k, 1, count),), ())
+                check(float(t_out[k + 1]), X)
+                records.append(X[:, -1])
+                steps += count
+                if progress is not None:
+                    progress(k + 1, len(spans))
+        return np.array(records), steps, compile_s, time.perf_counter() - start
+
+    def _stiff_update(self) -> ros2.StiffBlockUpdate:
+        """The ROS2 Jacobian of this model: its stiff block (built once)."""
+        if self._update is None:
+            self._update = ros2.StiffBlockUpdate(self.kkt, self.stiffness_matrix, self.damping_matrix, self.compiled("kkt"))
+        return self._update
 
 
-def _s_inverse(J: np.ndarray, gh: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(S^-1, J_q)`` with ``S = I - gh J_v - gh^2 J_q`` (n x n) for ``J = [[0, I], [J_q, J_v]]``
-    (first-order form of second-order equations; the top row of ``J`` is taken as exactly
-    ``[0, I]``, which a W-method allows): ``(I - gh J) k = r`` is then solved by
-    ``k_v = S^-1 (r_v + gh J_q r_q)``, ``k_q = r_q + gh k_v``, an n x n inverse instead of 2n x 2n."""
-    n = J.shape[0] // 2
-    Jq, Jv = J[n:, :n], J[n:, n:]
-    lu, piv, info = scipy.linalg.lapack.dgetrf(np.eye(n) - gh * Jv - gh * gh * Jq)
-    Si, info2 = scipy.linalg.lapack.dgetri(lu, piv) if info == 0 else (None, info)
-    if info or info2:
-        raise PlanarFlexibleError("singular iteration matrix I - gamma h J: try a smaller step")
-    return Si, np.ascontiguousarray(Jq)
-
-
-class _StiffJacobian:
-    """The Jacobian a ROS2 run steps with: by forward differences every ``full`` s, its stiff
-    block updated every ``stiff`` s in between (see :meth:`PlanarFlexibleModel.simulate`)."""
-
-    def __init__(self, model: PlanarFlexibleModel, fd, kkt, full: float, stiff: float, counts: dict):
-        self.model, self.fd, self.kkt, self.full, self.stiff, self.counts = model, fd, kkt, full, stiff, counts
-        self.J: np.ndarray | None = None
-        self.t_full = self.t_stiff = -math.inf
-
-    def _P(self, q: np.ndarray) -> np.ndarray:
-        """``P`` (n x s): the stiff coordinates' columns of the KKT matrix's inverse, first n rows."""
-        pm = self.model
-        if not hasattr(self, "_K"):
-            self._K = np.zeros((pm.n + pm.m, pm.n + pm.m), order="F")
-            self._E = np.zeros((pm.n + pm.m, len(pm._stiff)), order="F")
-            self._E[pm._stiff, np.arange(len(pm._stiff))] = 1.0
-        M, A = self.kkt(q)
-        K = self._K
-        K[: pm.n, : pm.n], K[: pm.n, pm.n :], K[pm.n :, : pm.n] = M, A.T, A
-        # LAPACK directly: numpy's solve costs as much again in checks and copies at this size
-        _, _, P, info = scipy.linalg.lapack.dgesv(K, self._E)
-        if info != 0:
-            raise PlanarFlexibleError(f"singular KKT matrix in the Jacobian update (LAPACK info {info})")
-        return P[: pm.n]
-
-    def update(self, t: float, x: np.ndarray) -> bool:
-        """Refresh what is due at ``t`` (s) and state ``x``; True if :attr:`J` changed."""
-        pm = self.model
-        if self.J is None or t - self.t_full >= self.full - 1e-12:
-            self.base = self.fd(t, x)
-            self.J = self.base.copy()
-            self.t_full = self.t_stiff = t
-            if self.kkt is not None:
-                self.P0 = self._P(x[: pm.n])
-            return True
-        if self.kkt is None or not self.stiff or t - self.t_stiff < self.stiff - 1e-12:
-            return False
-        dP = self._P(x[: pm.n]) - self.P0
-        n, s = pm.n, pm._stiff
-        self.J[n:, s] = self.base[n:, s] - dP @ pm._K_s
-        self.J[n:, n + s] = self.base[n:, n + s] - dP @ pm._D_s
-        self.t_stiff = t
-        return True
+def _interpolate(t, u_step, n: int):
+    """The force at ``t`` on the line from ``u_a`` at ``t_a`` to ``u_b`` at ``t_b``, ``u_step = [u_a, u_b,
+    t_a, t_b]`` (numpy or CasADi)."""
+    ua, ub, ta, tb = u_step[:n], u_step[n : 2 * n], u_step[2 * n], u_step[2 * n + 1]
+    return ua + (ub - ua) * ((t - ta) / (tb - ta))

@@ -27,11 +27,11 @@ the same structure:
   ``ddq = a + M^-1 A^T (A M^-1 A^T)^-1 (b - A a)`` (which the Lagrange and
   null-space solvers also give there).
 
-:class:`CompiledCore` generates RK4 and ROS2 steppers of ``k`` steps of a given length as
-one C function each, compiled once per structure and thread (and cached on disk by
-:func:`mbctl.dynamics.codegen.compile_function`), so Python is not in the inner loop and a
-study that changes the robot's numbers compiles once; :func:`plant_stepper` does the same
-for the simulated plant's semi-implicit steps.
+:class:`CompiledCore` generates RK4 steppers of ``k`` steps of a given length as one C
+function, and ROS2 steppers through :mod:`mbctl.dynamics.simulation.ros2`, compiled once per
+structure and thread (and cached on disk by :func:`mbctl.dynamics.codegen.compile_function`),
+so Python is not in the inner loop and a study that changes the robot's numbers compiles
+once; :func:`plant_stepper` does the same for the simulated plant's semi-implicit steps.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
 use the interpreted reference): redundant rows, eliminated rows or independent
@@ -58,6 +58,7 @@ from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.structure import Parametrized, parametrize, parametrize_plant, plant_key, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
@@ -65,6 +66,8 @@ from mbctl.errors import MbctlError
 __all__ = [
     "CompiledCore",
     "NotCompilable",
+    "cholesky",
+    "cholesky_solve",
     "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
@@ -212,12 +215,25 @@ def _loop_rows(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> ca.SX:
 def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
     """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
     ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
+    return cholesky_solve(cholesky(M), R)
+
+
+def cholesky(M: ca.SX) -> list[list[ca.SX]]:
+    """The lower Cholesky factor ``L`` of a symmetric positive definite ``M`` (``M = L L^T``) as
+    rows of SX entries; where ``M``'s zeros give zeros of ``L`` the entries are structural zeros,
+    so a sparse ``M`` (block-diagonal: one block per chain) costs what its blocks cost."""
     n = M.size1()
     L = [[ca.SX(0.0)] * n for _ in range(n)]
     for j in range(n):
         L[j][j] = ca.sqrt(M[j, j] - sum((L[j][i] ** 2 for i in range(j)), ca.SX(0.0)))
         for r in range(j + 1, n):
             L[r][j] = (M[r, j] - sum((L[r][i] * L[j][i] for i in range(j)), ca.SX(0.0))) / L[j][j]
+    return L
+
+
+def cholesky_solve(L: list[list[ca.SX]], R: ca.SX) -> ca.SX:
+    """``(L L^T)^-1 R`` by forward and back substitution with the factor of :func:`cholesky`."""
+    n = len(L)
     columns = []
     for c in range(R.size2()):
         y: list[ca.SX] = []
@@ -443,43 +459,6 @@ def _state_diagonal(system: ConstrainedDynamics, params: Parametrized) -> ca.Fun
     return ca.Function("state_diagonal", [dq, params.vector.symbols], [ca.vertcat(*d) if d else ca.SX(0, 1)])
 
 
-def _ros2(f: ca.Function, diagonal: ca.Function, nv: int, steps: int) -> ca.Function:
-    """``(t0, x0, h, W_inv, d_ref, p) -> x``: ``steps`` ROS2 steps of length ``h`` (s) of ``f(t, x, p)``
-    (the method of :mod:`mbctl.dynamics.simulation.integrate`).
-
-    ``W_inv = (I - gamma h J)^-1`` is computed by the caller at its last Jacobian
-    refresh, when the states' diagonal of ``J`` was ``d_ref``; at every step that
-    diagonal follows the state, ``d(x)``, and ``W^-1 b`` is updated by the Woodbury
-    identity with ``C = -gamma h (d - d_ref)`` on the state rows ``S``:
-    ``W^-1 b = y - W_inv[:, S] (C * (I + W_inv[S, S] diag(C))^-1 y[S])``, ``y = W_inv b``.
-    """
-    n, n_p = f.size1_in(1), f.size1_in(2)
-    n_s = n - 2 * nv
-    gamma = 1.0 + 1.0 / np.sqrt(2.0)
-    t, x, h, p = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("h"), ca.MX.sym("p", n_p)
-    W_inv, d_ref = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", n_s)
-    C = -gamma * h * (diagonal(x[nv : 2 * nv], p) - d_ref)
-    S = list(range(2 * nv, n))
-
-    def solve(b: ca.MX) -> ca.MX:
-        y = W_inv @ b
-        if not n_s:
-            return y
-        K = ca.MX.eye(n_s) + W_inv[S, S] @ ca.diag(C)
-        return y - W_inv[:, S] @ (C * ca.solve(K, y[S]))
-
-    k1 = solve(f(t, x, p))
-    k2 = solve(f(t + h, x + h * k1, p) - 2.0 * k1)
-    step = ca.Function("ros2_step", [t, x, h, W_inv, d_ref, p], [x + h * (1.5 * k1 + 0.5 * k2)])
-    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
-    W_in, d_in, p_in = ca.MX.sym("W_inv", n, n), ca.MX.sym("d_ref", n_s), ca.MX.sym("p", n_p)
-    out = x_in
-    for k in range(steps):
-        out = step(t_in + k * h_in, out, h_in, W_in, d_in, p_in)
-    names = ["t0", "x0", "h", "W_inv", "d_ref", "p"]
-    return ca.Function(f"ros2x{steps}_{f.name()}", [t_in, x_in, h_in, W_in, d_in, p_in], [out], names, ["x"])
-
-
 # ---------------------------------------------------------------------------------
 # one compiled core per structure, per thread (a CompiledFunction owns its buffers)
 
@@ -543,7 +522,7 @@ class CompiledCore:
         if (kind, steps) not in done:
             start = time.perf_counter()
             s = self._structure
-            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps), "ros2": lambda: _ros2(s.rhs, s.diagonal, s.nv, steps)}[kind]()
+            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps)}[kind]()
             done[kind, steps] = compile_function(f, cache=self.cache)
             self.build_s += time.perf_counter() - start
         return done[kind, steps]
@@ -560,9 +539,21 @@ class CompiledCore:
         """``(t0, x0, h, p) -> x``: ``steps`` RK4 steps of length ``h`` (s), in C."""
         return self._compiled("rk4", steps)
 
-    def ros2(self, steps: int) -> CompiledFunction:
-        """``(t0, x0, h, W_inv, d_ref, p) -> x``: ``steps`` ROS2 steps (see :func:`_ros2`), in C."""
-        return self._compiled("ros2", steps)
+    def ros2(self, steps: int, update: ros2.StateDiagonalUpdate) -> CompiledFunction:
+        """``(t0, x0, h, p, W_inv, d_ref) -> X``: ``steps`` ROS2 steps
+        (:func:`mbctl.dynamics.simulation.ros2.ros2_stepper`) with ``update``'s LuGre diagonal
+        (:attr:`diagonal`), in C."""
+        done = self._structure.compiled
+        if ("ros2", steps) not in done:
+            start = time.perf_counter()
+            done["ros2", steps] = ros2.ros2_stepper(self._structure.rhs, steps, update, cache=self.cache)
+            self.build_s += time.perf_counter() - start
+        return done["ros2", steps]
+
+    @property
+    def diagonal(self) -> ca.Function:
+        """``(dq, p) -> d``: the LuGre states' diagonal ``d(ds/dt)/ds`` (1/s), for ROS2's update."""
+        return self._structure.diagonal
 
     def check(self, t: float, x: np.ndarray, rtol: float = 1e-6) -> None:
         """Compare the compiled ``dx/dt`` at ``(t, x)`` with the interpreted evaluation.

@@ -7,17 +7,11 @@ force elements' internal states (LuGre bristle deflections), integrated together
 
 - ``integrator="rk4"``: classical 4th-order Runge–Kutta with a fixed step ``h``
   (the largest step ``<= step`` that divides the duration evenly).
-- ``"ros2"`` (stiff, fixed step): the two-stage Rosenbrock-W method ROS2 (Verwer et
-  al. 1999), ``gamma = 1 + 1/sqrt(2)``::
-
-      W = I - gamma*h*J
-      k1 = W^-1 f(t, x)
-      k2 = W^-1 (f(t + h, x + h*k1) - 2*k1)
-      x' = x + h*(3/2*k1 + 1/2*k2)
-
-  Two evaluations per step, no Newton iteration. It is second-order accurate for *any*
-  matrix ``J`` (a W-method) and L-stable when ``J`` is the Jacobian, so ``J`` only has
-  to capture the stiff parts: it is the finite-difference Jacobian ``df/dx`` (one
+- ``"ros2"`` (stiff, fixed step): the two-stage Rosenbrock-W method ROS2 of
+  :mod:`mbctl.dynamics.simulation.ros2` (two evaluations per step, no Newton iteration,
+  second order with any ``J``) with its
+  :class:`~mbctl.dynamics.simulation.ros2.StateDiagonalUpdate`: ``J`` is the
+  finite-difference Jacobian ``df/dx`` (one
   evaluation per state; normal loads of load-dependent friction held at the step's
   values, which leaves out only their weak, non-stiff coupling and makes those
   evaluations ~3x cheaper), refreshed every ``jacobian_interval`` seconds, with the
@@ -49,7 +43,9 @@ import scipy.linalg
 from mbctl.config.simulation import INTEGRATORS
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
+from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled import CompiledCore, NotCompilable, unsupported
+from mbctl.dynamics.simulation.ros2 import MAX_CHUNK_STEPS
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["BACKENDS", "INTEGRATORS", "MAX_CHUNK_STEPS", "SimulationError", "SimulationResult", "recorded_samples", "sample_bytes", "simulate"]
@@ -135,10 +131,6 @@ class SimulationResult:
         return np.abs(self.dphi).max(axis=1)
 
 
-# compiled RK4 steps per call into C at most: a signal is handled between calls, so this bounds how
-# long a Ctrl-C waits (1000 steps of the 23-DOF chain take about a millisecond)
-MAX_CHUNK_STEPS = 1000
-
 # Python objects of one recorded sample (the state copy, a ConstrainedState and its ~15 arrays, the
 # record tuple), bytes; measured on the four-bar: 3.1 kB a sample, of which 520 B are numbers
 _SAMPLE_OVERHEAD = 2600
@@ -181,7 +173,7 @@ def _check_rk4_stability(system: ConstrainedDynamics, t: float, h: float, x: np.
             raise ConfigError(
                 f"the RK4 step {h:.3g} s is unstable for the stiff state {name} at t = {t:.6g} s "
                 f"(decay rate {rate:.4g} 1/s, h*rate = {h * rate:.3g} > {RK4_STABILITY}); use a step below "
-                f"{RK4_STABILITY / rate:.2g} s or a stiff integrator (integrator = \"radau\")",
+                f'{RK4_STABILITY / rate:.2g} s or a stiff integrator (integrator = "radau")',
                 file=system.robot.source,
                 field="simulation.step",
             )
@@ -320,6 +312,7 @@ def simulate(
         chunk = core.rk4(size)
         rest_stepper = core.rk4(rest) if rest else None
         single = core.rk4(1) if n % every else None
+
         def interpreted_steps(t: float, x: np.ndarray, count: int) -> None:
             """Redo ``count`` steps with the interpreted dynamics, which checks every stage."""
             for i in range(count):
@@ -393,11 +386,6 @@ def simulate(
         h = duration / n
         every = 1 if output_step is None else max(1, round(output_step / h))
         refresh = max(1, round(jacobian_interval / h))
-        report = max(1, n // 20)
-        gamma = 1.0 + 1.0 / math.sqrt(2.0)
-        n_x = len(x)
-        states = np.arange(2 * nv, n_x)
-        eye = np.eye(n_x)
 
         def state_diagonal(x: np.ndarray) -> np.ndarray:
             dq, s = x[nv : 2 * nv], x[2 * nv :]
@@ -405,61 +393,51 @@ def simulate(
 
         if used == "compiled":
             # steps in C between Jacobian refreshes and records; the Jacobian by differences of
-            # the compiled right-hand side (through the normal loads too), inverted here
-            # a whole number of chunks, each ending at no record or refresh, of at most MAX_CHUNK_STEPS steps
-            whole = math.gcd(every, refresh, n)
-            chunk = max(d for d in range(1, min(whole, MAX_CHUNK_STEPS) + 1) if whole % d == 0)
-            stepper = core.ros2(chunk)
-
-            diagnostics = core.diagnostics()  # compiled for the samples anyway: no third large library for the rates
+            # the compiled right-hand side (through the normal loads); its values from the
+            # diagnostics function the samples compile anyway, so no third large library
+            diagnostics = core.diagnostics()
 
             def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
                 compiled_evaluations[0] += 1
                 return (diagnostics(t, x, p)[0],)
 
-            for k in range(0, n, chunk):
-                t = t0 + k * h
-                if k % every == 0:
-                    records.append((x, final(t, x)))
-                if k % refresh == 0:
-                    J = _jacobian(rate, t, x, rate(t, x)[0])
-                    d_ref = state_diagonal(x)
-                    J[states, states] = d_ref
-                    W_inv = np.linalg.inv(eye - (gamma * h) * J)
-                x = stepper(t, x, h, W_inv, d_ref, p)[0]
-                compiled_evaluations[0] += 2 * chunk
-                check_finite(t + chunk * h, x)
-                if progress is not None and ((k + chunk) % report < chunk or k + chunk == n):
-                    progress(k + chunk, n)
+            update = ros2.StateDiagonalUpdate(lambda t, x: _jacobian(rate, t, x, rate(t, x)[0]), 2 * nv, state_diagonal, core.diagonal)
+            chunk = ros2.chunk_steps(n, every, refresh, MAX_CHUNK_STEPS)
+            stepper = core.ros2(chunk, update)
+
+            def advance(t: float, x: np.ndarray, h: float, count: int, extra: tuple, inputs: tuple) -> np.ndarray:
+                compiled_evaluations[0] += 2 * count
+                return stepper(t, x, h, p, *extra, *inputs)[0]
+
         else:
+            last: list = [None]  # the evaluation at the latest state: a record and the step from it share it
 
-            def f(t: float, x: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, ConstrainedState]:
-                q, dq, s = split(x)
-                ev = system.evaluate(t, q, dq, s, normal_loads=loads)
-                return np.concatenate([dq, ev.ddq, ev.state_rate]), ev
+            def evaluate(t: float, x: np.ndarray) -> ConstrainedState:
+                if last[0] is None or last[0][0] != t or not np.array_equal(last[0][1], x):
+                    last[0] = (t, x.copy(), system.evaluate(t, *split(x)))
+                return last[0][2]
 
-            getrf, getrs = scipy.linalg.lapack.dgetrf, scipy.linalg.lapack.dgetrs
-            J = np.zeros((n_x, n_x))
-            for k in range(n):
-                t = t0 + k * h
-                f0, ev = f(t, x)
-                if k % every == 0:
-                    records.append((x, ev))
-                if k % refresh == 0:
-                    frozen = ev.normal_loads if len(ev.normal_loads) else None
-                    J = _jacobian(lambda t, x: f(t, x, frozen), t, x, f0)
-                if len(states):
-                    J[states, states] = state_diagonal(x)
-                # LAPACK directly: scipy's lu_factor/lu_solve wrappers cost more than the 50x50 solve
-                lu, piv, _ = getrf(eye - (gamma * h) * J, overwrite_a=True)
-                k1 = getrs(lu, piv, f0)[0]
-                f1, _ = f(t + h, x + h * k1)
-                k2 = getrs(lu, piv, f1 - 2.0 * k1)[0]
-                x = x + h * (1.5 * k1 + 0.5 * k2)
-                check_finite(t + h, x)
-                if progress is not None and ((k + 1) % report == 0 or k + 1 == n):
-                    progress(k + 1, n)
-        records.append((x, final(t0 + duration, x)))
+            def f(t: float, x: np.ndarray) -> np.ndarray:
+                return np.concatenate([x[nv : 2 * nv], (ev := evaluate(t, x)).ddq, ev.state_rate])
+
+            def jacobian(t: float, x: np.ndarray) -> np.ndarray:
+                ev = evaluate(t, x)
+                frozen = ev.normal_loads if len(ev.normal_loads) else None
+
+                def held(t: float, x: np.ndarray) -> tuple[np.ndarray]:
+                    e = system.evaluate(t, *split(x), normal_loads=frozen)
+                    return (np.concatenate([x[nv : 2 * nv], e.ddq, e.state_rate]),)
+
+                return _jacobian(held, t, x, f(t, x))
+
+            update = ros2.StateDiagonalUpdate(jacobian, 2 * nv, state_diagonal)
+            advance, chunk = ros2.python_steps(f, update), 1  # checked at every step
+            final = evaluate  # noqa: F811 - the interpreted records reuse the steps' evaluations
+
+        def record(t: float, x: np.ndarray) -> None:
+            records.append((x, final(t, x)))
+
+        ros2.integrate(advance, update, x, t0, h, n, chunk, every=every, refresh_every=refresh, record=record, check=check_finite, progress=progress)
         steps = n
     else:
         dt_out = output_step if output_step is not None else step

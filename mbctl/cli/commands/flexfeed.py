@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
     p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
-    p.add_argument("--step", type=float, default=5e-5, help="ros2 step (s, default 5e-5)")
+    p.add_argument("--step", type=float, default=1e-4, help="ros2 step (s, default 1e-4)")
     p.add_argument("--rtol", type=float, default=1e-6, help="radau relative tolerance (default 1e-6)")
     p.add_argument("--rfe-elements", type=int, default=8, help="RFE segments per lever for the cross-check; 0: no cross-check (default 8)")
     p.add_argument("--no-stiff-check", action="store_true", help="skip the stiff-limit run (moduli x 1e4)")
