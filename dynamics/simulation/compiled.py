@@ -80,8 +80,6 @@ class NotCompilable(MbctlError):
     """The system uses a feature the compiled core does not cover (the message names it)."""
 
 
-
-
 def unsupported(system: ConstrainedDynamics) -> str:
     """Why ``system`` cannot be compiled, or ``""`` when it can."""
     for element in system.forces:
@@ -164,8 +162,6 @@ def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
     return ca.vertcat(*N), ca.vertcat(*G)
 
 
-
-
 def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
     """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
     ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
@@ -185,10 +181,6 @@ def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
             x[r] = (y[r] - sum((L[i][r] * x[i] for i in range(r + 1, n)), ca.SX(0.0))) / L[r][r]
         columns.append(ca.vertcat(*x))
     return ca.horzcat(*columns) if columns else ca.SX(n, 0)
-
-
-
-
 
 
 def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, ca.SX]]:
@@ -299,9 +291,8 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     nv = system.robot.nv
     t, q, dq = ca.SX.sym("t"), ca.SX.sym("q", nv), ca.SX.sym("dq", nv)
     rows = constraint_rows(system, SymbolicDynamics(system.robot), t, q, dq)
-    return ca.Function(
-        f"constraint_kinematics_{system.robot.name}", [t, q, dq], [rows.phi, rows.jac, rows.phi_t, rows.gamma], ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"]
-    )
+    outputs = [rows.phi, rows.jac, rows.phi_t, rows.gamma]
+    return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
 def rhs_function(system: ConstrainedDynamics) -> ca.Function:

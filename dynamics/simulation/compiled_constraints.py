@@ -290,9 +290,7 @@ def _kept_solution(A: ca.SX, r: ca.SX, rB: ca.SX, a: ca.SX, MinvAt: ca.SX, MinvB
     return ddq[:, 0], ddq[:, 1:], force[:, 0], force[:, 1:], lam[:, 0], lam[:, 1:]
 
 
-def constrained_solution(
-    system: ConstrainedDynamics, A: ca.SX, b: ca.SX, a: ca.SX, MinvAt: ca.SX, MinvB: ca.SX
-) -> Solution:
+def constrained_solution(system: ConstrainedDynamics, A: ca.SX, b: ca.SX, a: ca.SX, MinvAt: ca.SX, MinvB: ca.SX) -> Solution:
     """The solution of ``system``'s solver and singularity mode (module docstring) for
     ``A ddq = b`` (``b`` stabilized), from ``a = M^-1 f``, ``M^-1 A^T`` and ``M^-1 B``."""
     m, k = A.size1(), MinvB.size2()
