@@ -51,6 +51,7 @@ from mbctl.dynamics.simulation.compiled_constraints import (
     constrained_solution,
     constraint_rows,
     loop_wrenches,
+    spd_solve,
     stabilized,
     unsupported_constraints,
 )
@@ -162,27 +163,6 @@ def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
     return ca.vertcat(*N), ca.vertcat(*G)
 
 
-def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
-    """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
-    ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
-    n = M.size1()
-    L = [[ca.SX(0.0)] * n for _ in range(n)]
-    for j in range(n):
-        L[j][j] = ca.sqrt(M[j, j] - sum((L[j][i] ** 2 for i in range(j)), ca.SX(0.0)))
-        for r in range(j + 1, n):
-            L[r][j] = (M[r, j] - sum((L[r][i] * L[j][i] for i in range(j)), ca.SX(0.0))) / L[j][j]
-    columns = []
-    for c in range(R.size2()):
-        y: list[ca.SX] = []
-        for r in range(n):
-            y.append((R[r, c] - sum((L[r][i] * y[i] for i in range(r)), ca.SX(0.0))) / L[r][r])
-        x: list[ca.SX] = [ca.SX(0.0)] * n
-        for r in reversed(range(n)):
-            x[r] = (y[r] - sum((L[i][r] * x[i] for i in range(r + 1, n)), ca.SX(0.0))) / L[r][r]
-        columns.append(ca.vertcat(*x))
-    return ca.horzcat(*columns) if columns else ca.SX(n, 0)
-
-
 def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, ca.SX]]:
     """Symbols ``t``, ``x`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
     reason = unsupported(system)
@@ -211,7 +191,7 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
     # one factorization of M for every right-hand side: M^-1 [Q - h, A^T, B]
     rows = constraint_rows(system, sym, t, q, dq)
     m, A = system.constraints.m, rows.jac
-    X = _spd_solve(sym.mass_matrix(q), ca.horzcat(Q - sym.bias(q, dq), A.T, B))
+    X = spd_solve(sym.mass_matrix(q), ca.horzcat(Q - sym.bias(q, dq), A.T, B))
     a, MinvAt, MinvB = X[:, 0], X[:, 1 : 1 + m], X[:, 1 + m :]
     if m:
         b = rows.gamma
@@ -495,7 +475,7 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
         damping_d, stiffness_d = (_elastic_diagonal(elastic, sym, q, sde, getattr(elastic, base, ())) for sde, base in ((elastic._c, "_D"), (elastic._k, "_S")))
         implicit += damping_d + h * stiffness_d
     M = sym.mass_matrix(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
-    dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
+    dq_next = dq + spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
     x = ca.vertcat(q, dq, z)
     extra = [goal, on] if nk else []
     one = ca.Function("plant_step", [x, tau, h, *extra], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
