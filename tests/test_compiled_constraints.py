@@ -235,3 +235,30 @@ def test_a_damped_run_through_the_singular_configuration_follows_the_interpreted
         a, b = getattr(runs["compiled"], field), getattr(runs["python"], field)
         scale = max(1.0, float(np.abs(b).max()))
         assert np.allclose(a, b, rtol=0, atol=1e-7 * scale), (field, np.abs(a - b).max() / scale)
+
+
+LOADED_LUGRE = {  # journal2d: coefficient-scaled LuGre (fc, fs dimensionless; sigma0 1/rad, 1/m; sigma1 s/rad, s/m)
+    "psi11": 'law = "lugre"\nfc = 0.08\nfs = 0.12\nvs = 0.01\nfv = 0.02\nsigma0 = 3200.0\nsigma1 = 0.5\nload = { model = "journal2d", diameter = 0.03 }\n',
+    "x12": 'law = "lugre"\nfc = 0.08\nfs = 0.12\nvs = 0.002\nfv = 10.0\nsigma0 = 800.0\nsigma1 = 0.5\nload = { model = "journal2d", diameter = 0.02 }\n',
+    "z21": 'law = "lugre"\nfc = 0.08\nfs = 0.12\nvs = 0.002\nfv = 3.0\nsigma0 = 5300.0\nsigma1 = 0.5\nload = { model = "journal2d", diameter = 0.02 }\n',
+}
+
+
+def test_load_dependent_lugre_in_the_rpsup_loop(configs, tmp_path):
+    """The RPSUP (flexible base, RFE coupler, a 3D revolute cut) with load-dependent LuGre on its
+    drives and guide: the normal loads include the loop-closure forces on the bodies."""
+    text = (configs / "rpsup.toml").read_text().replace('urdf = "rpsup.urdf"', f'urdf = "{configs / "rpsup.urdf"}"')
+    for joint, body in LOADED_LUGRE.items():
+        start = text.index(f"[joints.{joint}.friction]")
+        end = text.index("\n[", start + 1)
+        text = text[:start] + f"[joints.{joint}.friction]\n" + body + text[end:]
+    path = tmp_path / "rpsup_loaded.toml"
+    path.write_text(text)
+    robot = load_robot(path)
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    system.initialize(0.0, q0, dq0)
+    assert any(f.reaction_joints for f in system.forces) and unsupported(system) == ""
+    refs = assert_agrees(system, manifold_states(system, q0, dq0))
+    assert min(np.abs(r.normal_loads).max() for r in refs) > 10.0  # loaded joints carry tens of N
