@@ -314,7 +314,12 @@ def _kept_solution(A: ca.SX, r: ca.SX, rB: ca.SX, a: ca.SX, MinvAt: ca.SX, MinvB
 
 def constrained_solution(system: ConstrainedDynamics, A: ca.SX, b: ca.SX, a: ca.SX, MinvAt: ca.SX, MinvB: ca.SX) -> Solution:
     """The solution of ``system``'s solver and singularity mode (module docstring) for
-    ``A ddq = b`` (``b`` stabilized), from ``a = M^-1 f``, ``M^-1 A^T`` and ``M^-1 B``."""
+    ``A ddq = b`` (``b`` stabilized), from ``a = M^-1 f``, ``M^-1 A^T`` and ``M^-1 B``.
+    The kept rows and the rank are those ``system.initialize`` found at the initial state.
+
+    Raises:
+        RuntimeError: If ``system`` has not been initialized.
+    """
     m, k = A.size1(), MinvB.size2()
     setup = system._require_setup()
     kept = [int(i) for i in setup.kept]
