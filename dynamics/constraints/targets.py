@@ -167,7 +167,9 @@ class ExpressionTarget:
         dg = ca.jacobian(g, t)
         ddg = ca.jacobian(dg, t)
         self.constant = not any(ca.depends_on(g[i], t) for i in range(self.size))
-        self._fn = ca.Function("target", [t], [ca.vertcat(g, dg, ddg)])
+        # dense: the buffer below is read as 3 x size, and a derivative that is zero by structure
+        # (a constant component) would otherwise be left out and shift the others
+        self._fn = ca.Function("target", [t], [ca.densify(ca.vertcat(g, dg, ddg))])
         # CasADi's buffer interface evaluates without Python-side argument conversion (~0.3 us a call)
         self._arg = np.zeros(1)
         self._res = np.zeros(3 * self.size)

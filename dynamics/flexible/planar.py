@@ -76,7 +76,7 @@ from mbctl.dynamics.flexible.fem import FEMBeam
 from mbctl.dynamics.model.edit import add_inertias, link_inertia, subtract_inertia
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
-from mbctl.dynamics.simulation.compiled import cholesky, cholesky_solve
+from mbctl.dynamics.simulation.compiled_constraints import cholesky, cholesky_solve
 from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError", "rigid_limit"]

@@ -19,13 +19,11 @@ the same structure:
   so are the solution and the joint reaction wrenches, ``W(N) = W0 + dW N``; the
   loads solve ``N = loads(W(N))`` by Newton steps from ``N = 0``, unrolled (the
   interpreted dynamics iterates the same equations to a tolerance);
-- programmed constraints ``Phi(q, t) = 0`` (expression or rest-to-rest polyline
-  targets) and loop closures with rows ``A = dPhi/dq`` and
-  ``gamma = -(d(A dq)/dq dq + 2 d(A dq)/dt + Phi_tt)`` (by automatic differentiation),
-  Baumgarte-stabilised ``b = gamma - c1 dPhi - c0 Phi``, solved in the
-  Udwadia–Kalaba form for a full-row-rank ``A``:
-  ``ddq = a + M^-1 A^T (A M^-1 A^T)^-1 (b - A a)`` (which the Lagrange and
-  null-space solvers also give there).
+- constraint rows of every kind the interpreted core knows (programmed, loop closures,
+  ``frame_offset`` drives, velocity-level rows) and the solution of every solver and
+  singularity mode: :mod:`mbctl.dynamics.simulation.compiled_constraints`; with
+  load-dependent friction in closed loops the constraint forces on bodies enter the
+  reaction wrenches.
 
 :class:`CompiledCore` generates RK4 steppers of ``k`` steps of a given length as one C
 function, and ROS2 steppers through :mod:`mbctl.dynamics.simulation.ros2`, compiled once per
@@ -34,10 +32,10 @@ so Python is not in the inner loop and a study that changes the robot's numbers 
 once; :func:`plant_stepper` does the same for the simulated plant's semi-implicit steps.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
-use the interpreted reference): redundant rows, eliminated rows or independent
-coordinates, the damped singularity mode, load-dependent friction inside closed
-loops, other force elements or constraint kinds. The singularity policy is not
-evaluated in C: the caller checks the recorded samples with the interpreted evaluation.
+use the interpreted reference): force elements other than joint friction and elastic
+forces, :class:`~mbctl.dynamics.constraints.kinds.Pfaffian` rows (Python callables),
+other targets. The singularity policy's stop is not evaluated in C: the caller checks
+the recorded samples with the interpreted evaluation.
 """
 
 from __future__ import annotations
@@ -51,14 +49,20 @@ import scipy.linalg.lapack
 
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
-from mbctl.dynamics.constraints.kinds import FramePosition, JointLinear
-from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
-from mbctl.dynamics.constraints.targets import ExpressionTarget, QuinticPolyline, parse_expression
+from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
+from mbctl.dynamics.simulation.compiled_constraints import (
+    constrained_solution,
+    constraint_rows,
+    loop_wrenches,
+    spd_solve,
+    stabilized,
+    unsupported_constraints,
+)
 from mbctl.dynamics.simulation.structure import Parametrized, parametrize, parametrize_plant, plant_key, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
@@ -66,8 +70,6 @@ from mbctl.errors import MbctlError
 __all__ = [
     "CompiledCore",
     "NotCompilable",
-    "cholesky",
-    "cholesky_solve",
     "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
@@ -86,34 +88,12 @@ class NotCompilable(MbctlError):
     """The system uses a feature the compiled core does not cover (the message names it)."""
 
 
-def _constraints_unsupported(system: ConstrainedDynamics) -> str:
-    """Why the constraint rows of ``system`` cannot be generated, or ``""``."""
-    for c in system.constraints:
-        if isinstance(c, FrameOffset) or not isinstance(c, (FramePosition, JointLinear, LoopClosure)):
-            return f"{type(c).__name__} constraints"
-        if not isinstance(c, LoopClosure) and not isinstance(c.target, (ExpressionTarget, QuinticPolyline)):
-            return f"{type(c.target).__name__} targets"
-    return ""
-
-
 def unsupported(system: ConstrainedDynamics) -> str:
-    """Why ``system`` cannot be compiled, or ``""`` when it can (redundant rows are
-    detected once the system has been initialized at its initial state)."""
+    """Why ``system`` cannot be compiled, or ``""`` when it can."""
     for element in system.forces:
         if not isinstance(element, (JointFriction, ElasticForces)):
             return f"force element {type(element).__name__}"
-        if element.reaction_joints and any(isinstance(c, LoopClosure) for c in system.constraints):
-            return "load-dependent friction in closed loops"
-    reason = _constraints_unsupported(system)
-    if reason:
-        return reason
-    if system.singularity.action == "damped":
-        return "the damped singularity mode"
-    if system.eliminate or system.independent is not None:
-        return "eliminated rows or independent coordinates"
-    if system._setup is not None and system.rank < len(system.constraints.rows):  # known once initialized
-        return "redundant constraint rows"
-    return ""
+    return unsupported_constraints(system)
 
 
 def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list | None = None, lugre: list | None = None) -> tuple[ca.SX, ca.SX, ca.SX]:
@@ -196,91 +176,8 @@ def _normal_loads(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.S
     return ca.vertcat(*N), ca.vertcat(*G)
 
 
-def _loop_rows(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> ca.SX:
-    """The rows of :class:`LoopClosure` (its ``row_spec``): ``p_A - p_B``, ``(R_A u)·(R_B w)``, ``(R_A u)·(p_B - p_A)``."""
-    a, b = c.frames
-    pA, pB = sym.frame_position(a)(q), sym.frame_position(b)(q)
-    RA, RB = sym.frame_rotation(a)(q), sym.frame_rotation(b)(q)
-    rows = []
-    for row in c.row_spec:
-        if row[0] == "pos":
-            rows.append(pA[row[1]] - pB[row[1]])
-        elif row[0] == "dot":
-            rows.append(ca.dot(RA @ ca.DM(row[1]), RB @ ca.DM(row[2])))
-        else:
-            rows.append(ca.dot(RA @ ca.DM(row[1]), pB - pA))
-    return ca.vertcat(*rows)
-
-
-def _spd_solve(M: ca.SX, R: ca.SX) -> ca.SX:
-    """``M^-1 R`` for a symmetric positive definite ``M`` (a mass matrix) by Cholesky,
-    ``M = L L^T``: about a third of the operations of CasADi's symbolic QR ``solve``."""
-    return cholesky_solve(cholesky(M), R)
-
-
-def cholesky(M: ca.SX) -> list[list[ca.SX]]:
-    """The lower Cholesky factor ``L`` of a symmetric positive definite ``M`` (``M = L L^T``) as
-    rows of SX entries; where ``M``'s zeros give zeros of ``L`` the entries are structural zeros,
-    so a sparse ``M`` (block-diagonal: one block per chain) costs what its blocks cost."""
-    n = M.size1()
-    L = [[ca.SX(0.0)] * n for _ in range(n)]
-    for j in range(n):
-        L[j][j] = ca.sqrt(M[j, j] - sum((L[j][i] ** 2 for i in range(j)), ca.SX(0.0)))
-        for r in range(j + 1, n):
-            L[r][j] = (M[r, j] - sum((L[r][i] * L[j][i] for i in range(j)), ca.SX(0.0))) / L[j][j]
-    return L
-
-
-def cholesky_solve(L: list[list[ca.SX]], R: ca.SX) -> ca.SX:
-    """``(L L^T)^-1 R`` by forward and back substitution with the factor of :func:`cholesky`."""
-    n = len(L)
-    columns = []
-    for c in range(R.size2()):
-        y: list[ca.SX] = []
-        for r in range(n):
-            y.append((R[r, c] - sum((L[r][i] * y[i] for i in range(r)), ca.SX(0.0))) / L[r][r])
-        x: list[ca.SX] = [ca.SX(0.0)] * n
-        for r in reversed(range(n)):
-            x[r] = (y[r] - sum((L[i][r] * x[i] for i in range(r + 1, n)), ca.SX(0.0))) / L[r][r]
-        columns.append(ca.vertcat(*x))
-    return ca.horzcat(*columns) if columns else ca.SX(n, 0)
-
-
-def _target(target: ExpressionTarget | QuinticPolyline, t: ca.SX) -> ca.SX:
-    """``g(t)`` of a constraint target. A rest-to-rest polyline is the sum of its segments'
-    moves, ``g = P_0 + sum_i (P_{i+1} - P_i) p(clip((t - t_i)/T_i, 0, 1))``, with
-    ``p(s) = 10 s^3 - 15 s^4 + 6 s^5`` (smooth to the second derivative at the kinks)."""
-    if isinstance(target, ExpressionTarget):
-        return ca.vertcat(*(parse_expression(text, t) for text in target.expressions))
-    g = ca.SX(ca.DM(target.points[0]))
-    for i, T in enumerate(target.durations):
-        s = ca.fmin(ca.fmax((t - target.times[i]) / T, 0.0), 1.0)
-        g = g + ca.DM(target.points[i + 1] - target.points[i]) * (s**3 * (10 - 15 * s + 6 * s**2))
-    return g
-
-
-def _phi(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, t: ca.SX) -> tuple[ca.SX, ca.SX]:
-    """The position-level constraint rows ``Phi(q, t)`` and their targets ``g(t)`` (NaN for loop rows)."""
-    rows, targets = [], []
-    for c in system.constraints:
-        if isinstance(c, LoopClosure):
-            rows.append(_loop_rows(c, sym, q))
-            targets.append(ca.SX(ca.DM.nan(c.size)))
-            continue
-        target = _target(c.target, t)
-        targets.append(target)
-        if isinstance(c, FramePosition):
-            p = sym.frame_position(c.frame)(q)
-            rows.append(ca.vertcat(*(p[a] for a in c.axes)) - target)
-        else:
-            rows.append(ca.dot(ca.DM(c.c), q) - target)
-    if not rows:
-        return ca.SX(0, 1), ca.SX(0, 1)
-    return ca.vertcat(*rows), ca.vertcat(*targets)
-
-
-def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, ca.SX, dict[str, ca.SX]]:
-    """Symbols ``t``, ``x``, ``p`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
+def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, ca.SX]]:
+    """Symbols ``t``, ``x`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
     reason = unsupported(system)
     if reason:
         raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the interpreted backend")
@@ -307,33 +204,33 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, ca.SX, dict
     B = ca.horzcat(*columns) if columns else ca.SX(nv, 0)
     k = B.size2()
     # one factorization of M for every right-hand side: M^-1 [Q - h, A^T, B]
-    phi, target = _phi(system, sym, q, t)
-    m = phi.numel()
-    A = ca.jacobian(phi, q) if m else ca.SX(0, nv)
-    X = _spd_solve(sym.mass_matrix_of(q), ca.horzcat(Q - sym.bias_of(q, dq), A.T, B))
+    rows = constraint_rows(system, sym, t, q, dq)
+    m, A = system.constraints.m, rows.jac
+    X = spd_solve(sym.mass_matrix_of(q), ca.horzcat(Q - sym.bias_of(q, dq), A.T, B))
     a, MinvAt, MinvB = X[:, 0], X[:, 1 : 1 + m], X[:, 1 + m :]
     if m:
-        phi_t = ca.jacobian(phi, t)
-        dphi = A @ dq + phi_t
-        gamma = -(ca.jacobian(A @ dq, q) @ dq + 2 * ca.jacobian(A @ dq, t) + ca.jacobian(phi_t, t))
-        b = gamma
+        b = rows.gamma
         if params.baumgarte is not None:
             c1, c0 = params.baumgarte
-            b = gamma - c1 * dphi - c0 * ca.if_else(ca.DM(system.constraints.level) == 2, phi, 0)
-        # Udwadia–Kalaba: lam = -(A M^-1 A^T)^-1 (b - A a), Q_c = -A^T lam; affine in the loads N
-        Y = ca.solve(A @ MinvAt, ca.horzcat(b - A @ a, A @ MinvB))
-        lam0, lamB = -Y[:, 0], Y[:, 1:]
-        ddq0, D = a - MinvAt @ lam0, MinvB - MinvAt @ lamB
+            b = stabilized(rows, system.constraints.level, c1, c0)
+        solution = constrained_solution(system, A, b, a, MinvAt, MinvB)
+        ddq0, D, lam0, lamB = solution.ddq0, solution.ddqB, solution.lam0, solution.lamB
+        force0, forceB, singular = solution.force0, solution.forceB, solution.singular
     else:
-        dphi, lam0, lamB, ddq0, D = ca.SX(0, 1), ca.SX(0, 1), ca.SX(0, k), a, MinvB
+        lam0, lamB, ddq0, D = ca.SX(0, 1), ca.SX(0, k), a, MinvB
+        force0, forceB, singular = ca.SX.zeros(nv), ca.SX(nv, k), ca.SX(0.0)
     if k:
         # the reaction wrenches are affine in ddq, hence in N: W(N) = W0 + dW N, and the
         # loads solve N = loads(W(N)), by Newton's method from N = 0, unrolled
-        acc = ca.SX.sym("ddq", nv)
+        acc, mult = ca.SX.sym("ddq", nv), ca.SX.sym("lam", m)
         wrenches = sym.joint_wrenches_of(q, dq, acc)
-        W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for e in loaded for j in system.forces[e].reaction_joints))
-        W0 = ca.substitute(W_acc, acc, ddq0)
-        dW = ca.substitute(ca.jtimes(W_acc, acc, D), acc, ca.DM.zeros(nv))  # forward mode: k directions
+        joints = [j for e in loaded for j in system.forces[e].reaction_joints]
+        W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for j in joints))
+        if any(acts_on_bodies(c) for c in system.constraints):  # the constraint forces on bodies enter the reactions
+            W_acc += ca.reshape(loop_wrenches(system, sym, q, mult, joints).T, -1, 1)
+        unknowns = ca.vertcat(acc, mult)
+        W0 = ca.substitute(W_acc, unknowns, ca.vertcat(ddq0, lam0))
+        dW = ca.substitute(ca.jtimes(W_acc, unknowns, ca.vertcat(D, lamB)), unknowns, ca.DM.zeros(nv + m))  # forward mode: k directions
         N = ca.SX.sym("N", k)
         W = W0 + dW @ N
         L, G, start = [], [], 0
@@ -353,7 +250,7 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, ca.SX, dict
         n_loads = residual = ca.SX(0, 1)
     ddq = ddq0 + D @ n_loads
     lam = lam0 + lamB @ n_loads
-    force = -A.T @ lam if m else ca.SX.zeros(nv)
+    force = force0 + forceB @ n_loads
     Q = Q + B @ n_loads
     rate = ca.vertcat(*rates) if rates else ca.SX(0, 1)
     out = {
@@ -362,10 +259,11 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, ca.SX, dict
         "applied": Q,
         "force": force,
         "lam": lam,
-        "phi": phi,
-        "dphi": dphi,
-        "target": target,
+        "phi": rows.phi,
+        "dphi": rows.dphi,
+        "target": rows.target,
         "jac": A,
+        "singular": singular,
         "loads": n_loads,
         "load_residual": residual,
     }
@@ -382,20 +280,17 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     Raises:
         NotCompilable: For a constraint kind or target outside the compiled core.
     """
-    reason = _constraints_unsupported(system)
+    reason = unsupported_constraints(system)
     if reason:
         raise NotCompilable(f"the compiled simulation core does not cover {reason}")
     nv = system.robot.nv
     t, q, dq = ca.SX.sym("t"), ca.SX.sym("q", nv), ca.SX.sym("dq", nv)
-    phi, _ = _phi(system, SymbolicDynamics(system.robot), q, t)
-    A = ca.jacobian(phi, q)
-    phi_t = ca.jacobian(phi, t)
-    w = A @ dq + phi_t
-    gamma = -(ca.jtimes(w, q, dq) + ca.jacobian(w, t))
-    return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], [phi, A, phi_t, gamma], ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
+    rows = constraint_rows(system, SymbolicDynamics(system.robot), t, q, dq)
+    outputs = [rows.phi, rows.jac, rows.phi_t, rows.gamma]
+    return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
-_DIAGNOSTICS = ("xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det")
+_DIAGNOSTICS = ("xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det", "singular")
 
 
 def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
@@ -420,7 +315,7 @@ def rhs_function(system: ConstrainedDynamics) -> ca.Function:
 
 
 def diagnostics_function(system: ConstrainedDynamics) -> ca.Function:
-    """``(t, x, p) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det)`` of one
+    """``(t, x, p) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det, singular)`` of one
     evaluation: what a recorded sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`):
     the force elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations,
     ``A``, the normal loads and their residual, and ``det(A[kept])`` where the constraints fix
@@ -599,7 +494,7 @@ def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np
         diag.inputs[1][...] = x
         diag.inputs[2][...] = p
         diag.eval()
-        xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det = (b.copy() for b in diag.outputs)
+        xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det, singular = (b.copy() for b in diag.outputs)
         A = A.reshape(m, nv)
         setup = system._setup
         sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)
@@ -624,6 +519,7 @@ def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np
             dphi=dphi,
             target=target,
             sigma=sigma,
+            singular=bool(singular),
             normal_loads=loads,
         )
 
@@ -713,7 +609,7 @@ def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smoo
         Q += _elastic(elastic, sym, q, dq, (k, c, S, D))
         implicit += _elastic_diagonal(elastic, sym, q, c, D) + h * _elastic_diagonal(elastic, sym, q, k, S)
     M = sym.mass_matrix_of(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
-    dq_next = dq + _spd_solve(M, h * (tau + Q - sym.bias_of(q, dq)))
+    dq_next = dq + spd_solve(M, h * (tau + Q - sym.bias_of(q, dq)))
     x = ca.vertcat(q, dq, z)
     extra = [goal, on] if nk else []
     one = ca.Function("plant_step", [x, tau, h, *extra, p], [ca.vertcat(q + h * dq_next, dq_next, z_next)])

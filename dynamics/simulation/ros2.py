@@ -200,7 +200,7 @@ class StiffBlockUpdate(JacobianUpdate):
         (its nonzeros: the KKT matrix's zeros are skipped), ``Y = (M + g C)^-1 A^T`` and
         ``(A Y)^-1 A`` (the ``m x m`` Schur complement), so a step factors once for its two stages."""
         if self._functions is None:
-            from mbctl.dynamics.simulation.compiled import cholesky, cholesky_solve
+            from mbctl.dynamics.simulation.compiled_constraints import cholesky, cholesky_solve
 
             n, m = self.n, self.m
             q, g = ca.SX.sym("q", n), ca.SX.sym("g")
