@@ -21,10 +21,10 @@ from mbctl.dynamics.constraints.kinds import FrameOrientation, FramePosition, Fr
 from mbctl.dynamics.constraints.targets import ExpressionTarget
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.compiled import diagnostics_function, sample_evaluator, unsupported
-from mbctl.dynamics.simulation.structure import parameter_values
 from mbctl.dynamics.simulation.compiled_constraints import symmetric_eigenvalues
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
+from mbctl.dynamics.simulation.structure import parameter_values
 from mbctl.errors import ConfigError
 
 FIELDS = ("ddq", "applied", "force", "lam", "phi", "dphi", "normal_loads")
