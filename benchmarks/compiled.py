@@ -29,7 +29,7 @@ from mbctl.dynamics.simulation.compiled import CompiledCore
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
 
-EVALUATED = ["scara", "fourbar", "rrr3", "ur5", "panda", "tree5", "olkc5"]
+EVALUATED = ["scara", "fourbar", "rrr3", "parallelogram", "mobile", "threeloop", "ur5", "panda", "tree5", "olkc5"]
 
 
 def per_call_us(fn, repeats: int = 2000) -> float:
