@@ -24,13 +24,12 @@ import time
 import numpy as np
 import pinocchio as pin
 
-from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.dynamics.simulation.compiled import rhs_function
+from mbctl.dynamics.simulation.compiled import CompiledCore
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
 
-EVALUATED = ["scara", "fourbar", "rrr3", "ur5", "panda", "tree5", "olkc5"]
+EVALUATED = ["scara", "fourbar", "rrr3", "parallelogram", "mobile", "threeloop", "ur5", "panda", "tree5", "olkc5"]
 
 
 def per_call_us(fn, repeats: int = 2000) -> float:
@@ -60,9 +59,11 @@ def evaluation_costs() -> None:
         robot, system, q0, dq0 = system_of(name)
         s0 = system.initial_state()
         x = np.concatenate([q0, dq0 + 0.1, s0])
-        f = compile_function(rhs_function(system))
+        core = CompiledCore(system)
+        f = core.rhs()
         f.inputs[0][...] = 0.1
         f.inputs[1][...] = x
+        f.inputs[2][...] = core.p
         compiled = per_call_us(f.eval)
         interpreted = per_call_us(lambda: system.evaluate(0.1, q0, dq0 + 0.1, s0), 200)
         model, data = robot.model, robot.model.createData()

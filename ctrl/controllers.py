@@ -42,6 +42,7 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.batch import map_rows
+from mbctl.ctrl.compiled_laws import compile_law, gains_of, joint_space_demand
 from mbctl.ctrl.settings import ControlSettings, control_settings
 from mbctl.ctrl.signature import INPUTS, OUTPUTS, saturate
 from mbctl.ctrl.task_space import build_task_space_function
@@ -93,8 +94,13 @@ class Controller:
     settings: ControlSettings
 
     def compile(self, cache: str | Path | None = None) -> CompiledFunction:
-        """The law as compiled C (:func:`mbctl.dynamics.codegen.compile_function`)."""
-        return compile_function(self.function, cache=cache)
+        """The law as compiled C (:func:`mbctl.dynamics.codegen.compile_function`), called as
+        :attr:`function`. A joint-space law is compiled once per structure and thread, with
+        the robot's numbers, gains and saturation levels as a bound last input
+        (:func:`mbctl.ctrl.compiled_laws.compile_law`)."""
+        if self.law == TASK_SPACE:
+            return compile_function(self.function, cache=cache)
+        return compile_law(self, cache=cache)
 
     def batch(
         self,
@@ -143,24 +149,9 @@ def build_controller(
     if law == TASK_SPACE:
         function, settings, _ = build_task_space_function(robot, settings=settings, dynamics=sd)
         return Controller(law=law, robot=robot, function=function, settings=settings)
-    q, dq, q_d, dq_d, ddq_d, z = (ca.SX.sym(name, robot.nv) for name in INPUTS)
-    e, de = q_d - q, dq_d - dq
-    if law == "feedforward":
-        demand = sd.inverse_dynamics(q_d, dq_d, ddq_d, z)[0]
-    elif law == "computed-torque":
-        g = settings.require("computed-torque")
-        a = ddq_d + ca.DM(g.kd) * de + ca.DM(g.kp) * e
-        if settings.friction_velocity == "measured":
-            demand = sd.inverse_dynamics(q, dq, a, z)[0]
-        else:
-            _, rigid, _, _, load = sd.inverse_dynamics(q, dq, a, z)
-            demand = rigid + sd.friction(dq_d, ddq_d, z, load)
-    elif law == "pd-gravity":
-        g = settings.require("pd")
-        demand = ca.DM(g.kp) * e + ca.DM(g.kd) * de + sd.gravity(q)
-    else:
-        g = settings.require("pd")
-        demand = sd.inverse_dynamics(q_d, dq_d, ddq_d, z)[0] + ca.DM(g.kp) * e + ca.DM(g.kd) * de
+    args = [ca.SX.sym(name, robot.nv) for name in INPUTS]
+    gains = gains_of(law, settings)
+    demand = joint_space_demand(law, sd, settings.friction_velocity, *(None if g is None else ca.DM(g) for g in gains), *args)
     tau, flags = saturate(demand, settings.effort)
-    function = ca.Function(law.replace("-", "_"), [q, dq, q_d, dq_d, ddq_d, z], [tau, demand, flags], list(INPUTS), list(OUTPUTS))
+    function = ca.Function(law.replace("-", "_"), args, [tau, demand, flags], list(INPUTS), list(OUTPUTS))
     return Controller(law=law, robot=robot, function=function, settings=settings)

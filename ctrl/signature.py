@@ -15,10 +15,11 @@ INPUTS = ("q", "dq", "q_d", "dq_d", "ddq_d", "z")
 OUTPUTS = ("tau", "tau_demand", "saturated")
 
 
-def saturate(demand: ca.SX, limits: np.ndarray) -> tuple[ca.SX, ca.SX]:
+def saturate(demand: ca.SX, limits: np.ndarray, levels=None) -> tuple[ca.SX, ca.SX]:
     """``tau = clip(demand, -limit, limit)`` per DOF and the flags ``|demand| > limit`` (1.0/0.0).
 
-    An infinite limit leaves the DOF unclipped and never flagged.
+    An infinite limit leaves the DOF unclipped and never flagged. ``levels`` (per DOF, e.g.
+    symbols) replaces the finite limits' values.
     """
     tau, flags = [], []
     for k, limit in enumerate(limits):
@@ -26,6 +27,7 @@ def saturate(demand: ca.SX, limits: np.ndarray) -> tuple[ca.SX, ca.SX]:
             tau.append(demand[k])
             flags.append(ca.SX(0.0))
         else:
-            tau.append(ca.fmin(ca.fmax(demand[k], -float(limit)), float(limit)))
-            flags.append(ca.fabs(demand[k]) > float(limit))
+            level = float(limit) if levels is None else levels[k]
+            tau.append(ca.fmin(ca.fmax(demand[k], -level), level))
+            flags.append(ca.fabs(demand[k]) > level)
     return ca.vertcat(*tau), ca.vertcat(*flags)

@@ -32,7 +32,7 @@ to it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, Literal
 
@@ -42,7 +42,7 @@ import numpy as np
 from mbctl.dynamics.friction.laws import LuGre, motion_direction
 from mbctl.dynamics.model.robot import Joint, RobotModel
 
-__all__ = ["SymbolicDynamics"]
+__all__ = ["SymbolicDynamics", "body_inertia"]
 
 Scalar = Any  # a Python float (a constant) or a casadi.SX scalar
 Vec = list  # three Scalars
@@ -228,6 +228,16 @@ class _JointMotion:
         return _inertia_shift(m, h, Ibar, self.offset)
 
 
+def body_inertia(Y: Any) -> tuple[float, Vec, Mat]:
+    """``(m, m c, I_O)`` of a pinocchio ``Inertia``: mass (kg), first moment (kg·m) and the
+    rotational inertia about the frame origin, ``I_O = I_c + m ([c]^T [c])`` (kg·m²), the
+    quantities the recursions below use (and pinocchio's ``toDynamicParameters`` lists)."""
+    m = float(Y.mass)
+    c = np.asarray(Y.lever, dtype=float)
+    Ibar = np.asarray(Y.inertia, dtype=float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
+    return m, [float(x) for x in m * c], [[float(x) for x in row] for row in Ibar]
+
+
 def _skew_product(a: Vec, b: Vec) -> Mat:
     """``[a]x [b]x`` = ``b a^T - (a . b) I``."""
     d = _dot(a, b)
@@ -275,6 +285,15 @@ class SymbolicDynamics:
         lugre: How LuGre joints enter :attr:`friction`: ``"dynamic"`` uses the
             bristle state input ``z``; ``"steady"`` uses the steady-state curve
             (Stribeck with ``delta = 2``) and ignores ``z``.
+        bodies: Inertial parameters to use instead of the model's, one per joint in
+            pinocchio order: ``(m, m c, I_O)`` (kg, kg·m, kg·m² about the joint frame's
+            origin; :func:`body_inertia` gives them), floats or CasADi SX scalars. With
+            symbols the functions below have free variables: build expressions with
+            :meth:`mass_matrix_of`, :meth:`bias_of` and :meth:`joint_wrenches_of` instead
+            (the compiled simulation core does, with the parameters as inputs).
+        armature: Rotor inertias (kg·m² or kg) per joint, instead of the model's.
+        friction: ``{idx_v: (law, load model)}`` replacing the joints' friction laws and load
+            models (of the same kinds, e.g. with symbolic coefficients).
 
     Functions (CasADi ``Function``; ``q``, ``dq``, ``ddq``, ``z``, ``load`` are nv-vectors
     in pinocchio velocity order; SI units):
@@ -299,7 +318,15 @@ class SymbolicDynamics:
       origin, linear rows first: pinocchio's ``LOCAL_WORLD_ALIGNED``).
     """
 
-    def __init__(self, robot: RobotModel, *, lugre: Literal["dynamic", "steady"] = "dynamic"):
+    def __init__(
+        self,
+        robot: RobotModel,
+        *,
+        lugre: Literal["dynamic", "steady"] = "dynamic",
+        bodies: Sequence[tuple[Scalar, Vec, Mat]] | None = None,
+        armature: Sequence[Scalar] | None = None,
+        friction: Mapping[int, tuple[Any, Any]] | None = None,
+    ):
         if lugre not in ("dynamic", "steady"):
             raise ValueError(f"lugre must be 'dynamic' or 'steady', got {lugre!r}")
         self.robot = robot
@@ -312,14 +339,10 @@ class SymbolicDynamics:
         self._joints = [by_id[i] for i in range(1, model.njoints)]
         self._parent = [int(model.parents[i]) for i in range(1, model.njoints)]  # pinocchio ids
         self._placement = [_Placement(model.jointPlacements[i]) for i in range(1, model.njoints)]
-        self._body = []
-        for i in range(1, model.njoints):
-            Y = model.inertias[i]
-            m = float(Y.mass)
-            c = np.asarray(Y.lever, dtype=float)
-            Ibar = np.asarray(Y.inertia, dtype=float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
-            self._body.append((m, [float(x) for x in m * c], [[float(x) for x in row] for row in Ibar]))
-        self._armature = [float(model.armature[j.idx_v]) for j in self._joints]
+        self._body = list(bodies) if bodies is not None else [body_inertia(model.inertias[i]) for i in range(1, model.njoints)]
+        self._armature = list(armature) if armature is not None else [float(model.armature[j.idx_v]) for j in self._joints]
+        if len(self._body) != len(self._joints) or len(self._armature) != len(self._joints):
+            raise ValueError(f"SymbolicDynamics needs one body and one armature per joint ({len(self._joints)})")
         self._gravity = [_const(x) for x in np.asarray(model.gravity.linear)]
 
         self.q = ca.SX.sym("q", self.nv)
@@ -328,6 +351,8 @@ class SymbolicDynamics:
         self.z = ca.SX.sym("z", self.nv)
         self.load = ca.SX.sym("load", self.nv)
         self._frames: dict[tuple[str, str], ca.Function] = {}
+        self._laws = {j.idx_v: (j.friction.law, j.friction.load) for j in self._joints if j.friction is not None}
+        self._laws.update(friction or {})
 
     # ---- recursions -------------------------------------------------------------
 
@@ -443,12 +468,12 @@ class SymbolicDynamics:
     def _friction(self, dq: ca.SX, ddq: ca.SX, z: ca.SX, load: Sequence[Scalar]) -> list[Scalar]:
         out: list[Scalar] = [0.0] * self.nv
         for j in self._joints:
-            if j.friction is None:
+            if j.idx_v not in self._laws:
                 continue
             k = j.idx_v
             v = dq[k]
-            factor = load[k] if j.friction.load is not None else 1.0
-            law = j.friction.law
+            law, model = self._laws[k]
+            factor = load[k] if model is not None else 1.0
             if isinstance(law, LuGre) and self.lugre == "dynamic":
                 out[k] = law.torque(v, z[k], factor)
             else:
@@ -458,8 +483,9 @@ class SymbolicDynamics:
     def _normal_load(self, wrenches: list) -> list[Scalar]:
         out: list[Scalar] = [float("nan")] * self.nv
         for i, j in enumerate(self._joints):
-            if j.friction is not None and j.friction.load is not None:
-                out[j.idx_v] = j.friction.load.normal_load(_sx(wrenches[i]), j.axis, j.kind)
+            model = self._laws.get(j.idx_v, (None, None))[1]
+            if model is not None:
+                out[j.idx_v] = model.normal_load(_sx(wrenches[i]), j.axis, j.kind)
         return out
 
     def _wrench_matrix(self, wrenches: list) -> ca.SX:
@@ -467,6 +493,36 @@ class SymbolicDynamics:
         for i, j in enumerate(self._joints):
             cols[j.idx_v] = _sx(wrenches[i])
         return ca.horzcat(*cols)
+
+    # ---- expressions (for callers that inline them, e.g. with symbolic parameters) --
+
+    def mass_matrix_of(self, q: ca.SX) -> ca.SX:
+        """``M(q)`` (nv x nv) as an SX expression of ``q``, armature on the diagonal."""
+        return ca.vertcat(*[ca.horzcat(*[ca.SX(x) if isinstance(x, float) else x for x in row]) for row in self._crba(q)])
+
+    def bias_of(self, q: ca.SX, dq: ca.SX) -> ca.SX:
+        """``h(q, dq)``: Coriolis, centrifugal and gravity forces as an SX expression."""
+        return _sx(self._rnea(q, dq, [0.0] * self.nv)[0])
+
+    def joint_wrenches_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX) -> ca.SX:
+        """The joint wrenches (6 x nv, as :attr:`joint_wrenches`) as an SX expression."""
+        return self._wrench_matrix(self._rnea(q, dq, ddq)[1])
+
+    def gravity_of(self, q: ca.SX) -> ca.SX:
+        """``g(q)`` as an SX expression."""
+        return _sx(self._rnea(q, [0.0] * self.nv, [0.0] * self.nv)[0])
+
+    def friction_of(self, dq: ca.SX, ddq: ca.SX, z: ca.SX, load: ca.SX) -> ca.SX:
+        """The friction torques (as :attr:`friction`) as an SX expression."""
+        return _sx(self._friction(dq, ddq, z, [load[k] for k in range(self.nv)]))
+
+    def inverse_dynamics_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX, z: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX, ca.SX]:
+        """``(tau, tau_rigid, tau_friction, wrench, load)`` (as :attr:`inverse_dynamics`) as SX expressions."""
+        rigid, w = self._rnea(q, dq, ddq)
+        load = self._normal_load(w)
+        tau_f = self._friction(dq, ddq, z, load)
+        total = [_add(r, f) for r, f in zip(rigid, tau_f)]
+        return _sx(total), _sx(rigid), _sx(tau_f), self._wrench_matrix(w), _sx(load)
 
     # ---- public functions -------------------------------------------------------
 
@@ -477,26 +533,20 @@ class SymbolicDynamics:
 
     @cached_property
     def mass_matrix(self) -> ca.Function:
-        M = self._crba(self.q)
-        rows = [ca.horzcat(*[ca.SX(x) if isinstance(x, float) else x for x in row]) for row in M]
-        return ca.Function("mass_matrix", [self.q], [ca.vertcat(*rows)], ["q"], ["M"])
+        return ca.Function("mass_matrix", [self.q], [self.mass_matrix_of(self.q)], ["q"], ["M"])
 
     @cached_property
     def bias(self) -> ca.Function:
-        h, _ = self._rnea(self.q, self.dq, [0.0] * self.nv)
-        return ca.Function("bias", [self.q, self.dq], [_sx(h)], ["q", "dq"], ["h"])
+        return ca.Function("bias", [self.q, self.dq], [self.bias_of(self.q, self.dq)], ["q", "dq"], ["h"])
 
     @cached_property
     def gravity(self) -> ca.Function:
-        g, _ = self._rnea(self.q, [0.0] * self.nv, [0.0] * self.nv)
-        return ca.Function("gravity", [self.q], [_sx(g)], ["q"], ["g"])
+        return ca.Function("gravity", [self.q], [self.gravity_of(self.q)], ["q"], ["g"])
 
     @cached_property
     def joint_wrenches(self) -> ca.Function:
-        _, w = self._rnea(self.q, self.dq, self.ddq)
-        return ca.Function(
-            "joint_wrenches", [self.q, self.dq, self.ddq], [self._wrench_matrix(w)], ["q", "dq", "ddq"], ["wrench"]
-        )
+        w = self.joint_wrenches_of(self.q, self.dq, self.ddq)
+        return ca.Function("joint_wrenches", [self.q, self.dq, self.ddq], [w], ["q", "dq", "ddq"], ["wrench"])
 
     @cached_property
     def normal_load(self) -> ca.Function:
@@ -505,21 +555,15 @@ class SymbolicDynamics:
 
     @cached_property
     def friction(self) -> ca.Function:
-        tau_f = self._friction(self.dq, self.ddq, self.z, [self.load[k] for k in range(self.nv)])
-        return ca.Function(
-            "friction", [self.dq, self.ddq, self.z, self.load], [_sx(tau_f)], ["dq", "ddq", "z", "load"], ["tau_f"]
-        )
+        tau_f = self.friction_of(self.dq, self.ddq, self.z, self.load)
+        return ca.Function("friction", [self.dq, self.ddq, self.z, self.load], [tau_f], ["dq", "ddq", "z", "load"], ["tau_f"])
 
     @cached_property
     def inverse_dynamics(self) -> ca.Function:
-        rigid, w = self._rnea(self.q, self.dq, self.ddq)
-        load = self._normal_load(w)
-        tau_f = self._friction(self.dq, self.ddq, self.z, load)
-        total = [_add(r, f) for r, f in zip(rigid, tau_f)]
         return ca.Function(
             "inverse_dynamics",
             [self.q, self.dq, self.ddq, self.z],
-            [_sx(total), _sx(rigid), _sx(tau_f), self._wrench_matrix(w), _sx(load)],
+            list(self.inverse_dynamics_of(self.q, self.dq, self.ddq, self.z)),
             ["q", "dq", "ddq", "z"],
             ["tau", "tau_rigid", "tau_friction", "wrench", "load"],
         )

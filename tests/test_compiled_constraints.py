@@ -24,6 +24,7 @@ from mbctl.dynamics.simulation.compiled import diagnostics_function, sample_eval
 from mbctl.dynamics.simulation.compiled_constraints import symmetric_eigenvalues
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
+from mbctl.dynamics.simulation.structure import parameter_values
 from mbctl.errors import ConfigError
 
 FIELDS = ("ddq", "applied", "force", "lam", "phi", "dphi", "normal_loads")
@@ -42,7 +43,7 @@ def bundled_system(name: str, singularity: SingularityPolicy | None = None, **ov
 
 def compiled_state(function: ca.Function, system: ConstrainedDynamics, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray) -> dict:
     nv = system.robot.nv
-    out = [np.array(v, dtype=float).ravel() for v in function(t, np.concatenate([q, dq, s]))]
+    out = [np.array(v, dtype=float).ravel() for v in function(t, np.concatenate([q, dq, s]), parameter_values(system))]
     xdot, applied, force, lam, phi, dphi, _, _, loads, _, _, singular = out
     return {
         "ddq": xdot[nv : 2 * nv],

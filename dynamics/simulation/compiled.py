@@ -1,8 +1,11 @@
 """Compiled simulation core: the constrained right-hand side and fixed-step integrators, generated as C.
 
 From a :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` the same
-equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
-(DOF coordinates, velocities, LuGre bristle states; SI units):
+equations are rebuilt as one CasADi function of ``(t, x, p)``, ``x = [q, dq, z]``
+(DOF coordinates, velocities, LuGre bristle states; SI units) and ``p`` the robot's
+numbers (inertias, friction, springs, Baumgarte gains:
+:mod:`mbctl.dynamics.simulation.structure`), so one compiled core serves every system of
+the same structure:
 
 - rigid dynamics from the symbolic mirror (:class:`~mbctl.dynamics.symbolic.SymbolicDynamics`):
   ``a = M(q)^-1 (Q(dq, z) - h(q, dq))``, ``M^-1`` by a Cholesky factorization
@@ -22,11 +25,11 @@ equations are rebuilt as one CasADi function of ``(t, x)``, ``x = [q, dq, z]``
   load-dependent friction in closed loops the constraint forces on bodies enter the
   reaction wrenches.
 
-:func:`rk4_stepper` generates ``k`` steps of a given length as
-one C function (compiled once, cached by :func:`mbctl.dynamics.codegen.compile_function`),
-so Python is not in the inner loop (ROS2 steps: :mod:`mbctl.dynamics.simulation.ros2`, with
-:func:`state_diagonal_function` for its LuGre diagonal); :func:`plant_stepper` does the same for the
-simulated plant's semi-implicit steps.
+:class:`CompiledCore` generates RK4 steppers of ``k`` steps of a given length as one C
+function, and ROS2 steppers through :mod:`mbctl.dynamics.simulation.ros2`, compiled once per
+structure and thread (and cached on disk by :func:`mbctl.dynamics.codegen.compile_function`),
+so Python is not in the inner loop and a study that changes the robot's numbers compiles
+once; :func:`plant_stepper` does the same for the simulated plant's semi-implicit steps.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
 use the interpreted reference): force elements other than joint friction and elastic
@@ -36,6 +39,9 @@ the recorded samples with the interpreted evaluation.
 """
 
 from __future__ import annotations
+
+import threading
+import time
 
 import casadi as ca
 import numpy as np
@@ -48,6 +54,7 @@ from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
 from mbctl.dynamics.friction.laws import CoulombViscous
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled_constraints import (
     constrained_solution,
     constraint_rows,
@@ -56,18 +63,18 @@ from mbctl.dynamics.simulation.compiled_constraints import (
     stabilized,
     unsupported_constraints,
 )
+from mbctl.dynamics.simulation.structure import Parametrized, parametrize, parametrize_plant, plant_key, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
 __all__ = [
+    "CompiledCore",
     "NotCompilable",
     "constraint_kinematics_function",
     "diagnostics_function",
     "plant_stepper",
     "rhs_function",
-    "rk4_stepper",
     "sample_evaluator",
-    "state_diagonal_function",
     "unsupported",
 ]
 
@@ -89,19 +96,22 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return unsupported_constraints(system)
 
 
-def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.SX, ca.SX, ca.SX]:
+def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list | None = None, lugre: list | None = None) -> tuple[ca.SX, ca.SX, ca.SX]:
     """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
     generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
-    load-dependent joints (``B`` is nv x 0 without any)."""
+    load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` replace the
+    element's laws (in its ``_static`` and ``_lugre`` order), e.g. by their symbolic twins."""
     Q = [ca.SX(0.0)] * nv
     B = ca.SX.zeros(nv, len(element.reaction_joints))
     rates = []
     dry = []
-    for i, law, slot in element._static:
+    static = static if static is not None else [law for _, law, _ in element._static]
+    lugre = lugre if lugre is not None else [law for _, law, _ in element._lugre]
+    for (i, _, slot), law in zip(element._static, static):
         v = dq[i]
         level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
         dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
-    for k, (i, law, slot) in enumerate(element._lugre):
+    for k, ((i, _, slot), law) in enumerate(zip(element._lugre, lugre)):
         v = dq[i]
         rate = law.z_rate(v, z[k])
         rates.append(rate)
@@ -115,21 +125,23 @@ def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int) -> tuple[ca.
     return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
 
 
-def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX) -> ca.SX:
+def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple | None = None) -> ca.SX:
     """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
-    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``."""
+    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``.
+    ``springs = (k, c, S, D)`` replaces the element's coefficients (e.g. by symbols)."""
+    k_all, c_all, S_all, D_all = springs if springs is not None else (element._k, element._c, getattr(element, "_S", ()), getattr(element, "_D", ()))
     Q = ca.SX.zeros(q.numel())
-    for i, k, c in zip(element._idx, element._k, element._c):
+    for i, k, c in zip(element._idx, k_all, c_all):
         Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
     if element._fids:
-        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, element._S, element._D):
+        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, S_all, D_all):
             p = sym.frame_position(name)(q)
             J = ca.jacobian(p, q)
-            Q += J.T @ (-ca.DM(S) * (p - ca.DM(p0)) - ca.DM(D) * (J @ dq))
+            Q += J.T @ (-ca.vertcat(*S) * (p - ca.DM(p0)) - ca.vertcat(*D) * (J @ dq))
     return Q
 
 
-def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde: np.ndarray, support: np.ndarray) -> ca.SX:
+def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde, support) -> ca.SX:
     """Diagonal of ``-dQ/dq`` (stiffness: ``sde = k``, ``support = S``) or ``-dQ/d(dq)``
     (damping: ``c``, ``D``) of :class:`ElasticForces`: the sde coefficients on their DOF plus
     ``diag(sum_E J_E^T C_E J_E)`` over the base support points."""
@@ -139,13 +151,14 @@ def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, s
     if element._fids:
         for name, C in zip(element.robot.flexible_base.frame_names, support):
             J = ca.jacobian(sym.frame_position(name)(q), q)
-            out += ((ca.DM(C) * J) * J).T @ ca.DM.ones(3)
+            out += ((ca.repmat(ca.vertcat(*C), 1, q.numel()) * J) * J).T @ ca.DM.ones(3)
     return out
 
 
-def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
+def _normal_loads(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.SX, ca.SX]:
     """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
-    wrenches (force, moment; joint frames) of the element's load-dependent joints."""
+    wrenches (force, moment; joint frames) of the element's load-dependent joints; ``radial``
+    and ``axial`` (k x 2: force, moment) the load models' coefficients."""
     N, G = [], []
     for r in range(W.size1()):
         n = ca.DM(element._load_axes[r])
@@ -155,9 +168,9 @@ def _normal_loads(element: JointFriction, W: ca.SX) -> tuple[ca.SX, ca.SX]:
             along = ca.dot(n, w)
             normal = w - along * n
             size = ca.sqrt(ca.dot(normal, normal))
-            total += element._radial[r, part] * size + element._axial[r, part] * ca.fabs(along)
+            total += radial[r][part] * size + axial[r][part] * ca.fabs(along)
             unit = normal / ca.if_else(size > 0, size, 1.0)
-            grad.append(element._radial[r, part] * unit + element._axial[r, part] * ca.sign(along) * n)
+            grad.append(radial[r][part] * unit + axial[r][part] * ca.sign(along) * n)
         N.append(total)
         G.append(ca.vertcat(*grad).T)
     return ca.vertcat(*N), ca.vertcat(*G)
@@ -170,33 +183,35 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the interpreted backend")
     robot = system.robot
     nv, ns = robot.nv, system.n_states
-    sym = SymbolicDynamics(robot)
+    params = parametrize(system)
+    sym = SymbolicDynamics(robot, bodies=params.bodies, armature=params.armature)
     t = ca.SX.sym("t")
     x = ca.SX.sym("x", 2 * nv + ns)
+    p = params.vector.symbols
     q, dq, z = x[:nv], x[nv : 2 * nv], x[2 * nv :]
     Q = ca.SX.zeros(nv)  # the forces that do not depend on normal loads
     rates, columns, loaded = [], [], []
-    for element, sl in zip(system.forces, system.state_slices):
+    for e, (element, sl) in enumerate(zip(system.forces, system.state_slices)):
         if isinstance(element, ElasticForces):
-            Q += _elastic(element, sym, q, dq)
+            Q += _elastic(element, sym, q, dq, params.springs[e])
             continue
-        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv)
+        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv, params.static[e], params.lugre[e])
         Q += Qe
         rates.append(re)
         if Be.size2():
             columns.append(Be)
-            loaded.append(element)
+            loaded.append(e)
     B = ca.horzcat(*columns) if columns else ca.SX(nv, 0)
     k = B.size2()
     # one factorization of M for every right-hand side: M^-1 [Q - h, A^T, B]
     rows = constraint_rows(system, sym, t, q, dq)
     m, A = system.constraints.m, rows.jac
-    X = spd_solve(sym.mass_matrix(q), ca.horzcat(Q - sym.bias(q, dq), A.T, B))
+    X = spd_solve(sym.mass_matrix_of(q), ca.horzcat(Q - sym.bias_of(q, dq), A.T, B))
     a, MinvAt, MinvB = X[:, 0], X[:, 1 : 1 + m], X[:, 1 + m :]
     if m:
         b = rows.gamma
-        if system.baumgarte is not None:
-            c1, c0 = system.baumgarte.coefficients
+        if params.baumgarte is not None:
+            c1, c0 = params.baumgarte
             b = stabilized(rows, system.constraints.level, c1, c0)
         solution = constrained_solution(system, A, b, a, MinvAt, MinvB)
         ddq0, D, lam0, lamB = solution.ddq0, solution.ddqB, solution.lam0, solution.lamB
@@ -208,8 +223,8 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         # the reaction wrenches are affine in ddq, hence in N: W(N) = W0 + dW N, and the
         # loads solve N = loads(W(N)), by Newton's method from N = 0, unrolled
         acc, mult = ca.SX.sym("ddq", nv), ca.SX.sym("lam", m)
-        wrenches = sym.joint_wrenches(q, dq, acc)
-        joints = [j for e in loaded for j in e.reaction_joints]
+        wrenches = sym.joint_wrenches_of(q, dq, acc)
+        joints = [j for e in loaded for j in system.forces[e].reaction_joints]
         W_acc = ca.vertcat(*(wrenches[:, robot.model.joints[j].idx_v] for j in joints))
         if any(acts_on_bodies(c) for c in system.constraints):  # the constraint forces on bodies enter the reactions
             W_acc += ca.reshape(loop_wrenches(system, sym, q, mult, joints).T, -1, 1)
@@ -220,17 +235,17 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         W = W0 + dW @ N
         L, G, start = [], [], 0
         for e in loaded:
-            n = len(e.reaction_joints)
-            Le, ge = _normal_loads(e, ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T)
+            n = len(system.forces[e].reaction_joints)
+            Le, ge = _normal_loads(system.forces[e], ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T, params.radial[e], params.axial[e])
             L.append(Le)
             G.extend(ge[r, :] @ dW[6 * (start + r) : 6 * (start + r + 1), :] for r in range(n))
             start += n
-        loads = ca.Function("loads", [N, t, x], [ca.vertcat(*L), ca.vertcat(*G)])
+        loads = ca.Function("loads", [N, t, x, p], [ca.vertcat(*L), ca.vertcat(*G)])
         n_loads = ca.SX.zeros(k)
         for _ in range(_LOAD_NEWTON_STEPS):
-            Ln, Gn = loads(n_loads, t, x)
+            Ln, Gn = loads(n_loads, t, x, p)
             n_loads = n_loads - ca.solve(ca.SX.eye(k) - Gn, n_loads - Ln)
-        residual = n_loads - loads(n_loads, t, x)[0]
+        residual = n_loads - loads(n_loads, t, x, p)[0]
     else:
         n_loads = residual = ca.SX(0, 1)
     ddq = ddq0 + D @ n_loads
@@ -252,7 +267,7 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         "loads": n_loads,
         "load_residual": residual,
     }
-    return t, x, out
+    return t, x, p, out
 
 
 def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
@@ -275,28 +290,189 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
+_DIAGNOSTICS = ("xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det", "singular")
+
+
+def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
+    """:func:`rhs_function` and :func:`diagnostics_function` of ``system``, from one generation."""
+    t, x, p, e = _expressions(system)
+    setup = system._setup
+    square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
+    e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
+    name = system.robot.name
+    rhs = ca.Function(f"rhs_{name}", [t, x, p], [e["xdot"]], ["t", "x", "p"], ["xdot"])
+    return rhs, ca.Function(f"diagnostics_{name}", [t, x, p], [e[k] for k in _DIAGNOSTICS], ["t", "x", "p"], list(_DIAGNOSTICS))
+
+
 def rhs_function(system: ConstrainedDynamics) -> ca.Function:
-    """``f(t, x) -> dx/dt`` of ``system`` as one CasADi function (see the module docstring).
+    """``f(t, x, p) -> dx/dt`` of ``system`` as one CasADi function (see the module docstring);
+    ``p`` holds the run-time parameters (:func:`~mbctl.dynamics.simulation.structure.parameter_values`).
 
     Raises:
         NotCompilable: For a feature outside the compiled core.
     """
-    t, x, e = _expressions(system)
-    return ca.Function(f"rhs_{system.robot.name}", [t, x], [e["xdot"]], ["t", "x"], ["xdot"])
+    return _functions(system)[0]
 
 
 def diagnostics_function(system: ConstrainedDynamics) -> ca.Function:
-    """``(t, x) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det)`` of one
+    """``(t, x, p) -> (xdot, applied, force, lam, phi, dphi, target, jac, loads, load_residual, det, singular)`` of one
     evaluation: what a recorded sample reports (:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState`):
     the force elements' ``Q``, the constraint force ``Q_c = -A^T lam``, multipliers, violations,
     ``A``, the normal loads and their residual, and ``det(A[kept])`` where the constraints fix
     every DOF (the orientation check; 0 otherwise)."""
-    t, x, e = _expressions(system)
-    setup = system._setup
-    square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
-    e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
-    names = ["xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det", "singular"]
-    return ca.Function(f"diagnostics_{system.robot.name}", [t, x], [e[k] for k in names], ["t", "x"], names)
+    return _functions(system)[1]
+
+
+def _rk4(f: ca.Function, steps: int) -> ca.Function:
+    """``(t0, x0, h, p) -> x``: ``steps`` classical RK4 steps of length ``h`` (s) of ``f(t, x, p)``."""
+    n, n_p = f.size1_in(1), f.size1_in(2)
+    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
+    x, p = ca.MX.sym("x", n), ca.MX.sym("p", n_p)
+    k1 = f(t0, x, p)
+    k2 = f(t0 + h / 2, x + h / 2 * k1, p)
+    k3 = f(t0 + h / 2, x + h / 2 * k2, p)
+    k4 = f(t0 + h, x + h * k3, p)
+    # one step maps (t, x) to (t + h, x'); h and p ride along as constant states
+    state = ca.vertcat(t0, x, h, p)
+    step = ca.Function("rk4_step", [state], [ca.vertcat(t0 + h, x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), h, p)])
+    many = step.fold(steps) if steps > 1 else step
+    t_in, x_in, h_in, p_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h"), ca.MX.sym("p", n_p)
+    out = many(ca.vertcat(t_in, x_in, h_in, p_in))
+    return ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in, p_in], [out[1 : 1 + n]], ["t0", "x0", "h", "p"], ["x"])
+
+
+def _state_diagonal(system: ConstrainedDynamics, params: Parametrized) -> ca.Function:
+    """``(dq, p) -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
+    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
+    dq = ca.SX.sym("dq", system.robot.nv)
+    d = [
+        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
+        for e, element in enumerate(system.forces)
+        if isinstance(element, JointFriction)
+        for (i, _, _), law in zip(element._lugre, params.lugre[e])
+    ]
+    return ca.Function("state_diagonal", [dq, params.vector.symbols], [ca.vertcat(*d) if d else ca.SX(0, 1)])
+
+
+# ---------------------------------------------------------------------------------
+# one compiled core per structure, per thread (a CompiledFunction owns its buffers)
+
+_CORES_KEPT = 16  # structures kept per thread; a study has one or a few
+_cores = threading.local()
+
+
+class _Structure:
+    """The symbolic functions of one structure and what has been compiled from them."""
+
+    def __init__(self, system: ConstrainedDynamics):
+        self.nv = system.robot.nv
+        self.rhs, self.diagnostics = _functions(system)
+        self.diagonal = _state_diagonal(system, parametrize(system))
+        self.compiled: dict[tuple, CompiledFunction] = {}
+
+
+class CompiledCore:
+    """The compiled simulation core of ``system``: generated and compiled once per structure
+    (:func:`~mbctl.dynamics.simulation.structure.structure_key`) in this thread and reused for
+    every system of the same structure, called with this system's parameters :attr:`p`.
+
+    Args:
+        system: The constrained dynamics, initialized at its initial state.
+        cache: Directory of compiled libraries (default: :func:`mbctl.dynamics.codegen.cache_dir`).
+
+    Attributes:
+        p: The run-time parameters of ``system``.
+        reused: True when the structure was already generated in this thread.
+        build_s: Seconds spent generating, compiling or loading C for this system (exactly 0
+            when everything it needed was built before in this thread).
+
+    Raises:
+        NotCompilable: For a feature outside the compiled core.
+    """
+
+    def __init__(self, system: ConstrainedDynamics, *, cache=None):
+        reason = unsupported(system)
+        if reason:
+            raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
+        self.system = system
+        self.cache = cache
+        values = parametrize(system, symbolic=False).vector
+        self.p = values.array
+        self.key = structure_key(system, values.names)
+        cores = getattr(_cores, "by_key", None)
+        if cores is None:
+            cores = _cores.by_key = {}
+        self.reused = self.key in cores
+        self.build_s = 0.0
+        if not self.reused:
+            start = time.perf_counter()
+            cores[self.key] = _Structure(system)
+            while len(cores) > _CORES_KEPT:
+                cores.pop(next(iter(cores)))
+            self.build_s = time.perf_counter() - start
+        self._structure = cores[self.key]
+
+    def _compiled(self, kind: str, steps: int = 0) -> CompiledFunction:
+        done = self._structure.compiled
+        if (kind, steps) not in done:
+            start = time.perf_counter()
+            s = self._structure
+            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps)}[kind]()
+            done[kind, steps] = compile_function(f, cache=self.cache)
+            self.build_s += time.perf_counter() - start
+        return done[kind, steps]
+
+    def rhs(self) -> CompiledFunction:
+        """``(t, x, p) -> dx/dt``."""
+        return self._compiled("rhs")
+
+    def diagnostics(self) -> CompiledFunction:
+        """``(t, x, p) -> (xdot, applied, ...)``: one evaluation (see :func:`diagnostics_function`)."""
+        return self._compiled("diagnostics")
+
+    def rk4(self, steps: int) -> CompiledFunction:
+        """``(t0, x0, h, p) -> x``: ``steps`` RK4 steps of length ``h`` (s), in C."""
+        return self._compiled("rk4", steps)
+
+    def ros2(self, steps: int, update: ros2.StateDiagonalUpdate) -> CompiledFunction:
+        """``(t0, x0, h, p, W_inv, d_ref) -> X``: ``steps`` ROS2 steps
+        (:func:`mbctl.dynamics.simulation.ros2.ros2_stepper`) with ``update``'s LuGre diagonal
+        (:attr:`diagonal`), in C."""
+        done = self._structure.compiled
+        if ("ros2", steps) not in done:
+            start = time.perf_counter()
+            done["ros2", steps] = ros2.ros2_stepper(self._structure.rhs, steps, update, cache=self.cache)
+            self.build_s += time.perf_counter() - start
+        return done["ros2", steps]
+
+    @property
+    def diagonal(self) -> ca.Function:
+        """``(dq, p) -> d``: the LuGre states' diagonal ``d(ds/dt)/ds`` (1/s), for ROS2's update."""
+        return self._structure.diagonal
+
+    def check(self, t: float, x: np.ndarray, rtol: float = 1e-6) -> None:
+        """Compare the compiled ``dx/dt`` at ``(t, x)`` with the interpreted evaluation.
+
+        The structure key covers what the generator reads; this guards the rest. On a
+        mismatch the core is generated again from this system (and replaces the cached one).
+        """
+        nv = self.system.robot.nv
+        counted = self.system.evaluations
+        reference = self.system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
+        self.system.evaluations = counted  # a check, not a step of the run
+        expected = np.concatenate([x[nv : 2 * nv], reference.ddq, reference.state_rate])
+        if self._structure.rhs.size1_in(2) == len(self.p):
+            got = self.diagnostics()(t, x, self.p)[0]  # its xdot: compiled for the samples in any case
+            if np.abs(got - expected).max() <= rtol * max(1.0, np.abs(expected).max()):
+                return
+        start = time.perf_counter()
+        self._structure = _cores.by_key[self.key] = _Structure(self.system)
+        self.reused = False
+        self.build_s += time.perf_counter() - start
+
+    def sample_evaluator(self):
+        """``(t, x) -> ConstrainedState`` of a recorded sample (see :func:`sample_evaluator`)."""
+        return _sample_evaluator(self.system, self.diagnostics(), self.p)
 
 
 def sample_evaluator(system: ConstrainedDynamics, cache=None):
@@ -304,7 +480,10 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     interpreted checks: a near-singular constraint Jacobian, or one whose orientation flipped
     since the initial state, is re-evaluated by the interpreted dynamics, which raises the
     same error it would have raised (at this sample rather than at the step it happened)."""
-    diag = compile_function(diagnostics_function(system), cache=cache)
+    return CompiledCore(system, cache=cache).sample_evaluator()
+
+
+def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np.ndarray):
     nv, m = system.robot.nv, system.constraints.m
     prog = system.constraints.programmed
     policy = system.singularity
@@ -313,6 +492,7 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
         # the function's own buffers, copied once each: this runs at every recorded sample
         diag.inputs[0][...] = t
         diag.inputs[1][...] = x
+        diag.inputs[2][...] = p
         diag.eval()
         xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det, singular = (b.copy() for b in diag.outputs)
         A = A.reshape(m, nv)
@@ -346,36 +526,12 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     return evaluate
 
 
-def rk4_stepper(system: ConstrainedDynamics, steps: int, *, rhs: ca.Function | None = None, cache=None) -> CompiledFunction:
-    """``(t0, x0, h) -> x``: ``steps`` classical RK4 steps of length ``h`` (s) from ``x0`` at ``t0``, in C.
+def _plant_parts(robot: RobotModel, v_smooth: float):
+    from mbctl.dynamics.simulation.stepper import FrictionStepper
 
-    Raises:
-        NotCompilable: For a feature outside the compiled core.
-    """
-    f = rhs or rhs_function(system)
-    n = f.size1_in(1)
-    t0, h = ca.MX.sym("t0"), ca.MX.sym("h")
-    x = ca.MX.sym("x", n)
-    k1 = f(t0, x)
-    k2 = f(t0 + h / 2, x + h / 2 * k1)
-    k3 = f(t0 + h / 2, x + h / 2 * k2)
-    k4 = f(t0 + h, x + h * k3)
-    # one step maps (t, x) to (t + h, x'); h rides along as a constant state
-    state = ca.vertcat(t0, x, h)
-    step = ca.Function("rk4_step", [state], [ca.vertcat(t0 + h, x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), h)])
-    many = step.fold(steps) if steps > 1 else step
-    t_in, x_in, h_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h")
-    out = many(ca.vertcat(t_in, x_in, h_in))
-    g = ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in], [out[1 : 1 + n]], ["t0", "x0", "h"], ["x"])
-    return compile_function(g, cache=cache)
-
-
-def state_diagonal_function(system: ConstrainedDynamics) -> ca.Function:
-    """``dq -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
-    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
-    dq = ca.SX.sym("dq", system.robot.nv)
-    d = [-law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i]) for element in system.forces if isinstance(element, JointFriction) for i, law, _ in element._lugre]
-    return ca.Function("state_diagonal", [dq], [ca.vertcat(*d) if d else ca.SX(0, 1)])
+    stepper = FrictionStepper(robot, v_smooth=v_smooth)
+    forces = [stepper.friction, *([stepper.elastic] if stepper.elastic is not None else [])]
+    return stepper, forces
 
 
 def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
@@ -394,30 +550,51 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
     off; the goal is then ignored), one per servo; their torque, damping and armature
     (:func:`mbctl.dynamics.actuator.servo_torque`) and their LuGre states (after the
     joints' in ``s``) are stepped as by the interpreted stepper.
-    """
-    from mbctl.dynamics.simulation.stepper import FrictionStepper
 
-    friction = JointFriction(robot, smoothing=v_smooth)
-    servo_stepper = FrictionStepper(robot, v_smooth=v_smooth)
+    The robot's inertias, joint friction and springs are a last input, bound to this robot's
+    values (:meth:`~mbctl.dynamics.codegen.CompiledFunction.bind`), so robots of one structure
+    share one compilation per thread (``reused`` True after the first); the servos' numbers
+    are compiled in.
+    """
+    stepper, forces = _plant_parts(robot, v_smooth)
+    values = parametrize_plant(robot, forces, symbolic=False).vector
+    key = (plant_key(robot, forces, stepper.servos, values.names), steps, None if cache is None else str(cache))
+    plants = getattr(_cores, "plants", None)
+    if plants is None:
+        plants = _cores.plants = {}
+    if key in plants:
+        return plants[key].instance().bind(values.array)
+    plants[key] = compiled = compile_function(_plant_function(robot, stepper, forces, steps, v_smooth), cache=cache)
+    while len(plants) > _CORES_KEPT:
+        plants.pop(next(iter(plants)))
+    return compiled.bind(values.array)
+
+
+def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smooth: float) -> ca.Function:
+    """The CasADi function of :func:`plant_stepper`, with the parameter vector as its last input."""
+    params = parametrize_plant(robot, forces)
+    friction = forces[0]
     servos, servo_v = servo_stepper.servos, [int(i) for i in servo_stepper._servo_v]
     stateful = servo_stepper.servo_states
     nv, nf = robot.nv, len(friction._lugre)
     ns, nk = nf + len(stateful), len(servos)
-    sym = SymbolicDynamics(robot)
+    sym = SymbolicDynamics(robot, bodies=params.bodies, armature=params.armature)
+    p = params.vector.symbols
     q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
     goal, on = ca.SX.sym("goal", nk), ca.SX.sym("on", nk)
     h = ca.SX.sym("h")
-    z_joint = [law.z_step(z[k], dq[i], h) for k, (i, law, _) in enumerate(friction._lugre)]
+    static, lugre = params.static[0], params.lugre[0]
+    z_joint = [law.z_step(z[k], dq[i], h) for k, ((i, _, _), law) in enumerate(zip(friction._lugre, lugre))]
     z_servo = [servos[k].z_step(z[nf + j], dq[servo_v[k]], h) for j, k in enumerate(stateful)]
     z_next = ca.vertcat(*z_joint, *z_servo) if ns else ca.SX(0, 1)
-    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv)  # no load-dependent joints here (refused above)
+    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv, static, lugre)  # no load-dependent joints here (refused above)
     damping = [ca.SX(0.0)] * nv
-    for i, law, _ in friction._static:
+    for (i, _, _), law in zip(friction._static, static):
         v = dq[i]
         level = law.steady(v, 1.0) - law.fv * v  # the dry level at |v|
         damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
-    for i, law, _ in friction._lugre:
-        damping[i] = ca.SX(law.sigma1 + law.fv)
+    for (i, _, _), law in zip(friction._lugre, lugre):
+        damping[i] = law.sigma1 + law.fv
     armature = [0.0] * nv
     servo_z = dict(zip(stateful, z_servo))
     for k, (servo, i) in enumerate(zip(servos, servo_v)):
@@ -426,20 +603,22 @@ def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, 
         damping[i] += c
         armature[i] = servo.joint_armature()
     implicit = ca.vertcat(*damping)
-    if robot.is_elastic:
-        elastic = ElasticForces(robot)
-        Q += _elastic(elastic, sym, q, dq)
-        damping_d, stiffness_d = (_elastic_diagonal(elastic, sym, q, sde, getattr(elastic, base, ())) for sde, base in ((elastic._c, "_D"), (elastic._k, "_S")))
-        implicit += damping_d + h * stiffness_d
-    M = sym.mass_matrix(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
-    dq_next = dq + spd_solve(M, h * (tau + Q - sym.bias(q, dq)))
+    if len(forces) > 1:
+        elastic = forces[1]
+        k, c, S, D = params.springs[1]
+        Q += _elastic(elastic, sym, q, dq, (k, c, S, D))
+        implicit += _elastic_diagonal(elastic, sym, q, c, D) + h * _elastic_diagonal(elastic, sym, q, k, S)
+    M = sym.mass_matrix_of(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
+    dq_next = dq + spd_solve(M, h * (tau + Q - sym.bias_of(q, dq)))
     x = ca.vertcat(q, dq, z)
     extra = [goal, on] if nk else []
-    one = ca.Function("plant_step", [x, tau, h, *extra], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
+    one = ca.Function("plant_step", [x, tau, h, *extra, p], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
     many = one.fold(steps)
+    n_p = p.numel()
     q_in, dq_in, z_in, tau_in, h_in = ca.MX.sym("q", nv), ca.MX.sym("dq", nv), ca.MX.sym("s", ns), ca.MX.sym("tau", nv), ca.MX.sym("h")
     extra_in = [ca.MX.sym("goal", nk), ca.MX.sym("on", nk)] if nk else []
-    out = many(ca.vertcat(q_in, dq_in, z_in), ca.repmat(tau_in, 1, steps), ca.repmat(h_in, 1, steps), *(ca.repmat(e, 1, steps) for e in extra_in))
-    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else [])], ["q_next", "dq_next", "s_next"])
-    f = ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
-    return compile_function(f, cache=cache)
+    p_in = ca.MX.sym("p", n_p)
+    repeated = (ca.repmat(e, 1, steps) for e in (tau_in, h_in, *extra_in, p_in))
+    out = many(ca.vertcat(q_in, dq_in, z_in), *repeated)
+    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else []), "p"], ["q_next", "dq_next", "s_next"])
+    return ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in, p_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)

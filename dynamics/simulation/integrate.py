@@ -33,7 +33,6 @@ error naming the time and configuration (see :mod:`mbctl.dynamics.constraints.co
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,11 +41,10 @@ import scipy.integrate
 import scipy.linalg
 
 from mbctl.config.simulation import INTEGRATORS
-from mbctl.dynamics.codegen import compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
 from mbctl.dynamics.simulation import ros2
-from mbctl.dynamics.simulation.compiled import NotCompilable, rhs_function, rk4_stepper, sample_evaluator, state_diagonal_function, unsupported
+from mbctl.dynamics.simulation.compiled import CompiledCore, NotCompilable, unsupported
 from mbctl.dynamics.simulation.ros2 import MAX_CHUNK_STEPS
 from mbctl.errors import ConfigError, MbctlError
 
@@ -85,7 +83,8 @@ class SimulationResult:
         steps: Integrator steps taken; evaluations: dynamics evaluations (compiled and interpreted).
         backend: ``"compiled"`` or ``"python"``: what ran the integration steps.
         compile_s: Wall time spent generating, compiling or loading the C code (s);
-            a cached library loads in milliseconds.
+            a cached library loads in milliseconds, and a structure already built in
+            this process (the same robot with other numbers) costs nothing.
         singular_samples: Recorded samples at which the Jacobian was near-singular
             (damped mode only).
         rank, eliminated_rows: Rank of the constraint Jacobian and rows eliminated.
@@ -286,14 +285,15 @@ def simulate(
             raise NotCompilable(f"the compiled simulation core does not cover {reason}; use the python backend")
         used = "python" if reason else "compiled"
     compiled_evaluations = [0]  # a list: the closures below count into it
-    compile_s = 0.0
-    if used == "compiled" and integrator != "rk4":
-        # the other integrators step in Python and call the compiled right-hand side
-        compile_start = time.perf_counter()
-        rhs = rhs_function(system)
-        compiled_rhs = compile_function(rhs)
-        sample = sample_evaluator(system)
-        compile_s = time.perf_counter() - compile_start
+    if used == "compiled":
+        # generated and compiled once per structure; this system's numbers are its input p
+        core = CompiledCore(system)
+        p = core.p
+        core.check(t0, x)
+        sample = core.sample_evaluator()
+        if integrator not in ("rk4", "ros2"):
+            # the scipy methods step in Python and call the compiled right-hand side
+            compiled_rhs = core.rhs()
 
     def final(t: float, x: np.ndarray) -> ConstrainedState:
         """A recorded sample outside the RK4 chunks."""
@@ -309,12 +309,9 @@ def simulate(
         # a record every `every` steps, taken in calls of `size` steps and one of `rest` (see MAX_CHUNK_STEPS)
         size = min(every, MAX_CHUNK_STEPS)
         rest = every % size
-        compile_start = time.perf_counter()
-        chunk = rk4_stepper(system, size)
-        rest_stepper = rk4_stepper(system, rest) if rest else None
-        single = rk4_stepper(system, 1) if n % every else None
-        sample = sample_evaluator(system)
-        compile_s = time.perf_counter() - compile_start
+        chunk = core.rk4(size)
+        rest_stepper = core.rk4(rest) if rest else None
+        single = core.rk4(1) if n % every else None
 
         def interpreted_steps(t: float, x: np.ndarray, count: int) -> None:
             """Redo ``count`` steps with the interpreted dynamics, which checks every stage."""
@@ -337,10 +334,10 @@ def simulate(
                 x_next, taken = x, 0
                 while taken < every:
                     count = min(size, every - taken)
-                    x_next = (chunk if count == size else rest_stepper)(t + taken * h, x_next, h)[0]
+                    x_next = (chunk if count == size else rest_stepper)(t + taken * h, x_next, h, p)[0]
                     taken += count
             else:
-                taken, x_next = 1, single(t, x, h)[0]
+                taken, x_next = 1, single(t, x, h, p)[0]
             try:
                 check_finite(t + taken * h, x_next)
                 evaluation = sample(t + taken * h, x_next)
@@ -396,20 +393,21 @@ def simulate(
 
         if used == "compiled":
             # steps in C between Jacobian refreshes and records; the Jacobian by differences of
-            # the compiled right-hand side (through the normal loads too)
+            # the compiled right-hand side (through the normal loads); its values from the
+            # diagnostics function the samples compile anyway, so no third large library
+            diagnostics = core.diagnostics()
+
             def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
                 compiled_evaluations[0] += 1
-                return (compiled_rhs(t, x)[0],)
+                return (diagnostics(t, x, p)[0],)
 
-            update = ros2.StateDiagonalUpdate(lambda t, x: _jacobian(rate, t, x, rate(t, x)[0]), 2 * nv, state_diagonal, state_diagonal_function(system))
-            compile_start = time.perf_counter()
+            update = ros2.StateDiagonalUpdate(lambda t, x: _jacobian(rate, t, x, rate(t, x)[0]), 2 * nv, state_diagonal, core.diagonal)
             chunk = ros2.chunk_steps(n, every, refresh, MAX_CHUNK_STEPS)
-            stepper = ros2.ros2_stepper(rhs, chunk, update)
-            compile_s += time.perf_counter() - compile_start
+            stepper = core.ros2(chunk, update)
 
             def advance(t: float, x: np.ndarray, h: float, count: int, extra: tuple, inputs: tuple) -> np.ndarray:
                 compiled_evaluations[0] += 2 * count
-                return stepper(t, x, h, *extra, *inputs)[0]
+                return stepper(t, x, h, p, *extra, *inputs)[0]
 
         else:
             last: list = [None]  # the evaluation at the latest state: a record and the step from it share it
@@ -450,7 +448,7 @@ def simulate(
             check_finite(t, x)
             if used == "compiled":
                 compiled_evaluations[0] += 1
-                return compiled_rhs(t, x)[0]
+                return compiled_rhs(t, x, p)[0]
             q, dq, s = split(x)
             ev = system.evaluate(t, q, dq, s)
             return np.concatenate([dq, ev.ddq, ev.state_rate])
@@ -504,7 +502,7 @@ def simulate(
         steps=steps,
         evaluations=system.evaluations - evaluations_before + compiled_evaluations[0],
         backend=used,
-        compile_s=compile_s,
+        compile_s=core.build_s if used == "compiled" else 0.0,
         singular_samples=int(sum(e.singular for e in ev_list)),
         rank=rank,
         eliminated_rows=system.eliminated_rows,

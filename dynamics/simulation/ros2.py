@@ -118,7 +118,8 @@ class StateDiagonalUpdate(JacobianUpdate):
         jacobian: ``(t, x) -> J`` (n x n), e.g. forward differences of ``f``.
         first_state: Index of the first state row ``S`` in ``x = [q, dq, s]`` (``2 nv``).
         diagonal: ``x -> d``: ``d(ds/dt)/ds`` on the states (1/s) in numpy.
-        symbolic_diagonal: ``dq -> d``, the same as a CasADi function (for the generated steps).
+        symbolic_diagonal: ``(dq, *extra) -> d``, the same as a CasADi function of the velocities
+            and the right-hand side's extra inputs (a parameter vector), for the generated steps.
     """
 
     def __init__(
@@ -140,14 +141,17 @@ class StateDiagonalUpdate(JacobianUpdate):
         J[s, s] = d_ref
         return np.linalg.inv(np.eye(len(x)) - (GAMMA * h) * J), d_ref
 
-    def solver(self, t, x, h, inputs: Sequence) -> Callable:
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
+        return f.call([t, x, *extra])[0], self.solver(t, x, h, inputs, extra)
+
+    def solver(self, t, x, h, inputs: Sequence, extra: Sequence = ()) -> Callable:
         W_inv, d_ref = inputs
         s, nv = self.first, self.first // 2
         p = x.shape[0] - s
         if not p:
             return lambda b: W_inv @ b
         symbolic = _symbolic(x, W_inv)
-        d = self.symbolic_diagonal(x[nv : 2 * nv]) if symbolic else self.diagonal(x)
+        d = self.symbolic_diagonal(x[nv : 2 * nv], *extra) if symbolic else self.diagonal(x)
         C = -GAMMA * h * (d - d_ref)
         K = (ca.MX.eye(p) if symbolic else np.eye(p)) + W_inv[s:, s:] @ (ca.diag(C) if symbolic else np.diag(np.ravel(C)))
         linear_solve = ca.solve if symbolic else np.linalg.solve

@@ -32,7 +32,7 @@ rate_hz = 500.0                   # samples per second
 Workflow tables (all fields optional unless marked): ``[feedforward]`` ``model`` ("robot",
 or "plant": the simulated plant's truth, its friction and payload), ``lugre`` ("dynamic",
 "steady"); ``[simulate]`` ``duration``, ``step`` (s), ``integrator``, ``backend``
-("python", "compiled", "auto"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s), ``compiled`` (default false);
+("auto" default, "compiled", "python"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s), ``compiled`` (default true);
 ``[identify]`` ``joint`` (required), ``law`` ("stribeck", "coulomb-viscous"), ``count``,
 ``min_speed``, ``max_speed``.
 

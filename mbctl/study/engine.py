@@ -89,7 +89,7 @@ class Plan:
     @property
     def columns(self) -> list[str]:
         """The table's columns, in order."""
-        return ["run", "status", "reason", *(f"param.{p}" for p in self.design.paths), *self.quantities, "wall_time_s"]
+        return ["run", "status", "reason", *(f"param.{p}" for p in self.design.paths), *self.quantities, "compile_time_s", "wall_time_s"]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -204,6 +204,7 @@ def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tup
     row: dict = {"run": run, "status": "ok", "reason": ""}
     row.update({f"param.{p}": v for p, v in values.items()})
     row.update({q: math.nan for q in plan.quantities})
+    row["compile_time_s"] = math.nan
     curve = np.full((len(plan.context.band_t), len(plan.joints)), np.nan, np.float32) if plan.joints else None
     start = time.perf_counter()
     try:
@@ -215,6 +216,7 @@ def run_one(plan: Plan, run: int, values: dict[str, float] | None = None) -> tup
             curve = out.curve
         if out.failure:
             row["status"], row["reason"] = "failed", out.failure[:300]
+        row["compile_time_s"] = out.compile_s
     except Exception as exc:  # singular configuration, limit breach, a sample the robot refuses, ...
         row["status"], row["reason"] = "failed", _one_line(exc)
     row["wall_time_s"] = time.perf_counter() - start
@@ -255,7 +257,7 @@ def _schema(plan: Plan):
 def _failed_batch(plan: Plan, runs: Sequence[int], reason: str) -> BatchResult:
     out: dict[str, list] = {c: [] for c in plan.columns}
     for run in runs:
-        row = {"run": int(run), "status": "failed", "reason": reason[:300], "wall_time_s": math.nan}
+        row = {"run": int(run), "status": "failed", "reason": reason[:300], "compile_time_s": math.nan, "wall_time_s": math.nan}
         row.update({f"param.{p}": v for p, v in plan.design.run(int(run)).items()})
         for c in plan.columns:
             out[c].append(row.get(c, math.nan))

@@ -55,6 +55,8 @@ def summarize(plan: Plan, columns: dict[str, np.ndarray], wall_s: float | None =
         params[p] = {"min": float(x.min()), "max": float(x.max())} if x.size else None
     times = np.asarray(columns["wall_time_s"], dtype=float)
     times = times[np.isfinite(times)]
+    compile_s = np.asarray(columns["compile_time_s"], dtype=float)
+    compile_s = compile_s[np.isfinite(compile_s)]
     return {
         "study": str(plan.study.source),
         "robot": str(plan.study.robot),
@@ -64,6 +66,7 @@ def summarize(plan: Plan, columns: dict[str, np.ndarray], wall_s: float | None =
         "failed": int((~ok).sum()),
         "failure_reasons": dict(reasons.most_common(20)),
         "run_time_s": {"mean": float(times.mean()), "p50": float(np.median(times)), "max": float(times.max())} if times.size else None,
+        "compile_time_s": {"total": float(compile_s.sum()), "runs_compiling": int((compile_s > 0).sum())} if compile_s.size else None,
         "sweep_wall_s": wall_s,
         "parameters": params,
         "quantities": quantities,

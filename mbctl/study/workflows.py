@@ -11,13 +11,14 @@ workflow needs, raising ``InputError`` before any run) and ``run`` (one run ->
   ``friction_peak.<joint>`` = max |tau_friction| (N·m or N), ``effort_ratio`` = max over
   joints of tau_peak / effort limit; the torque curve on the study's band grid.
 - ``simulate`` (the robot's ``[[constraints]]`` and ``[simulation]``,
-  :func:`mbctl.dynamics.simulation.setup.simulate_setup`): ``drift_max``, ``drift_final``
+  :func:`mbctl.dynamics.simulation.setup.simulate_setup`, on the compiled core where it
+  covers the system, ``backend = "auto"``): ``drift_max``, ``drift_final``
   = max_i |Phi_i| (m, rad) over the run and at its end, ``velocity_drift_max`` = max
   |dPhi| (m/s, rad/s), ``force_peak.<joint>`` = max |programmed-constraint force| on
   each actuated joint (N·m, N), ``sigma_ratio_min`` (smallest singular-value ratio of the
   constraint Jacobian), ``singular_samples``.
 - ``run`` (a lock-step closed-loop run against the simulated plant,
-  :func:`mbctl.hardware.session.run_session`; interpreted unless ``compiled = true``): ``track_rms.<joint>`` (rad, m),
+  :func:`mbctl.hardware.session.run_session`; compiled unless ``compiled = false``): ``track_rms.<joint>`` (rad, m),
   ``track_max`` = max |q_ref - q| over joints, ``tau_peak.<joint>``, ``tau_rms.<joint>``
   of the commanded torque, ``saturated`` cycles. A run that stops early (safety stop)
   is a failed row with its stop reason.
@@ -62,12 +63,14 @@ class Context:
 @dataclass(frozen=True, eq=False)
 class RunOutput:
     """One run's quantities, its torque curve on ``Context.band_t`` ((K, actuated), N·m; N for
-    prismatic joints; or None), and a failure reason for a run that completed without
-    reaching its end ("" if none)."""
+    prismatic joints; or None), a failure reason for a run that completed without
+    reaching its end ("" if none), and the part of its time spent generating and compiling
+    C (s; 0 when its structure was compiled before in this worker)."""
 
     values: dict[str, float]
     curve: np.ndarray | None = None
     failure: str = ""
+    compile_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _sim_check(robot: RobotModel, ctx: Context) -> None:
     s = ctx.study.settings
     if s.get("integrator", INTEGRATORS[0]) not in INTEGRATORS:
         raise ConfigError(f"unknown value {s['integrator']!r} (expected one of: {', '.join(INTEGRATORS)})", file=ctx.study.source, field="simulate.integrator")
-    if s.get("backend", "python") not in ("python", "compiled", "auto"):
+    if s.get("backend", "auto") not in ("python", "compiled", "auto"):
         raise ConfigError(f"unknown value {s['backend']!r} (expected python, compiled or auto)", file=ctx.study.source, field="simulate.backend")
     setup = _sim_setup(robot, ctx)
     system = build_dynamics(robot, setup)
@@ -189,9 +192,9 @@ def _sim_run(robot: RobotModel, ctx: Context) -> RunOutput:
     setup = _sim_setup(robot, ctx)
     system = build_dynamics(robot, setup)
     q0, dq0 = initial_state(robot, setup, system)
-    # interpreted by default: a compiled core is generated per parameter set, and a
-    # compile costs more than most study runs
-    result = simulate_setup(system, q0, dq0, setup, backend=ctx.study.settings.get("backend", "python"))
+    # compiled where the core covers the system: the robot's numbers are an input of the
+    # generated code, so a worker compiles once per structure, not once per run
+    result = simulate_setup(system, q0, dq0, setup, backend=ctx.study.settings.get("backend", "auto"))
     viol = result.violation()
     values = {
         "drift_max": float(viol.max()),
@@ -203,7 +206,7 @@ def _sim_run(robot: RobotModel, ctx: Context) -> RunOutput:
             values[f"force_peak.{j.name}"] = float(np.abs(result.tau_programmed[:, j.idx_v]).max())
     values["sigma_ratio_min"] = float(result.sigma_ratio.min())
     values["singular_samples"] = float(result.singular_samples)
-    return RunOutput(values)
+    return RunOutput(values, compile_s=result.compile_s)
 
 
 # --- closed-loop run ------------------------------------------------------------------------
@@ -212,11 +215,11 @@ def _run_options(ctx: Context):
     from mbctl.hardware.session import SessionOptions
 
     s = ctx.study.settings
-    # interpreted by default: each parameter set is a new model, and compiling its law and
-    # plant to C costs seconds, more than a lock-step run of a few seconds takes interpreted
+    # compiled by default: the law and the plant's steps take each run's numbers as inputs, so
+    # a worker compiles them once per model structure (the task-space law: once per model)
     return SessionOptions(
         plant="sim", law=s.get("controller", "computed-torque"), rate_hz=s.get("rate_hz", 1000.0), duration_s=s.get("duration"),
-        lockstep=True, compiled=s.get("compiled", False),
+        lockstep=True, compiled=s.get("compiled", True),
     )
 
 

@@ -121,6 +121,9 @@ def format_result(result: SweepResult, s: dict) -> str:
         + (f" ({result.skipped} were done before)" if result.skipped else "")
         + (f"; {result.ran} ran in {result.wall_s:.2f} s ({result.ran / result.wall_s:.1f} runs/s, {result.tasks} tasks of {result.runs_per_task:.3g} runs)" if result.ran and result.wall_s > 0 else "")
     ]
+    compiled = s.get("compile_time_s")
+    if compiled and compiled["runs_compiling"]:
+        lines.append(f"  of the runs' time, {compiled['total']:.2f} s went to generating and compiling C, in {compiled['runs_compiling']} run(s) (once per model structure and worker)")
     for reason, count in list(s["failure_reasons"].items())[:3]:
         lines.append(f"  failed ({count}): {reason}")
     return "\n".join(lines)
