@@ -148,3 +148,20 @@ def test_a_batch_sink_gets_every_sample_once_in_order():
         assert [len(b.t) for b in batches] == [7] * 7 + [2] and len(streamed.t) == 0 and streamed.steps == kept.steps
         for key in ("t", "q", "dq", "lam", "tau_c", "sigma_ratio"):
             np.testing.assert_array_equal(np.concatenate([getattr(b, key) for b in batches]), getattr(kept, key), err_msg=f"{integrator} {key}")
+
+
+def test_summary_and_reactions_do_not_depend_on_the_batches(cli, tmp_path, monkeypatch):
+    """A run with reactions written in batches of a few samples and in one batch: the same NPZ and
+    the same summary (extremes, first and last values gathered batch by batch), timings aside."""
+    runs = {}
+    for name, batch in (("small", 16 * 2**10), ("whole", 2**30)):
+        monkeypatch.setattr("mbctl.cli.commands.simulate.BATCH_BYTES", batch)
+        out = tmp_path / f"{name}.npz"
+        assert cli("simulate", "fourbar", "--duration", "0.3", "--reactions", "--out", out, "--summary", out.with_suffix(".json")).code == 0
+        summary = json.loads(out.with_suffix(".json").read_text())
+        with np.load(out) as data:
+            runs[name] = ({k: data[k] for k in data.files if k != "config"}, {k: v for k, v in summary.items() if k not in ("wall_time_s", "compile_time_s")})
+    (small, small_summary), (whole, whole_summary) = runs["small"], runs["whole"]
+    assert small_summary == whole_summary and small.keys() == whole.keys() and {"joint_wrench", "loop_wrench", "loop_names"} <= small.keys()
+    for key in small:
+        np.testing.assert_array_equal(small[key], whole[key], err_msg=key)

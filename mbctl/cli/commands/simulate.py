@@ -19,7 +19,6 @@ import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +144,7 @@ def check_run_size(args: argparse.Namespace, setup, system) -> None:
     check_disk(2 * samples * numbers * 8, args.out, what=what, **where)
 
 
-@dataclass
+@dataclasses.dataclass
 class RunTally:
     """What the summary and the limit check need from a run, gathered batch by batch (:meth:`add`):
     counts, first and last values, extremes per column (units of the arrays they come from)."""
