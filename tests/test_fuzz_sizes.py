@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mbctl.bundled import bundled_study
+from mbctl.ctrl.excitation import design_excitation as DESIGN  # the real one: tests stub it in its module
 from mbctl.ctrl.trajectory import constant_acceleration, quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
 
 JOINTS = ("j1", "j2", "j3", "j4")
@@ -210,7 +212,14 @@ def test_excitation_harmonics_period_periods_grid_and_rate(cli, stub, harmonics,
         argv += [f"--periods={periods}"] if periods is not None else []
         argv += [f"--grid={grid}"] if grid is not None else []
         options = ("--harmonics", "--period", "--base-frequency", "--periods", "--grid", "--rate")
-        if decide(cli, Path(tmp), *argv, options=options) and harmonics >= 2 and period > 0 and (periods or 1) >= 1:
-            # a request the design itself refuses (too few grid or rate samples per harmonic) is not a size
-            assert samples(period * (periods or 1), 1.0 / rate) * 13 * 8 <= BUDGET
-            assert (4 * (2 * harmonics - 1) + 1) ** 2 / 2 * 8 <= BUDGET
+        if not decide(cli, Path(tmp), *argv, options=options):
+            return
+        period_s = 1.0 / (1.0 / period) if by_frequency and period != 0 else period
+        periods = 1 if periods is None else periods
+        if not (harmonics >= 2 and math.isfinite(period_s) and period_s > 0 and periods >= 1 and math.isfinite(rate) and rate > 0):
+            # not a size: the design itself refuses it before it allocates
+            with pytest.raises(InputError):
+                DESIGN(load_robot("scara"), harmonics=harmonics, period=period_s, rate_hz=rate, periods=periods, grid=grid)
+            return
+        assert samples(period_s * periods, 1.0 / rate) * 13 * 8 <= BUDGET
+        assert (4 * (2 * harmonics - 1) + 1) ** 2 / 2 * 8 <= BUDGET
