@@ -58,7 +58,7 @@ from mbctl.hardware.interface import (
 )
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
-from mbctl.hardware.runlog import BLOCK_ROWS, RunLog
+from mbctl.hardware.runlog import RunLog
 
 __all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns", "run_footprint"]
 
@@ -194,15 +194,15 @@ def run_footprint(duration_s: float, rate_hz: float, joints: int) -> tuple[float
     """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
     and the disk it writes at most (bytes), before it starts.
 
-    Memory: the loop's per-cycle timings (period, compute, phases), ``8 (2 + phases)`` bytes a cycle,
-    and a block of raw rows when the log is closed (the NPZ is written a block at a time, see
-    :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file and the NPZ while both exist
-    (``16 columns`` bytes a cycle).
+    Memory: the loop's per-cycle timings (period, compute, phases) and the log read back whole by the
+    plots and task-space figures after the run (``8 (2 + phases + columns)`` bytes a cycle; closing the
+    log itself holds a block of rows, :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file
+    and the NPZ while both exist (``16 columns`` bytes a cycle).
     """
     product = duration_s * rate_hz
     cycles = float(round(product)) if math.isfinite(product) else math.inf
     columns = 4 + 6 * joints + len(PHASES)
-    return cycles, cycles * 8.0 * (2 + len(PHASES)) + 2 * 8.0 * columns * min(cycles, BLOCK_ROWS), cycles * 16.0 * columns
+    return cycles, cycles * 8.0 * (2 + len(PHASES) + columns), cycles * 16.0 * columns
 
 
 class _Stop(Exception):
