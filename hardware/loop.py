@@ -194,14 +194,15 @@ def run_footprint(duration_s: float, rate_hz: float, joints: int) -> tuple[float
     """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
     and the disk it writes at most (bytes), before it starts.
 
-    Memory: the loop's per-cycle timings (period, compute, phases) and, when the log is closed, its
-    raw rows read back plus their group arrays (``8 (2 + phases + 2 columns)`` bytes a cycle). Disk:
-    the raw ``.partial`` file and the NPZ (rows and groups) while both exist (``24 columns`` bytes).
+    Memory: the loop's per-cycle timings (period, compute, phases) and the log read back whole by the
+    plots and task-space figures after the run (``8 (2 + phases + columns)`` bytes a cycle; closing the
+    log itself holds a block of rows, :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file
+    and the NPZ while both exist (``16 columns`` bytes a cycle).
     """
     product = duration_s * rate_hz
     cycles = float(round(product)) if math.isfinite(product) else math.inf
     columns = 4 + 6 * joints + len(PHASES)
-    return cycles, cycles * 8.0 * (2 + len(PHASES) + 2 * columns), cycles * 24.0 * columns
+    return cycles, cycles * 8.0 * (2 + len(PHASES) + columns), cycles * 16.0 * columns
 
 
 class _Stop(Exception):

@@ -38,6 +38,7 @@ from scipy.signal import butter, sosfiltfilt
 
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
+from mbctl.hardware.runlog import log_table
 
 __all__ = ["ArmLog", "Conditioning", "ConditionedLog", "condition_log", "read_arm_log"]
 
@@ -86,7 +87,7 @@ def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: b
     if path.suffix.lower() == ".npz":
         try:
             with np.load(path, allow_pickle=False) as z:
-                columns, data = [str(c) for c in z["columns"]], np.asarray(z["data"], dtype=float)
+                columns, data = log_table(z)
         except (OSError, KeyError, ValueError) as exc:
             raise DataError(f"not an mbctl run log ({exc})", file=path) from None
         if not np.isfinite(data[:, [c.split(".")[0] in ("t", "q", "dq", "tau") for c in columns]]).all():

@@ -35,6 +35,7 @@ import numpy as np
 
 from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoActuator, ServoFirmware, servo_step
 from mbctl.errors import DataError, InputError
+from mbctl.hardware.runlog import log_table
 
 if TYPE_CHECKING:
     import casadi as ca
@@ -206,8 +207,7 @@ def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
-            columns = [str(c) for c in npz["columns"]]
-            data = np.asarray(npz["data"], dtype=float)
+            columns, data = log_table(npz)
     except (OSError, ValueError, KeyError) as exc:
         raise DataError(f"cannot read the run log ({exc})", file=path) from None
     picked = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from mbctl.errors import InputError
 
-__all__ = ["ENV", "OPTION", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "format_count", "check_memory", "check_disk", "check_read"]
+__all__ = ["ENV", "OPTION", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "format_count", "check_memory", "check_disk", "check_read", "free_space"]
 
 ENV = "MBCTL_MEMORY_BUDGET"
 OPTION = "--memory-budget"
@@ -123,10 +123,15 @@ def check_disk(estimate_bytes: float, path: str | Path, *, what: str, field: str
     directory = Path(path).parent if str(Path(path).parent) else Path(".")
     while not directory.exists() and directory != directory.parent:  # an output directory still to be created
         directory = directory.parent
-    free = shutil.disk_usage(directory).free
+    free = free_space(directory)
     if not estimate_bytes <= free:
         size = f"would write about {format_bytes(estimate_bytes)}" if math.isfinite(estimate_bytes) else "has no finite size to write"
         raise InputError(f"{what} {size} to {directory}, which has {format_bytes(free)} free", file=file, field=field)
+
+
+def free_space(directory: Path) -> float:
+    """Bytes free for an unprivileged user on the file system of ``directory``."""
+    return float(shutil.disk_usage(directory).free)
 
 
 def check_read(path: str | Path, budget: Budget, *, field: str, factor: float = READ_FACTOR) -> None:

@@ -1,4 +1,4 @@
-"""File helpers shared by every layer: atomic output and validated numeric CSV.
+"""File helpers shared by every layer: atomic output, NPZ files written a block at a time, validated numeric CSV.
 
 Outputs are written to a temporary file beside the target and renamed into place,
 so an interrupted or failed command never leaves a half-written file behind.
@@ -7,9 +7,12 @@ so an interrupted or failed command never leaves a half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import numpy as np
 
 from mbctl.errors import DataError, InputError
 
-__all__ = ["atomic_output", "check_output", "write_csv", "read_csv", "CsvTable"]
+__all__ = ["atomic_output", "check_output", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts"]
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...] | None = None) -> Path:
@@ -58,6 +61,116 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class RowBlocks:
+    """An array of ``shape`` (rows first) and ``dtype`` given as its consecutive row blocks, so that
+    writing it holds one block: ``blocks()`` yields them in order, ``shape[0]`` rows in all."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    blocks: Callable[[], Iterable[np.ndarray]]
+
+
+def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray | RowBlocks], *, compress: bool = False) -> None:
+    """Write ``arrays`` as :func:`numpy.savez` (``compress``: :func:`numpy.savez_compressed`) does, atomically,
+    one array and, for :class:`RowBlocks`, one block at a time: memory holds one block, whatever the file's size.
+
+    Raises:
+        ValueError: If the blocks of an array do not add up to its shape.
+    """
+    compression = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with atomic_output(path) as tmp, zipfile.ZipFile(tmp, "w", compression=compression, allowZip64=True) as archive:
+        for key, value in arrays.items():
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as out:
+                if not isinstance(value, RowBlocks):
+                    np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)
+                    continue
+                header = {"descr": np.lib.format.dtype_to_descr(np.dtype(value.dtype)), "fortran_order": False, "shape": tuple(value.shape)}
+                np.lib.format.write_array_header_1_0(out, header)
+                rows = 0
+                for block in value.blocks():
+                    block = np.ascontiguousarray(block, dtype=value.dtype)
+                    if block.shape[1:] != tuple(value.shape[1:]):
+                        raise ValueError(f"{key}: a block of shape {block.shape} in an array of shape {value.shape}")
+                    if block.size:
+                        out.write(block)  # its buffer, not a copy
+                    rows += len(block)
+                if rows != value.shape[0]:
+                    raise ValueError(f"{key}: blocks of {rows} rows in all for an array of shape {value.shape}")
+
+
+class NpzParts:
+    """An NPZ that grows by blocks of rows while a run goes on, with bounded memory.
+
+    Each array's rows are appended to a raw file ``<key>.raw`` in the directory ``PATH.partial``
+    as they come (:meth:`append`); :meth:`close` writes ``PATH`` from them with :func:`write_npz`
+    (atomically, ``block_bytes`` at a time) and removes the directory. Leaving a ``with`` block by
+    an exception (an interrupt) or :meth:`discard` removes the directory and writes nothing.
+
+    Disk: the raw files and the NPZ exist together while :meth:`close` runs (twice the numbers).
+    """
+
+    def __init__(self, path: str | Path, *, compress: bool = False, block_bytes: int = 2**20):
+        self.path = check_output(path, (".npz",))
+        self.directory = self.path.with_name(self.path.name + ".partial")
+        self.compress = compress
+        self.block_bytes = block_bytes
+        self.rows: dict[str, int] = {}
+        self._layout: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+        self._files: dict[str, object] = {}
+        shutil.rmtree(self.directory, ignore_errors=True)  # what a killed run left
+        self.directory.mkdir()
+
+    def __enter__(self) -> NpzParts:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if kind is not None:
+            self.discard()
+
+    def append(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Add rows to each array (the same dtype and trailing shape every time)."""
+        for key, value in arrays.items():
+            value = np.ascontiguousarray(value)
+            if key not in self._files:
+                self._layout[key] = (value.dtype, value.shape[1:])
+                self._files[key] = open(self.directory / f"{key}.raw", "wb")  # noqa: SIM115 (closed in close/discard)
+                self.rows[key] = 0
+            if (value.dtype, value.shape[1:]) != self._layout[key]:
+                raise ValueError(f"{key}: rows {value.dtype} {value.shape[1:]} after {self._layout[key]}")
+            self._files[key].write(value.tobytes())
+            self.rows[key] += len(value)
+
+    def _blocks(self, key: str) -> RowBlocks:
+        dtype, tail = self._layout[key]
+        width = math.prod(tail)
+        shape = (self.rows[key], *tail)
+        if width * dtype.itemsize == 0:
+            return RowBlocks(shape, dtype, lambda: [np.zeros(shape, dtype)])
+        per_block = max(1, self.block_bytes // (width * dtype.itemsize))
+
+        def blocks() -> Iterator[np.ndarray]:
+            with open(self.directory / f"{key}.raw", "rb") as raw:
+                for start in range(0, shape[0], per_block):  # read() allocates what it is asked for: ask for what is there
+                    yield np.frombuffer(raw.read(min(per_block, shape[0] - start) * width * dtype.itemsize), dtype=dtype).reshape(-1, *tail)
+
+        return RowBlocks(shape, dtype, blocks)
+
+    def close(self, extra: Mapping[str, np.ndarray] | None = None) -> Path:
+        """Write ``PATH`` (the appended arrays, then ``extra``) and remove the directory; returns ``PATH``."""
+        for f in self._files.values():
+            f.close()
+        write_npz(self.path, {**{key: self._blocks(key) for key in self._files}, **(extra or {})}, compress=self.compress)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return self.path
+
+    def discard(self) -> None:
+        """Remove the directory; nothing is written."""
+        for f in self._files.values():
+            f.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def write_csv(path: str | Path, header: Sequence[str], data: np.ndarray) -> None:

@@ -34,10 +34,14 @@ def _target(hook: str) -> tuple[object, str]:
         from mbctl.cli.console import ProgressPrinter
 
         return ProgressPrinter, "__call__"
-    if hook == "write":  # writing an output (before its rename into place)
-        import numpy
+    if hook == "record":  # a batch of recorded samples appended to the partial NPZ
+        from mbctl.fileio import NpzParts
 
-        return numpy, "savez_compressed"
+        return NpzParts, "append"
+    if hook == "write":  # writing an array into an NPZ output (before its rename into place)
+        import zipfile
+
+        return zipfile.ZipFile, "open"
     if hook == "csv":  # writing a CSV output
         import numpy
 

@@ -13,6 +13,7 @@ import pytest
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.regressor import inertial_parameters, pseudo_inertia
 from mbctl.errors import ConfigError, DataError
+from mbctl.hardware.runlog import log_table
 from mbctl.identification.arm_fit import ArmFitSettings, fit_arm, predict_torques
 from mbctl.identification.arm_log import ArmLog, Conditioning, condition_log, read_arm_log
 
@@ -117,9 +118,9 @@ def test_write_back_is_what_feedforward_predicts(cli, simulated_runs, tmp_path):
     truth_toml, log = simulated_runs["truth"]
     csv = tmp_path / "log.csv"
     with np.load(log) as z:
-        cols = [str(c) for c in z["columns"]]
+        cols, data = log_table(z)
         keep = [i for i, c in enumerate(cols) if c == "t" or c.split(".")[0] in ("q", "dq", "tau")]
-        np.savetxt(csv, z["data"][:, keep], delimiter=",", header=",".join(cols[i] for i in keep), comments="")
+        np.savetxt(csv, data[:, keep], delimiter=",", header=",".join(cols[i] for i in keep), comments="")
     r = cli("identify", "dynamics", "ur5", csv, "--write-back", tmp_path / "copy.toml", "--out", tmp_path / "fit.json")
     assert r.code == 0, r.err
     r = cli("feedforward", tmp_path / "copy.toml", "--trajectory", csv, "--out", tmp_path / "tau.csv")

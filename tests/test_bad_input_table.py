@@ -70,10 +70,12 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "a joint that moves no mass": lambda tmp: _scara(tmp, urdf=(SCARA_URDF[SCARA_URDF.index('<link name="link4">') : SCARA_URDF.index("</robot>")], '<link name="link4"/>\n')),
     "trajectory: text in a number": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 2, "x")),
     "trajectory: time not increasing": lambda tmp: _trajectory(tmp, lambda lines: _replace_cell(lines, 3, 0, "0")),
-    # sizes (mbctl.budget; the tests see a machine with 16 GiB available, so a budget of 8 GiB)
+    # sizes (mbctl.budget; the tests see a machine with 16 GiB of memory available, so a budget of 8 GiB, and 100 GiB of disk free)
     "simulate: a duration with two zeros too many": lambda tmp: ["simulate", "fourbar", "--duration", "1e6", "--out", str(tmp / "out" / "run.npz")],
     "simulate: a long run at a tiny step": lambda tmp: ["simulate", "fourbar", "--duration", "1e9", "--step", "1e-12", "--out", str(tmp / "out" / "run.npz")],
     "trajectory: a segment of 1e9 s": lambda tmp: ["trajectory", "quintic", "scara", "--waypoints", "0,0,0,0; 0.8,1.2,-0.6,0.05", "--durations", "1e9", "--out", str(tmp / "out" / "traj.csv")],
+    "trajectory excitation: a million harmonics": lambda tmp: ["trajectory", "excitation", "scara", "--harmonics", "1000000", "--period", "10", "--out", str(tmp / "out" / "traj.csv")],
+    "trajectory excitation: a period of 1e9 s": lambda tmp: ["trajectory", "excitation", "scara", "--harmonics", "5", "--period", "1e9", "--out", str(tmp / "out" / "traj.csv")],
     "trajectory: an infinite rate": lambda tmp: ["trajectory", "accel", "scara", "--acceleration", "0.1", "--duration", "1", "--rate", "inf", "--out", str(tmp / "out" / "traj.csv")],
     "sweep: a billion samples": lambda tmp: _study(tmp, "samples = 1000000000"),
     "sweep: a grid axis of a billion values": lambda tmp: _study(tmp, "samples = 2", '[parameters."joints.wrist_1_joint.friction.fc"]\nrange = [0.1, 1.0, 1000000000]'),
@@ -94,6 +96,7 @@ def _study(tmp: Path, samples: str, extra: str = "") -> list[str]:
 def sixteen_gib_available(monkeypatch):
     """The default budget is half of the available memory: the page shows the same numbers on every machine."""
     monkeypatch.setattr("mbctl.budget.available_memory", lambda: 16.0 * 2**30)
+    monkeypatch.setattr("mbctl.budget.free_space", lambda directory: 100.0 * 2**30)
     monkeypatch.delenv("MBCTL_MEMORY_BUDGET", raising=False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 
 import numpy as np
@@ -85,3 +86,82 @@ def test_the_option_is_taken_anywhere_on_the_line(cli, tmp_path):
     r = cli("simulate", "fourbar", "--duration", "0.05", "--out", out, "--memory-budget", "1K")
     assert r.code == 2 and "above the memory budget of 1 KiB (--memory-budget 1K)" in r.err and not out.exists()
     assert cli("--memory-budget=64M", "simulate", "fourbar", "--duration", "0.05", "--out", out).code == 0 and out.exists()
+
+
+def streamed_simulate(cli, out, duration: float) -> int:
+    """Peak memory (tracemalloc, numpy's buffers included) of ``mbctl simulate fourbar`` writing ``out``."""
+    tracemalloc.start()
+    try:
+        r = cli("simulate", "fourbar", "--duration", str(duration), "--out", out, "--summary", out.with_suffix(".json"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.code == 0, r.err
+    return peak
+
+
+def test_a_streamed_simulate_holds_a_batch_whatever_its_length(cli, tmp_path, monkeypatch):
+    """Batches of 32 KiB of records (and blocks of 32 KiB of an array as the NPZ is assembled): a run
+    10x longer peaks at about the same memory, far below what its records would hold at once; its
+    NPZ and summary cover the whole run; no partial files are left."""
+    monkeypatch.setattr("mbctl.cli.commands.simulate.BATCH_BYTES", 32 * 2**10)
+    # the same path once before measuring: compiled code loaded, modules imported
+    cli("simulate", "fourbar", "--duration", "0.2", "--out", tmp_path / "warm.npz", "--summary", tmp_path / "warm.json")
+    short, long = streamed_simulate(cli, tmp_path / "short.npz", 2.0), streamed_simulate(cli, tmp_path / "long.npz", 20.0)
+    robot = load_robot("fourbar")
+    setup = simulation_setup(robot)
+    held_at_once = recorded_samples(20.0, setup.step, setup.output_step, setup.integrator) * sample_bytes(build_dynamics(robot, setup))
+    assert long < 1.5 * short and long < held_at_once / 20, (short, long, held_at_once)
+    with np.load(tmp_path / "long.npz") as data:
+        assert len(data["t"]) == 20001 and data["t"][-1] == pytest.approx(20.0)
+    assert json.loads((tmp_path / "long.json").read_text())["samples"] == 20001
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.json", "long.npz", "short.json", "short.npz", "warm.json", "warm.npz"]
+
+
+def test_the_streamed_npz_equals_the_run_held_in_memory(cli, tmp_path, monkeypatch):
+    """Written in batches of 16 KiB of records (a few samples each), the NPZ holds the arrays of the same run kept in memory, bit for bit."""
+    from mbctl.cli.commands.simulate import npz_arrays
+
+    monkeypatch.setattr("mbctl.cli.commands.simulate.BATCH_BYTES", 16 * 2**10)
+    assert cli("simulate", "fourbar", "--duration", "0.2", "--out", tmp_path / "run.npz").code == 0
+    robot = load_robot("fourbar")
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    expected = npz_arrays(simulate(system, *initial_state(robot, setup, system), 0.2, step=setup.step, output_step=setup.output_step))
+    with np.load(tmp_path / "run.npz") as data:
+        assert set(data.files) == {*expected, "config"}
+        for key, value in expected.items():
+            np.testing.assert_array_equal(data[key], value, err_msg=key)
+            assert data[key].dtype == value.dtype, key
+
+
+def test_a_batch_sink_gets_every_sample_once_in_order():
+    """simulate(sink=...) hands batches of 7 samples whose concatenation is the run kept in memory; the result keeps none."""
+    robot = load_robot("fourbar")
+    setup = simulation_setup(robot)
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    for integrator, step in (("rk4", 1e-4), ("ros2", 1e-3), ("rk45", 1e-3)):
+        kept = simulate(system, q0, dq0, 0.05, integrator=integrator, step=step, output_step=setup.output_step)
+        batches = []
+        streamed = simulate(system, q0, dq0, 0.05, integrator=integrator, step=step, output_step=setup.output_step, sink=batches.append, batch_samples=7)
+        assert [len(b.t) for b in batches] == [7] * 7 + [2] and len(streamed.t) == 0 and streamed.steps == kept.steps
+        for key in ("t", "q", "dq", "lam", "tau_c", "sigma_ratio"):
+            np.testing.assert_array_equal(np.concatenate([getattr(b, key) for b in batches]), getattr(kept, key), err_msg=f"{integrator} {key}")
+
+
+def test_summary_and_reactions_do_not_depend_on_the_batches(cli, tmp_path, monkeypatch):
+    """A run with reactions written in batches of a few samples and in one batch: the same NPZ and
+    the same summary (extremes, first and last values gathered batch by batch), timings aside."""
+    runs = {}
+    for name, batch in (("small", 16 * 2**10), ("whole", 2**30)):
+        monkeypatch.setattr("mbctl.cli.commands.simulate.BATCH_BYTES", batch)
+        out = tmp_path / f"{name}.npz"
+        assert cli("simulate", "fourbar", "--duration", "0.3", "--reactions", "--out", out, "--summary", out.with_suffix(".json")).code == 0
+        summary = json.loads(out.with_suffix(".json").read_text())
+        with np.load(out) as data:
+            runs[name] = ({k: data[k] for k in data.files if k != "config"}, {k: v for k, v in summary.items() if k not in ("wall_time_s", "compile_time_s")})
+    (small, small_summary), (whole, whole_summary) = runs["small"], runs["whole"]
+    assert small_summary == whole_summary and small.keys() == whole.keys() and {"joint_wrench", "loop_wrench", "loop_names"} <= small.keys()
+    for key in small:
+        np.testing.assert_array_equal(small[key], whole[key], err_msg=key)

@@ -1,6 +1,6 @@
 """Random values of every command's size options: a one-line refusal naming the option, or a request within the budget.
 
-Durations, steps, rates, sample counts, grid lengths and waypoint counts are drawn from
+Durations, steps, rates, sample counts, grid lengths, waypoint counts, harmonics and periods are drawn from
 everything a user could type (as ``--option=value``: argparse takes ``--step -1e+16`` for an option) (NaN, infinities, zero, negatives, 1e-300, 1e300, and plausible
 values). The work each command would then start (integrating, sampling, the loop, the
 experiments, the sweep) is replaced by a stub that raises :class:`Accepted`, so the test sees
@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mbctl.bundled import bundled_study
+from mbctl.ctrl.excitation import design_excitation as DESIGN  # the real one: tests stub it in its module
 from mbctl.ctrl.trajectory import constant_acceleration, quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
 
 JOINTS = ("j1", "j2", "j3", "j4")
@@ -177,11 +179,47 @@ def test_variants_duration_and_step(cli, stub, duration, step):
 
 
 @SIZES
-@given(duration=st.one_of(st.none(), size), rate=size)
-def test_flexfeed_duration_and_rate(cli, stub, duration, rate):
+@given(duration=st.one_of(st.none(), size), rate=size, step=st.one_of(st.none(), size))
+def test_flexfeed_duration_rate_and_step(cli, stub, duration, rate, step):
+    """Records are taken at --rate (--step sets the integrator's work, not what is held)."""
     stub("mbctl.ctrl.flexible_feedforward", "flexible_feedforward")
     with tempfile.TemporaryDirectory() as tmp:
         argv = ["flexfeed", "rrr3_flexible", "--out-dir", tmp, f"--rate={rate!r}"]
         argv += [f"--duration={duration!r}"] if duration is not None else []
-        if decide(cli, Path(tmp), *argv, options=("--duration", "--rate")):
-            assert math.isfinite(rate) and rate > 0
+        argv += [f"--step={step!r}"] if step is not None else []
+        if decide(cli, Path(tmp), *argv, options=("--duration", "--rate", "--step")):
+            assert math.isfinite(rate) and rate > 0 and (step is None or (math.isfinite(step) and step > 0))
+            # four records (three modes, the rigid motion) of 1 kB at least
+            assert samples(0.5 if duration is None else duration, 1.0 / rate) * 4 * 1024 <= BUDGET
+
+
+@SIZES
+@given(
+    harmonics=st.one_of(st.integers(-2, 12), st.integers(10**3, 10**12)),
+    period=size,
+    by_frequency=st.booleans(),
+    periods=st.one_of(st.none(), st.integers(-2, 10**12)),
+    grid=st.one_of(st.none(), st.integers(-5, 10**12)),
+    rate=size,
+)
+def test_excitation_harmonics_period_periods_grid_and_rate(cli, stub, harmonics, period, by_frequency, periods, grid, rate):
+    """The trajectory (periods x period x rate samples) and the optimisation (SLSQP holds at least the
+    triangle of an N x N matrix, N = 4 (2 L - 1) + 1 variables for scara's four joints) within the budget."""
+    stub("mbctl.ctrl.excitation", "design_excitation")
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ["trajectory", "excitation", "scara", f"--harmonics={harmonics}", f"--rate={rate!r}", "--out", f"{tmp}/e.csv"]
+        argv += [f"--base-frequency={1.0 / period!r}" if by_frequency and period != 0 else f"--period={period!r}"]
+        argv += [f"--periods={periods}"] if periods is not None else []
+        argv += [f"--grid={grid}"] if grid is not None else []
+        options = ("--harmonics", "--period", "--base-frequency", "--periods", "--grid", "--rate")
+        if not decide(cli, Path(tmp), *argv, options=options):
+            return
+        period_s = 1.0 / (1.0 / period) if by_frequency and period != 0 else period
+        periods = 1 if periods is None else periods
+        if not (harmonics >= 2 and math.isfinite(period_s) and period_s > 0 and periods >= 1 and math.isfinite(rate) and rate > 0):
+            # not a size: the design itself refuses it before it allocates
+            with pytest.raises(InputError):
+                DESIGN(load_robot("scara"), harmonics=harmonics, period=period_s, rate_hz=rate, periods=periods, grid=grid)
+            return
+        assert samples(period_s * periods, 1.0 / rate) * 13 * 8 <= BUDGET
+        assert (4 * (2 * harmonics - 1) + 1) ** 2 / 2 * 8 <= BUDGET

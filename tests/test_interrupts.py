@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM at random points of a command's life: always exit 130/143, one line, nothing half-written.
 
 Every phase (importing the command, generating and compiling C code, compiled integration
-chunks, progress, writing and renaming outputs, Dask cluster start-up and task submission)
+chunks, progress, recorded samples streamed to disk, writing and renaming outputs, Dask cluster start-up and task submission)
 gets a signal at a random call of a function it makes (tests/interrupt_child.py), so the
 signal lands in that phase on any machine: no test waits on the clock. The draws are seeded
 (``MBCTL_INTERRUPT_SEED``, default 29); a failure names its seed, phase, call and signal.
@@ -37,7 +37,8 @@ PHASES = [
     (SIMULATE, "compile", 3, True),
     (SIMULATE, "chunk", 4000, False),
     (SIMULATE, "progress", 15, False),
-    (SIMULATE, "write", 1, False),
+    (SIMULATE, "record", 1, False),
+    (SIMULATE, "write", 17, False),
     (SIMULATE, "rename", 2, False),
     (TRAJECTORY, "csv", 1, False),
     (SWEEP, "cluster", 1, False),
@@ -101,6 +102,6 @@ def test_a_signal_in_any_phase_stops_cleanly(tmp_path, command, hook, nth, sig, 
     after = lines[lines.index(marker) + 1 : -1]  # one line says it: before it, at most progress lines
     assert all(line.startswith(("simulate: ", "sweep: ")) for line in after) and "Traceback" not in err, f"{case}\n{err}"
     files = [p for p in out.rglob("*") if p.is_file()]
-    assert not [p for p in files if ".tmp" in p.name], f"{case}: temporary files left: {files}"
+    assert not [p for p in files if ".tmp" in p.name or ".partial" in str(p)], f"{case}: temporary files left: {files}"
     for path in files:
         whole(path)

@@ -25,7 +25,9 @@ force elements' internal states (LuGre bristle deflections), integrated together
 
 Samples are recorded every ``output_step`` seconds (default: every RK4 step, or
 ``step`` for adaptive methods); each record holds the full
-:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState` quantities at that instant. A
+:class:`~mbctl.dynamics.constraints.constrained.ConstrainedState` quantities at that instant.
+With a ``sink``, the records go to it in batches of ``batch_samples`` as the run proceeds (a
+long run then holds one batch in memory). A
 near-singular constraint Jacobian or contradicting constraints stop the run with an
 error naming the time and configuration (see :mod:`mbctl.dynamics.constraints.constrained`).
 """
@@ -141,7 +143,10 @@ def recorded_samples(duration: float, step: float, output_step: float | None, in
     that an absurd request (``duration / step`` = 1e21) is a number to compare, not an allocation."""
     if not all(math.isfinite(v) and v > 0 for v in (duration, step, *([output_step] if output_step is not None else []))):
         return math.nan
-    if integrator in ("rk4", "ros2"):
+    fixed = integrator in ("rk4", "ros2")
+    if not math.isfinite(duration / (step if fixed or output_step is None else output_step)):  # 1e300 / 1e-108 overflows
+        return math.inf
+    if fixed:
         n = max(1.0, math.ceil(duration / step - 1e-9))
         every = 1.0 if output_step is None else max(1.0, round(output_step / (duration / n)))
         return math.ceil(n / every) + 1.0
@@ -219,6 +224,8 @@ def simulate(
     jacobian_interval: float = 0.05,
     progress: Progress | None = None,
     backend: str = "auto",
+    sink: Callable[[SimulationResult], None] | None = None,
+    batch_samples: int = 4096,
 ) -> SimulationResult:
     """Integrate the constrained dynamics of ``system`` from ``(q0, dq0)`` at ``t0`` for ``duration`` s.
 
@@ -240,6 +247,9 @@ def simulate(
             RK4, a singular configuration stops the run at the first recorded sample
             (ROS2) or accepted step (scipy) after it). ``"python"``: the interpreted reference throughout. ``"auto"``
             (default): compiled where the system allows it.
+        sink: Called with every ``batch_samples`` recorded samples (and the rest at the end) as a
+            :class:`SimulationResult` whose counters are zero; the result returned then holds no
+            samples, only the run's counters.
 
     Raises:
         ConfigError: For a bad integrator name, step or duration.
@@ -274,7 +284,7 @@ def simulate(
                 "is singular); try a smaller step or a stiff integrator"
             )
 
-    records: list[tuple[np.ndarray, ConstrainedState]] = []  # (x, evaluation) per sample
+    records = _Records(lambda kept: _result(system, kept, rank, integrator), sink, batch_samples)  # (x, evaluation) per sample
     x = np.concatenate([q0, dq0, s0])
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})", field="--backend")
@@ -478,32 +488,74 @@ def simulate(
                     k_out += 1
                 if progress is not None:
                     progress(k_out - 1, n_out)
-    rows = [(ev.t, *split(xk), ev) for xk, ev in records]
-    ev_list = [r[4] for r in rows]
+    records.flush()
+    return _result(
+        system,
+        records.kept,
+        rank,
+        integrator,
+        steps=steps,
+        evaluations=system.evaluations - evaluations_before + compiled_evaluations[0],
+        backend=used,
+        compile_s=core.build_s if used == "compiled" else 0.0,
+        singular_samples=records.singular,
+    )
+
+
+class _Records:
+    """The recorded samples ``(x, evaluation)``: all kept, or handed to ``sink`` as ``build(batch)`` every
+    ``batch`` samples (:meth:`flush` hands the rest). ``len`` counts every sample recorded."""
+
+    def __init__(self, build: Callable[[list], SimulationResult], sink: Callable[[SimulationResult], None] | None, batch: int):
+        self.build, self.sink, self.batch = build, sink, max(1, batch)
+        self.kept: list[tuple[np.ndarray, ConstrainedState]] = []
+        self.count = self.singular = 0
+
+    def append(self, record: tuple[np.ndarray, ConstrainedState]) -> None:
+        self.kept.append(record)
+        self.count += 1
+        self.singular += bool(record[1].singular)
+        if self.sink is not None and len(self.kept) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.sink is not None and self.kept:
+            self.sink(self.build(self.kept))
+            self.kept = []
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def _result(system: ConstrainedDynamics, records: list[tuple[np.ndarray, ConstrainedState]], rank: int, integrator: str, **counters) -> SimulationResult:
+    """The arrays of ``records`` as a :class:`SimulationResult` (``counters``: steps, evaluations, ...; zero if not given)."""
+    nv, ns, m = system.robot.nv, system.n_states, system.constraints.m
+    n = len(records)
+    evs = [ev for _, ev in records]
+
+    def stack(values: list, width: int) -> np.ndarray:
+        return np.array(values, dtype=float).reshape(n, width)
+
     return SimulationResult(
-        t=np.array([r[0] for r in rows]),
-        q=np.array([r[1] for r in rows]),
-        dq=np.array([r[2] for r in rows]),
-        ddq=np.array([e.ddq for e in ev_list]),
-        state=np.array([r[3] for r in rows]).reshape(len(rows), system.n_states),
-        phi=np.array([e.phi for e in ev_list]).reshape(len(rows), system.constraints.m),
-        dphi=np.array([e.dphi for e in ev_list]).reshape(len(rows), system.constraints.m),
-        target=np.array([e.target for e in ev_list]).reshape(len(rows), system.constraints.m),
-        lam=np.array([e.lam for e in ev_list]).reshape(len(rows), system.constraints.m),
-        tau_c=np.array([e.force for e in ev_list]),
-        tau_programmed=np.array([e.programmed_force for e in ev_list]),
-        tau_applied=np.array([e.applied for e in ev_list]),
-        sigma_ratio=np.array([_sigma_ratio(e, rank) for e in ev_list]),
+        t=np.array([ev.t for ev in evs], dtype=float),
+        q=stack([x[:nv] for x, _ in records], nv),
+        dq=stack([x[nv : 2 * nv] for x, _ in records], nv),
+        ddq=stack([e.ddq for e in evs], nv),
+        state=stack([x[2 * nv :] for x, _ in records], ns),
+        phi=stack([e.phi for e in evs], m),
+        dphi=stack([e.dphi for e in evs], m),
+        target=stack([e.target for e in evs], m),
+        lam=stack([e.lam for e in evs], m),
+        tau_c=stack([e.force for e in evs], nv),
+        tau_programmed=stack([e.programmed_force for e in evs], nv),
+        tau_applied=stack([e.applied for e in evs], nv),
+        sigma_ratio=np.array([_sigma_ratio(e, rank) for e in evs], dtype=float),
         joint_names=system.robot.joint_names,
         row_names=system.rows,
         state_names=system.state_names,
         solver=system.solver,
         integrator=integrator,
-        steps=steps,
-        evaluations=system.evaluations - evaluations_before + compiled_evaluations[0],
-        backend=used,
-        compile_s=core.build_s if used == "compiled" else 0.0,
-        singular_samples=int(sum(e.singular for e in ev_list)),
         rank=rank,
         eliminated_rows=system.eliminated_rows,
+        **{"steps": 0, "evaluations": 0, "singular_samples": 0, **counters},
     )

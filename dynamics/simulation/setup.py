@@ -24,6 +24,8 @@ springs and dampers of :class:`mbctl.dynamics.flexible.elastic.ElasticForces`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec
@@ -213,10 +215,18 @@ def initial_state(robot: RobotModel, setup: SimulationSpec, dynamics: Constraine
 
 
 def simulate_setup(
-    system: ConstrainedDynamics, q0: np.ndarray, dq0: np.ndarray, setup: SimulationSpec, progress: Progress | None = None, backend: str = "auto"
+    system: ConstrainedDynamics,
+    q0: np.ndarray,
+    dq0: np.ndarray,
+    setup: SimulationSpec,
+    progress: Progress | None = None,
+    backend: str = "auto",
+    sink: Callable[[SimulationResult], None] | None = None,
+    batch_samples: int = 4096,
 ) -> SimulationResult:
-    """Integrate ``system`` from ``(q0, dq0)`` over ``setup.duration`` (s) with the
-    setup's integrator, steps and tolerances on ``backend``; see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
+    """Integrate ``system`` from ``(q0, dq0)`` over ``setup.duration`` (s) with the setup's integrator,
+    steps and tolerances on ``backend``, the records kept or handed to ``sink`` in batches;
+    see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
     return simulate(
         system,
         q0,
@@ -231,4 +241,6 @@ def simulate_setup(
         jacobian_interval=setup.jacobian_interval,
         progress=progress,
         backend=backend,
+        sink=sink,
+        batch_samples=batch_samples,
     )

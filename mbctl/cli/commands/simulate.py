@@ -4,6 +4,12 @@ Reads ``[[constraints]]`` and ``[simulation]`` from the robot TOML, integrates, 
 writes the run as NPZ (``t, q, dq, ddq, phi, dphi, target, lam, tau_c, ...``), an
 optional JSON summary and an optional plot (joint paths, tool path against target,
 violation on a log scale, constraint forces).
+
+The recorded samples stream to disk as the run proceeds: every batch of about
+:data:`BATCH_BYTES` of records is appended to ``OUT.npz.partial/`` (one raw file per
+array, :class:`~mbctl.fileio.NpzParts`) and the NPZ is assembled from it at the end, so
+a long run holds one batch in memory; the summary and the limit check are gathered batch
+by batch (:class:`RunTally`). Plots and the animation read the finished NPZ back.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from mbctl.dynamics.simulation.setup import (
     simulation_setup,
 )
 from mbctl.errors import InputError
-from mbctl.fileio import atomic_output, check_output
+from mbctl.fileio import NpzParts, atomic_output, check_output
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,8 +79,15 @@ def _positive_option(value: float | None, option: str) -> None:
         raise InputError(f"must be > 0, got {value!r}", field=option)
 
 
-def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
-    """The NPZ content of a run (see the README for the format)."""
+# records held in memory at a time before they are appended to the partial NPZ (bytes)
+BATCH_BYTES = 16 * 2**20
+# memory of the plots and the animation per number of the run read back for them (the arrays, their
+# copies in matplotlib and in the page)
+PLOT_FACTOR = 4.0
+
+
+def recorded_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
+    """The numeric arrays of a run's NPZ, one row per recorded sample."""
     return {
         "t": run.t,
         "q": run.q,
@@ -89,22 +102,111 @@ def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
         "tau_applied": run.tau_applied,
         "state": run.state,
         "sigma_ratio": run.sigma_ratio,
+    }
+
+
+def name_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
+    """The column names of a run's NPZ."""
+    return {
         "joint_names": np.array(run.joint_names, dtype=str),
         "row_names": np.array(run.row_names, dtype=str),
         "state_names": np.array(run.state_names, dtype=str),
     }
 
 
+def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
+    """The NPZ content of a run (see the README for the format)."""
+    return {**recorded_arrays(run), **name_arrays(run)}
+
+
+def batch_samples(system, reactions: bool = False) -> int:
+    """Recorded samples held in memory before they go to disk (:data:`BATCH_BYTES` of records)."""
+    return max(1, int(BATCH_BYTES // sample_bytes(system, reactions=reactions)))
+
+
 def check_run_size(args: argparse.Namespace, setup, system) -> None:
-    """Refuse, before integrating, a run whose records would not fit the memory budget or its NPZ the disk."""
+    """Refuse, before integrating, a run that would not fit the memory budget or the disk.
+
+    Memory: a batch of records (:func:`batch_samples` x :func:`sample_bytes`), and the whole run's
+    numbers x :data:`PLOT_FACTOR` when plots or an animation read it back. Disk: the partial
+    files and the NPZ, which exist together while the NPZ is assembled (2 x the numbers, 8 bytes each).
+    """
     samples = recorded_samples(setup.duration, setup.step, setup.output_step, setup.integrator)
     per_sample = sample_bytes(system, reactions=args.reactions)
+    nv, m = system.robot.nv, system.constraints.m
+    numbers = 2 + 6 * nv + system.n_states + 4 * m + (6 * (len(system.robot.joints) + m) if args.reactions else 0)
     option = next((o for o, v in (("--duration", args.duration), ("--step", args.step)) if v is not None), None)
     where = {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
-    what = f"the run ({format_count(samples)} samples of {format_bytes(per_sample)})"
-    check_memory(samples * per_sample, budget(args), what=what, **where)
-    columns = 2 + 6 * system.robot.nv + system.n_states + 4 * system.constraints.m
-    check_disk(samples * columns * 8, args.out, what=what, **where)
+    read_back = bool(args.plot or args.plot_reactions or args.animate)
+    held = min(samples, batch_samples(system, args.reactions)) * per_sample + (samples * numbers * 8 * PLOT_FACTOR if read_back else 0.0)
+    what = f"the run ({format_count(samples)} samples" + (", plotted" if read_back else f", recorded in batches of {format_bytes(BATCH_BYTES)}") + ")"
+    check_memory(held, budget(args), what=what, **where)
+    check_disk(2 * samples * numbers * 8, args.out, what=what, **where)
+
+
+@dataclasses.dataclass
+class RunTally:
+    """What the summary and the limit check need from a run, gathered batch by batch (:meth:`add`):
+    counts, first and last values, extremes per column (units of the arrays they come from)."""
+
+    samples: int = 0
+    t_first: float = math.nan
+    t_last: float = math.nan
+    violation_initial: float = math.nan
+    violation_max: float = 0.0
+    violation_final: float = math.nan
+    velocity_violation_max: float = 0.0
+    velocity_violation_final: float = math.nan
+    row_max: np.ndarray | None = None  # per constraint row: |Phi| (position rows) or |dPhi| (velocity rows)
+    row_final: np.ndarray | None = None
+    programmed_peak: np.ndarray | None = None  # per joint: max |tau_programmed|
+    constraint_force_peak: np.ndarray | None = None  # per joint: max |tau_c|
+    sigma_ratio_min: float = math.inf
+    q_min: np.ndarray | None = None
+    q_max: np.ndarray | None = None
+    dq_peak: np.ndarray | None = None  # per joint: max |dq|
+
+    def add(self, run: SimulationResult) -> None:
+        """Take in a batch of samples (the next ones in time)."""
+        if not len(run.t):
+            return
+        violation, velocity = run.violation(), run.velocity_violation()
+        rows = np.abs(np.where(np.isnan(run.phi).all(axis=0), run.dphi, run.phi))
+        if self.samples == 0:
+            self.t_first, self.violation_initial = float(run.t[0]), float(violation[0])
+        self.samples += len(run.t)
+        self.t_last, self.violation_final, self.velocity_violation_final = float(run.t[-1]), float(violation[-1]), float(velocity[-1])
+        self.violation_max = max(self.violation_max, float(violation.max()))
+        self.velocity_violation_max = max(self.velocity_violation_max, float(velocity.max()))
+        self.sigma_ratio_min = min(self.sigma_ratio_min, float(run.sigma_ratio.min()))
+        self.row_final = rows[-1]
+        for name, values, reduce in (
+            ("row_max", rows, np.maximum),
+            ("programmed_peak", np.abs(run.tau_programmed), np.maximum),
+            ("constraint_force_peak", np.abs(run.tau_c), np.maximum),
+            ("q_min", run.q, np.minimum),
+            ("q_max", run.q, np.maximum),
+            ("dq_peak", np.abs(run.dq), np.maximum),
+        ):
+            extreme = reduce.reduce(values, axis=0)
+            setattr(self, name, extreme if getattr(self, name) is None else reduce(getattr(self, name), extreme))
+
+    def envelope(self, joint_names: tuple[str, ...]) -> Trajectory:
+        """Two samples with the run's extreme positions and speeds: :func:`limit_violations` finds on
+        them what it finds on the whole run (it looks at the extremes only)."""
+        return Trajectory(
+            t=np.array([0.0, 1.0]),
+            joint_names=joint_names,
+            q=np.array([self.q_min, self.q_max]),
+            dq=np.array([self.dq_peak, self.dq_peak]),
+            ddq=np.zeros((2, len(joint_names))),
+        )
+
+
+def read_run(path: Path, run: SimulationResult) -> SimulationResult:
+    """``run`` (the counters of a streamed run) with the samples of the NPZ it was written to."""
+    with np.load(path) as data:
+        return dataclasses.replace(run, **{key: data[key] for key in recorded_arrays(run)})
 
 
 def _body_paths(robot, result: SimulationResult) -> list | None:
@@ -161,15 +263,31 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
-    result = simulate_setup(system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend)
-    elapsed = time.perf_counter() - start - result.compile_s
+    tally = RunTally()
+    loop_names: list[tuple[str, ...]] = []
+    with NpzParts(args.out, compress=True, block_bytes=BATCH_BYTES) as parts:
 
-    arrays = npz_arrays(result)
-    arrays["config"] = np.array(str(Path(args.config).resolve()))  # so that mbctl animate finds the robot
-    r = None
-    if args.reactions:
-        r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
-        arrays.update(joint_wrench=r.joint_wrench, loop_wrench=r.loop_wrench, loop_names=np.array(r.loop_names, dtype=str))
+        def record(batch: SimulationResult) -> None:
+            """A batch of samples to disk (with its reaction wrenches) and into the tally."""
+            arrays = recorded_arrays(batch)
+            if args.reactions:
+                r = joint_reactions(system, batch.t, batch.q, batch.dq, batch.ddq, batch.lam)
+                arrays.update(joint_wrench=r.joint_wrench, loop_wrench=r.loop_wrench)
+                loop_names[:] = [r.loop_names]
+            parts.append(arrays)
+            tally.add(batch)
+
+        result = simulate_setup(
+            system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend,
+            sink=record, batch_samples=batch_samples(system, args.reactions),
+        )  # fmt: skip
+        elapsed = time.perf_counter() - start - result.compile_s
+        extra = {**name_arrays(result), "config": np.array(str(Path(args.config).resolve()))}  # config: so that mbctl animate finds the robot
+        if args.reactions:
+            extra["loop_names"] = np.array(loop_names[0], dtype=str)
+        parts.close(extra)
+    if args.plot or args.plot_reactions or args.animate:
+        result = read_run(args.out, result)
     uniqueness = None
     if system.redundancy > 0:
         C, groups = pair_matrix(system, 0.0, q0)
@@ -177,10 +295,8 @@ def run(args: argparse.Namespace) -> int:
 
     tool = next((c for c in system.constraints if isinstance(c, FramePosition)), None)
     tool_rows = list(range(system.constraints.slices[tool.name].start, system.constraints.slices[tool.name].stop)) if tool else []
-    summary = build_summary(args.config, robot.name, setup, system, result, q0, dq0, elapsed, uniqueness)
+    summary = build_summary(args.config, robot.name, setup, system, result, tally, q0, dq0, elapsed, uniqueness)
 
-    with atomic_output(args.out) as tmp:
-        np.savez_compressed(tmp, **arrays)
     if args.summary:
         with atomic_output(args.summary) as tmp:
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
@@ -197,12 +313,12 @@ def run(args: argparse.Namespace) -> int:
     if args.plot_reactions:
         friction = {"config": "friction as configured", "none": "no friction"}.get(args.friction, f"{args.friction} friction")
         title = f"{robot.name}: {friction}" if any(j.friction for j in robot.joints) or args.friction != "config" else robot.name
+        r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
         plot_reactions(result, r, robot, args.plot_reactions, title=title, paths=_body_paths(robot, result))
     if args.animate:
         write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
 
-    traj = Trajectory(t=result.t, joint_names=result.joint_names, q=result.q, dq=result.dq, ddq=result.ddq)
-    for message in limit_violations(robot, traj):
+    for message in limit_violations(robot, tally.envelope(result.joint_names)):
         warn(f"{args.config}: {message}")
     unactuated = summary["unactuated_programmed_force"]
     if len(unactuated) > 3:  # elastic robots: one line, largest first
@@ -221,17 +337,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_summary(config, robot_name, setup, system, result: SimulationResult, q0, dq0, elapsed, uniqueness) -> dict:
-    """The JSON summary of a run (see the README)."""
-    viol = result.violation()
-    vviol = result.velocity_violation()
-    by_row = {}
-    for i, row in enumerate(result.row_names):
-        col = result.phi[:, i] if not np.isnan(result.phi[:, i]).all() else result.dphi[:, i]
-        by_row[row] = {"max": float(np.abs(col).max()), "final": float(abs(col[-1]))}
+def build_summary(config, robot_name, setup, system, result: SimulationResult, tally: RunTally, q0, dq0, elapsed, uniqueness) -> dict:
+    """The JSON summary of a run (see the README): ``result``'s counters and names, ``tally``'s samples."""
+    by_row = {row: {"max": float(tally.row_max[i]), "final": float(tally.row_final[i])} for i, row in enumerate(result.row_names)}
     unact = {}
     for j in system.robot.joints:
-        peak = float(np.abs(result.tau_programmed[:, j.idx_v]).max())
+        peak = float(tally.programmed_peak[j.idx_v])
         if not j.actuated and peak > 1e-9:
             unact[j.name] = peak
     h = setup.duration / result.steps if setup.integrator in ("rk4", "ros2") else setup.step
@@ -242,10 +353,10 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         "solver": result.solver,
         "integrator": result.integrator,
         "step": h,
-        "duration": float(result.t[-1] - result.t[0]),
+        "duration": tally.t_last - tally.t_first,
         "steps": result.steps,
         "evaluations": result.evaluations,
-        "samples": len(result.t),
+        "samples": tally.samples,
         "wall_time_s": elapsed,
         "backend": result.backend,
         "compile_time_s": result.compile_s,
@@ -254,19 +365,19 @@ def build_summary(config, robot_name, setup, system, result: SimulationResult, q
         "rank": result.rank,
         "redundancy": len(result.row_names) - result.rank,
         "eliminated_rows": list(result.eliminated_rows),
-        "initial_violation": float(viol[0]),
-        "max_violation": float(viol.max()),
-        "final_violation": float(viol[-1]),
-        "max_velocity_violation": float(vviol.max()),
-        "final_velocity_violation": float(vviol[-1]),
+        "initial_violation": tally.violation_initial,
+        "max_violation": tally.violation_max,
+        "final_violation": tally.violation_final,
+        "max_velocity_violation": tally.velocity_violation_max,
+        "final_velocity_violation": tally.velocity_violation_final,
         "violation_by_row": by_row,
-        "min_sigma_ratio": float(result.sigma_ratio.min()),
+        "min_sigma_ratio": tally.sigma_ratio_min,
         "singular_samples": result.singular_samples,
         "initial": {
             "q": {n: float(v) for n, v in zip(result.joint_names, q0)},
             "dq": {n: float(v) for n, v in zip(result.joint_names, dq0)},
         },
-        "peak_constraint_force": {n: float(np.abs(result.tau_c[:, i]).max()) for i, n in enumerate(result.joint_names)},
+        "peak_constraint_force": {n: float(tally.constraint_force_peak[i]) for i, n in enumerate(result.joint_names)},
         "unactuated_programmed_force": unact,
         "reaction_unique": uniqueness,
     }

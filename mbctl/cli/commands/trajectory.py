@@ -113,6 +113,29 @@ def check_size(args: argparse.Namespace, duration: float, joints: int, field: st
     check_disk(csv_bytes(samples, joints), args.out, what=what, field=field)
 
 
+def check_excitation_size(args: argparse.Namespace, robot: RobotModel, period: float, period_option: str) -> None:
+    """Refuse, before the design starts, an excitation whose trajectory (``--periods`` x ``--period`` x
+    ``--rate`` samples) or optimisation would not fit the memory budget.
+
+    The optimisation has ``N = n (2 L - 1) + 1`` variables for ``n`` excited joints and ``L`` harmonics,
+    and about ``G (2 nv + 6 n)`` limit constraints on a grid of ``G`` samples per period: SLSQP's
+    work space and the constraint Jacobians hold about ``3 N^2 + 4 N G (2 nv + 6 n)`` doubles.
+    """
+    if period > 0 and isinstance(args.periods, int) and args.periods >= 1:
+        field = period_option if args.periods == 1 else f"{period_option} x --periods"
+        check_size(args, period * args.periods, robot.nv, field)
+    harmonics = args.harmonics
+    grid = max(40, 12 * harmonics) if args.grid is None else args.grid
+    if harmonics < 2 or grid < 1:
+        return  # not a size: the design says what is wrong
+    joints = len(args.joints.split(",")) if args.joints else len(robot.actuated_names)
+    variables = joints * (2.0 * harmonics - 1.0) + 1.0
+    solver, limits = 8.0 * 3.0 * variables**2, 8.0 * 4.0 * variables * grid * (2 * robot.nv + 6 * joints)
+    field = "--grid" if args.grid is not None and limits > solver else "--harmonics"
+    what = f"the optimisation ({format_count(variables)} variables, {format_count(grid)} samples per period)"
+    check_memory(solver + limits, budget(args), what=what, field=field)
+
+
 def from_constraints(args: argparse.Namespace, robot: RobotModel) -> Trajectory:
     """Sample the constrained motion; the start is ``simulation.initial`` (assembled)."""
     setup = simulation_setup(robot)
@@ -169,10 +192,11 @@ def run_excitation(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
-    if args.base_frequency is not None and not args.base_frequency > 0:
-        raise InputError(f"must be > 0 Hz, got {args.base_frequency}", field="--base-frequency")
+    if args.base_frequency is not None and not (math.isfinite(args.base_frequency) and args.base_frequency > 0):
+        raise InputError(f"must be a finite number > 0 Hz, got {args.base_frequency}", field="--base-frequency")
     period = 1.0 / args.base_frequency if args.base_frequency is not None else args.period
     robot = load_robot(args.config)
+    check_excitation_size(args, robot, period, "--base-frequency" if args.base_frequency is not None else "--period")
     joints = None if args.joints is None else [n.strip() for n in args.joints.split(",") if n.strip()]
     acceleration = None if args.acceleration is None else np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
     if acceleration is not None and acceleration.size not in (1, robot.nv):
