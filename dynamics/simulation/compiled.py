@@ -96,17 +96,15 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return unsupported_constraints(system)
 
 
-def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list | None = None, lugre: list | None = None) -> tuple[ca.SX, ca.SX, ca.SX]:
+def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list, lugre: list) -> tuple[ca.SX, ca.SX, ca.SX]:
     """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
     generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
-    load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` replace the
-    element's laws (in its ``_static`` and ``_lugre`` order), e.g. by their symbolic twins."""
+    load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` are the
+    element's laws (its ``_static`` and ``_lugre`` order) with parameters as symbols."""
     Q = [ca.SX(0.0)] * nv
     B = ca.SX.zeros(nv, len(element.reaction_joints))
     rates = []
     dry = []
-    static = static if static is not None else [law for _, law, _ in element._static]
-    lugre = lugre if lugre is not None else [law for _, law, _ in element._lugre]
     for (i, _, slot), law in zip(element._static, static):
         v = dq[i]
         level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
@@ -125,11 +123,11 @@ def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list
     return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
 
 
-def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple | None = None) -> ca.SX:
+def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple) -> ca.SX:
     """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
-    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``.
-    ``springs = (k, c, S, D)`` replaces the element's coefficients (e.g. by symbols)."""
-    k_all, c_all, S_all, D_all = springs if springs is not None else (element._k, element._c, getattr(element, "_S", ()), getattr(element, "_D", ()))
+    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``;
+    ``springs = (k, c, S, D)``: the element's coefficients as parameters."""
+    k_all, c_all, S_all, D_all = springs
     Q = ca.SX.zeros(q.numel())
     for i, k, c in zip(element._idx, k_all, c_all):
         Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
