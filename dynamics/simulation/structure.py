@@ -103,10 +103,10 @@ def twin(law: Parameters, prefix: str, vec: ParameterVector) -> Parameters:
 
     It is built without ``__post_init__``: its fields may be symbols, which the range checks
     cannot judge (the original passed them)."""
-    twin = object.__new__(type(law))
+    copy = object.__new__(type(law))
     for f in fields(law):  # type: ignore[arg-type]
-        object.__setattr__(twin, f.name, vec.scalar(f"{prefix}.{f.name}", getattr(law, f.name)))
-    return twin
+        object.__setattr__(copy, f.name, vec.scalar(f"{prefix}.{f.name}", getattr(law, f.name)))
+    return copy
 
 
 @dataclass
