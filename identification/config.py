@@ -122,7 +122,9 @@ def identification_settings(robot: RobotModel, joint: str, overrides: dict[str, 
         if speeds is None:
             count = int(ov.get("count", _number(fields, "count", 25)))
             if count < 2:
-                raise InputError("must be >= 2", file=file, field="count")
+                # the option when it came from the command line, else the file's field
+                count_field = "--count" if "count" in ov else (fields["count"][1] if "count" in fields else "count")
+                raise InputError("must be >= 2", file=file, field=count_field)
             # fast enough for the Stribeck curve's tail, slow enough to cruise 2*settle_s + 0.1 s
             # over 75 % of the range (the default acceleration takes 20 %; a margin)
             settle = float(ov.get("settle_s", _number(fields, "settle_s", 0.2)))

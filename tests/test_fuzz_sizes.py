@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mbctl.bundled import bundled_study
@@ -143,6 +143,7 @@ def test_run_duration_and_rate(cli, stub, short_trajectory, duration, rate):
 
 @SIZES
 @given(rate=size, settle=st.one_of(st.none(), size), count=st.one_of(st.none(), st.integers(-2, 10**9)))
+@example(rate=1.0, settle=None, count=0)  # once named the file's field, not --count
 def test_identify_rate_settle_and_count(cli, stub, rate, settle, count):
     stub("mbctl.hardware.session", "open_backend")
     with tempfile.TemporaryDirectory() as tmp:
