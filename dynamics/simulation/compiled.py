@@ -363,7 +363,6 @@ class _Structure:
     """The symbolic functions of one structure and what has been compiled from them."""
 
     def __init__(self, system: ConstrainedDynamics):
-        self.nv = system.robot.nv
         self.rhs, self.diagnostics = _functions(system)
         self.diagonal = _state_diagonal(system, parametrize(system))
         self.compiled: dict[tuple, CompiledFunction] = {}
