@@ -13,9 +13,9 @@ import pinocchio as pin
 import pytest
 import umsgpack
 
-from mbctl.cli.animation import FPS, animation_html
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
+from mbctl.viz.animation import FPS, animation_html
 
 BUNDLED = ["scara", "fourbar", "rrr3", "olkc5", "rpsup", "tree5", "parallelogram", "friction_rig", "ur5", "panda", "threeloop", "mobile"]
 

@@ -9,9 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"mbctl": "mbctl", "dynamics": "mbctl.dynamics", "ctrl": "mbctl.ctrl", "hardware": "mbctl.hardware", "identification": "mbctl.identification"}
-# ground floor 0 -> dynamics 1 -> ctrl 2 -> hardware 3 -> identification 4 -> studies 5 -> command line 6
+# ground floor 0 -> dynamics 1 -> ctrl 2 -> hardware 3 -> identification 4 -> studies 5 -> pictures 6
+# -> command line 7
 # (mbctl/__main__.py, `python -m mbctl`, is the command line)
-RANKS = (("mbctl.cli", 6), ("mbctl.__main__", 6), ("mbctl.study", 5), ("mbctl.identification", 4), ("mbctl.hardware", 3), ("mbctl.ctrl", 2), ("mbctl.dynamics", 1), ("mbctl", 0))
+RANKS = (("mbctl.cli", 7), ("mbctl.__main__", 7), ("mbctl.viz", 6), ("mbctl.study", 5), ("mbctl.identification", 4), ("mbctl.hardware", 3), ("mbctl.ctrl", 2), ("mbctl.dynamics", 1), ("mbctl", 0))
 FACADE = "mbctl"  # mbctl/__init__.py re-exports entry points of every layer, lazily
 
 
@@ -53,7 +54,7 @@ def _imports(module: str, path: Path, top_level_only: bool) -> set[str]:
 
 def test_every_layer_folder_is_found():
     """The walk sees modules of every layer (a renamed folder would silently empty the test)."""
-    assert {_rank(m) for m in MODULES} == {0, 1, 2, 3, 4, 5, 6}
+    assert {_rank(m) for m in MODULES} == {0, 1, 2, 3, 4, 5, 6, 7}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m != FACADE))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.animation import Trace, frame_paths, write_animation
 from mbctl.cli.arguments import robot_config
 from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.loops import LoopClosure
@@ -21,6 +20,7 @@ from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
+from mbctl.viz.animation import Trace, frame_paths, write_animation
 
 HTML = (".html",)
 

@@ -26,12 +26,12 @@ from mbctl.bundled import bundled_config
 from mbctl.cli.commands.feedforward import format_summary
 from mbctl.cli.commands.run import format_run, write_summary
 from mbctl.cli.console import warn
-from mbctl.cli.plots import plot_feedforward, plot_run
 from mbctl.ctrl.feedforward import feedforward, write_torques
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.loop import RunSummary
 from mbctl.hardware.session import SessionOptions, run_session
+from mbctl.viz.plots import plot_feedforward, plot_run
 
 # SCARA joint waypoints (j1, j2, j3 in rad, j4 in m) and segment durations (s)
 DEMO_WAYPOINTS = np.array(

@@ -13,7 +13,6 @@ from mbctl.budget import check_read
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
-from mbctl.cli.plots import FORMATS, plot_feedforward, plot_redundancy
 from mbctl.ctrl.actuation import MODES, actuation_settings
 from mbctl.ctrl.closed_chain import (
     ClosedChainTorques,
@@ -32,6 +31,7 @@ from mbctl.dynamics.friction.laws import LAWS, simplify_law
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import DataError, InputError
 from mbctl.fileio import check_output
+from mbctl.viz.plots import FORMATS, plot_feedforward, plot_redundancy
 
 FRICTION_CHOICES = ("config", "none", *LAWS)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.console import warn
-from mbctl.cli.plots import FORMATS, plot_identification
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 from mbctl.identification.fitting import STATIC_LAWS
 from mbctl.identification.servo import LAWS as SERVO_LAWS
+from mbctl.viz.plots import FORMATS, plot_identification
 
 # Each step imports its own stack when it runs: fitting a log needs neither pinocchio
 # nor the hardware layer.
@@ -429,7 +429,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
     if args.plot:
-        from mbctl.cli.plots import plot_servo_fit
+        from mbctl.viz.plots import plot_servo_fit
 
         plot_servo_fit(fit, [*logs, *held_out], args.plot)
     if robot is not None:
@@ -522,7 +522,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(arm_fit_json(fit, validation), indent=2))
     if args.plot:
-        from mbctl.cli.plots import plot_arm_fit
+        from mbctl.viz.plots import plot_arm_fit
 
         plot_arm_fit(fitted + [log for _, log in held_out], [predict_torques(robot, fit.theta, fit.friction, log) for log in fitted + [log for _, log in held_out]], args.plot)
     if args.write_back:

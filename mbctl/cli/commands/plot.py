@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mbctl.cli.plots import FORMATS, plot_torque_tables
 from mbctl.errors import DataError, InputError
 from mbctl.fileio import CsvTable, check_output, read_csv
+from mbctl.viz.plots import FORMATS, plot_torque_tables
 
 
 def drive_table(path: Path) -> CsvTable:

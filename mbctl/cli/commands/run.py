@@ -28,7 +28,6 @@ from mbctl.budget import check_disk, check_memory, check_read, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
-from mbctl.cli.plots import FORMATS, plot_run
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -42,6 +41,7 @@ from mbctl.fileio import atomic_output, check_output
 from mbctl.hardware.loop import PHASES, RunSummary, run_footprint
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
+from mbctl.viz.plots import FORMATS, plot_run
 
 CONTROLLERS = {
     "computed-torque": "computed-torque",

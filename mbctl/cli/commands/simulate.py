@@ -28,7 +28,6 @@ from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
-from mbctl.cli.plots import FORMATS, plot_reactions, plot_simulation
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.actuator import robot_servos
 from mbctl.dynamics.constraints.analysis import analyse_constraints
@@ -49,6 +48,7 @@ from mbctl.dynamics.simulation.setup import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import NpzParts, atomic_output, check_output
+from mbctl.viz.plots import FORMATS, plot_reactions, plot_simulation
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -216,7 +216,7 @@ def _body_paths(robot, result: SimulationResult) -> list | None:
         return None
     import pinocchio as pin
 
-    from mbctl.cli.animation import frame_paths
+    from mbctl.viz.animation import frame_paths
 
     model = robot.model
     bodies = [

@@ -89,8 +89,8 @@ def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> t
     Returns:
         The summary (what ``summary.json`` holds) and the files written.
     """
-    from mbctl.cli.plots import plot_sweep_histograms, plot_sweep_scatter, plot_torque_bands
     from mbctl.study.summary import read_table, summarize, torque_bands, write_summary
+    from mbctl.viz.plots import plot_sweep_histograms, plot_sweep_scatter, plot_torque_bands
 
     columns = read_table(out / "runs.parquet")
     summary = summarize(plan, columns, wall_s)

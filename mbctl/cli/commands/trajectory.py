@@ -12,7 +12,6 @@ import numpy as np
 from mbctl.budget import check_disk, check_memory, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.console import warn
-from mbctl.cli.plots import FORMATS, plot_trajectory
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
 from mbctl.ctrl.trajectory import (
     Trajectory,
@@ -32,6 +31,7 @@ from mbctl.dynamics.simulation.setup import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
+from mbctl.viz.plots import FORMATS, plot_trajectory
 
 
 def parse_numbers(text: str, option: str) -> np.ndarray:

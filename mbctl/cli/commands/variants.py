@@ -23,7 +23,6 @@ from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, write_view
 from mbctl.cli.commands.simulate import npz_arrays
 from mbctl.cli.console import ProgressPrinter
-from mbctl.cli.plots import VARIANT_PLOTS, plot_variants
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
 from mbctl.dynamics.simulation.setup import build_dynamics, simulation_setup
@@ -36,6 +35,7 @@ from mbctl.dynamics.simulation.variants import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
+from mbctl.viz.plots import VARIANT_PLOTS, plot_variants
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
