@@ -29,14 +29,17 @@ import base64
 import html
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
+from mbctl.dynamics.constraints.kinds import FramePosition
+from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output
 
@@ -297,3 +300,75 @@ def write_animation(path: str | Path, robot: RobotModel, t: np.ndarray, q: np.nd
     page = animation_html(robot, t, q, **options)
     with atomic_output(path) as tmp:
         Path(tmp).write_text(page, encoding="utf-8")
+
+
+def constrained_frames(robot: RobotModel) -> list[str]:
+    """Frames the robot's ``[[constraints]]`` hold: programmed points and loop-closure points."""
+    frames = []
+    for c in constraint_set(robot):
+        name = c.frame if isinstance(c, FramePosition) else c.frames[0] if isinstance(c, LoopClosure) else None
+        if name is not None and name not in frames:
+            frames.append(name)
+    return frames
+
+
+def traces(robot: RobotModel, q: np.ndarray, requested: Sequence[str], field: str = "trace") -> list[Trace]:
+    """Paths of ``requested`` frames (default: the constrained ones) along ``q``."""
+    names = requested or constrained_frames(robot)
+    unknown = [n for n in names if not robot.model.existFrame(n)]
+    if unknown:
+        raise InputError(f"unknown frame {unknown[0]!r} of {robot.name}", field=field)
+    return frame_paths(robot, q, names)
+
+
+def motion(robot: RobotModel, data: Mapping[str, np.ndarray], file: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(t, q, q_ref)`` from a run file: all DOF of a simulation, or the actuated joints of a run log."""
+    if "joint_names" in data:  # a simulation
+        names = [str(n) for n in data["joint_names"]]
+        if names != list(robot.joint_names):
+            raise InputError(f"the run's joints ({', '.join(names)}) are not those of {robot.name}", file=file, field="joint_names")
+        return np.asarray(data["t"], dtype=float), np.asarray(data["q"], dtype=float), None
+    if "columns" in data:  # a closed-loop run log
+        joints = [str(c).split(".", 1)[1] for c in data["columns"] if str(c).startswith("q.")]
+        if sorted(joints) != sorted(robot.joint_names):
+            raise InputError(
+                f"the log holds joints {', '.join(joints)}; {robot.name} has DOF {', '.join(robot.joint_names)} (a robot with passive "
+                "or elastic DOF is animated from mbctl simulate)",
+                file=file,
+            )
+        order = [joints.index(n) for n in robot.joint_names]
+        q = np.asarray(data["q"], dtype=float).reshape(len(data["t"]), -1)[:, order]
+        q_ref = np.asarray(data["q_ref"], dtype=float).reshape(q.shape)[:, order] if "q_ref" in data else None
+        return np.asarray(data["t"], dtype=float), q, q_ref
+    raise InputError("not a run of mbctl simulate or mbctl run (no joint_names or columns)", file=file)
+
+
+def animate(
+    robot: RobotModel,
+    result: object,
+    path: str | Path,
+    *,
+    reference: np.ndarray | None = None,
+    magnify: float = 1.0,
+    trace: Sequence[str] = (),
+    title: str = "",
+) -> Path:
+    """Write a run of ``robot`` in 3-D to ``path`` (.html), one self-contained MeshCat page.
+
+    ``result`` is anything with times ``t`` (N,) (s) and positions ``q`` (N, nv) (a
+    :class:`~mbctl.dynamics.simulation.integrate.SimulationResult`, a
+    :class:`~mbctl.ctrl.trajectory.Trajectory`), or the arrays of an NPZ written by
+    ``mbctl simulate`` or ``mbctl run --log`` (a run log brings its reference, drawn as a
+    ghost). ``trace`` names frames whose paths are drawn (default: the constrained
+    frames); ``magnify`` multiplies elastic deflections as drawn. Returns ``path``.
+
+    Raises:
+        InputError: For a run that does not match ``robot``, an unknown frame, or bad values.
+    """
+    if isinstance(result, Mapping):
+        t, q, logged = motion(robot, result)
+        reference = logged if reference is None else reference
+    else:
+        t, q = np.asarray(result.t, dtype=float), np.asarray(result.q, dtype=float)  # type: ignore[attr-defined]
+    write_animation(path, robot, t, q, reference=reference, traces=traces(robot, q, list(trace)), magnification=magnify, title=title or robot.name)
+    return Path(path)

@@ -14,13 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.cli.arguments import robot_config
-from mbctl.dynamics.constraints.kinds import FramePosition
-from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.model.robot import RobotModel, load_robot
-from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
-from mbctl.viz.animation import Trace, frame_paths, write_animation
+from mbctl.viz.animation import motion, traces, write_animation
 
 HTML = (".html",)
 
@@ -41,47 +38,6 @@ def add_view_arguments(p: argparse.ArgumentParser, *, animate: bool = False) -> 
     p.add_argument("--trace", action="append", default=[], metavar="FRAME", help="frame whose path is drawn (repeatable; default: the constrained frames)")
 
 
-def constrained_frames(robot: RobotModel) -> list[str]:
-    """Frames the robot's ``[[constraints]]`` hold: programmed points and loop-closure points."""
-    frames = []
-    for c in constraint_set(robot):
-        name = c.frame if isinstance(c, FramePosition) else c.frames[0] if isinstance(c, LoopClosure) else None
-        if name is not None and name not in frames:
-            frames.append(name)
-    return frames
-
-
-def traces(robot: RobotModel, q: np.ndarray, requested: list[str]) -> list[Trace]:
-    """Paths of ``requested`` frames (default: the constrained ones) along ``q``."""
-    names = requested or constrained_frames(robot)
-    unknown = [n for n in names if not robot.model.existFrame(n)]
-    if unknown:
-        raise InputError(f"unknown frame {unknown[0]!r} of {robot.name}", field="--trace")
-    return frame_paths(robot, q, names)
-
-
-def motion(robot: RobotModel, data, file: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(t, q, q_ref)`` from a run file: all DOF of a simulation, or the actuated joints of a run log."""
-    if "joint_names" in data:  # a simulation
-        names = [str(n) for n in data["joint_names"]]
-        if names != list(robot.joint_names):
-            raise InputError(f"the run's joints ({', '.join(names)}) are not those of {robot.name}", file=file, field="joint_names")
-        return np.asarray(data["t"], dtype=float), np.asarray(data["q"], dtype=float), None
-    if "columns" in data:  # a closed-loop run log
-        joints = [str(c).split(".", 1)[1] for c in data["columns"] if str(c).startswith("q.")]
-        if sorted(joints) != sorted(robot.joint_names):
-            raise InputError(
-                f"the log holds joints {', '.join(joints)}; {robot.name} has DOF {', '.join(robot.joint_names)} (a robot with passive "
-                "or elastic DOF is animated from mbctl simulate)",
-                file=file,
-            )
-        order = [joints.index(n) for n in robot.joint_names]
-        q = np.asarray(data["q"], dtype=float).reshape(len(data["t"]), -1)[:, order]
-        q_ref = np.asarray(data["q_ref"], dtype=float).reshape(q.shape)[:, order] if "q_ref" in data else None
-        return np.asarray(data["t"], dtype=float), q, q_ref
-    raise InputError("not a run of mbctl simulate or mbctl run (no joint_names or columns)", file=file)
-
-
 def check_log_animation(robot: RobotModel, out: Path | None) -> None:
     """Before a closed-loop run: its log (actuated joints only) can be drawn only for a robot whose every DOF is actuated."""
     if out is None:
@@ -93,7 +49,9 @@ def check_log_animation(robot: RobotModel, out: Path | None) -> None:
 
 def write_view(path: Path, robot: RobotModel, t: np.ndarray, q: np.ndarray, args: argparse.Namespace, title: str, reference: np.ndarray | None = None) -> None:
     """Write the page of a motion with the view options of ``args`` (``--trace``, ``--magnify``)."""
-    write_animation(path, robot, t, q, reference=reference, traces=traces(robot, q, args.trace), magnification=args.magnify, title=f"{robot.name}: {title}")
+    write_animation(
+        path, robot, t, q, reference=reference, traces=traces(robot, q, args.trace, "--trace"), magnification=args.magnify, title=f"{robot.name}: {title}"
+    )
 
 
 def animate_log(robot: RobotModel, log: Path, args: argparse.Namespace) -> None:
