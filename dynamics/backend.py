@@ -4,18 +4,21 @@ The friction laws and joint-load models are written against the small set of
 operations below. :func:`namespace` picks the CasADi set as soon as one argument is
 a CasADi type, so a law evaluates a whole trajectory at once with numpy and builds
 an expression graph for a controller with CasADi, from the same source line.
+:data:`SCALAR` does the same on plain Python floats, for the interpreted simulation's
+per-joint loops, where numpy's per-call overhead on scalars would dominate.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-__all__ = ["namespace", "NUMPY", "casadi_namespace"]
+__all__ = ["namespace", "NUMPY", "SCALAR", "casadi_namespace"]
 
 NUMPY = SimpleNamespace(
     name="numpy",
@@ -29,6 +32,27 @@ NUMPY = SimpleNamespace(
     sin=np.sin,
     where=np.where,
     component=lambda x, i: np.asarray(x)[..., i],
+)
+
+
+def _sign(x: float) -> float:
+    """``sgn(x)`` as ``np.sign``: 0 at 0, NaN for NaN."""
+    return 1.0 if x > 0 else -1.0 if x < 0 else 0.0 * x
+
+
+# Python floats (one joint at a time): the same results as NUMPY on 0-d values
+SCALAR = SimpleNamespace(
+    name="scalar",
+    exp=math.exp,
+    abs=abs,
+    sign=_sign,
+    sqrt=math.sqrt,
+    maximum=max,
+    minimum=min,
+    tanh=math.tanh,
+    sin=math.sin,
+    where=lambda c, a, b: a if c else b,
+    component=lambda x, i: x[i],
 )
 
 

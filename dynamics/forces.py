@@ -34,15 +34,18 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from mbctl.dynamics.friction.laws import CoulombViscous, LuGre
+from mbctl.dynamics.backend import SCALAR
+from mbctl.dynamics.friction.laws import LuGre, lugre_force
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["ForceElement", "JointFriction"]
+__all__ = ["ForceElement", "JointFriction", "friction_damping", "friction_terms", "place_terms"]
 
 
 class ForceElement(ABC):
@@ -181,25 +184,9 @@ class JointFriction(ForceElement):
         return N, G.reshape(k, 6)
 
     def _terms(self, dq: np.ndarray, s: np.ndarray) -> tuple[list[tuple[int, int, float, float]], np.ndarray]:
-        """Per friction joint ``(idx_v, load slot or -1, mu, fv*v)`` with the friction
-        ``F = load*mu + fv*v`` (``mu`` the law's dry part at unit load), and the LuGre
-        rates. Plain float arithmetic: this runs several times per evaluation."""
-        out = []
-        for i, law, slot in self._static:
-            v = float(dq[i])
-            if isinstance(law, CoulombViscous):
-                level = law.fc
-            else:
-                level = law.fc + (law.fs - law.fc) * math.exp(-(abs(v / law.vs) ** law.delta))
-            out.append((i, slot, level * math.tanh(v / self.smoothing), law.fv * v))
-        ds = np.empty(len(self._lugre))
-        for k, (i, law, slot) in enumerate(self._lugre):
-            v, z = float(dq[i]), float(s[k])
-            g = law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2))
-            rate = v - law.sigma0 * abs(v) * z / g
-            ds[k] = rate
-            out.append((i, slot, law.sigma0 * z + law.sigma1 * rate, law.fv * v))
-        return out, ds
+        """:func:`friction_terms` on Python floats (this runs several times per evaluation)."""
+        terms, rates = friction_terms(SCALAR, self._static, self._lugre, dq.tolist(), np.asarray(s, dtype=float).tolist(), self.smoothing)
+        return terms, np.array(rates, dtype=float)
 
     def __call__(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Friction forces and bristle rates; ``loads`` are the normal loads of the
@@ -217,14 +204,7 @@ class JointFriction(ForceElement):
         load-independent joints), ``B[:, i]`` minus the dry friction coefficient of
         load-dependent joint i on its DOF (a function of the state)."""
         terms, ds = self._terms(dq, s)
-        Q0 = np.zeros(self.nv)
-        B = np.zeros((self.nv, len(self._load_dofs)))
-        for i, slot, mu, viscous in terms:
-            if slot < 0:
-                Q0[i] = -(mu + viscous)
-            else:
-                Q0[i] = -viscous
-                B[i, slot] = -mu
+        Q0, B = place_terms(terms, np.zeros(self.nv), np.zeros((self.nv, len(self._load_dofs))))
         return Q0, B, ds
 
     def evaluate(self, t, q, dq, s, kinematics=None, wrenches=None):
@@ -236,35 +216,77 @@ class JointFriction(ForceElement):
         laws (the Stribeck level's own slope left out, so it stays >= 0), and the
         presliding damping ``sigma1 + fv`` for LuGre joints."""
         C = np.zeros(self.nv)
-        for i, law, _ in self._static:
-            v = float(dq[i])
-            level = float(law.steady(v, 1.0)) - law.fv * v  # the dry level at |v|
-            C[i] = level * (1.0 - math.tanh(v / self.smoothing) ** 2) / self.smoothing + law.fv
-        for i, law, _ in self._lugre:
-            C[i] = law.sigma1 + law.fv
+        for i, c in friction_damping(SCALAR, self._static, self._lugre, dq.tolist(), self.smoothing):
+            C[i] = c
         return C
 
     def step_states(self, dq: np.ndarray, s: np.ndarray, dt: float) -> np.ndarray:
         """The bristle states ``dt`` seconds later at the velocities held (exact, any ``dt``)."""
-        return np.array([float(law.z_step(float(s[k]), float(dq[i]), dt)) for k, (i, law, _) in enumerate(self._lugre)])
+        return np.array([law.z_step(float(s[k]), float(dq[i]), dt, SCALAR) for k, (i, law, _) in enumerate(self._lugre)], dtype=float)
 
     def state_jacobian(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``d(dz/dt)/dz = -sigma0*|v|/g(v)`` (1/s) of every bristle state."""
-        out = np.empty(len(self._lugre))
-        for k, (i, law, _) in enumerate(self._lugre):
-            v = float(dq[i])
-            out[k] = -law.sigma0 * abs(v) / (law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2)))
-        return out
+        return np.array([-law.decay(float(dq[i]), SCALAR) for i, law, _ in self._lugre], dtype=float)
 
     def state_stiffness(self, dq: np.ndarray, s: np.ndarray) -> tuple[float, str]:
         """Largest ``sigma0*|v|/g(v)`` (1/s) over the LuGre joints: the bristle states' decay rate."""
         worst, name = 0.0, ""
         for k, (i, law, _) in enumerate(self._lugre):
-            v = float(dq[i])
-            rate = law.sigma0 * abs(v) / float(law.g(v))
+            rate = law.decay(float(dq[i]), SCALAR)
             if rate > worst:
                 worst, name = rate, self.state_names[k]
         return worst, name
+
+
+def friction_terms(
+    xp: Any, static: Sequence[tuple[int, Any, int]], lugre: Sequence[tuple[int, Any, int]], dq: Any, z: Any, smoothing: float
+) -> tuple[list[tuple[int, int, Any, Any]], list[Any]]:
+    """The friction of :class:`JointFriction`, over the backend ``xp`` (floats for the
+    interpreted element, CasADi for the compiled core): per joint ``(idx_v, load slot or -1,
+    mu, fv*v)`` with ``F = load*mu + fv*v``, and the LuGre rates ``dz/dt``.
+
+    ``mu = level(v)*tanh(v/v_eps)`` for static laws (``v_eps = smoothing``), ``sigma0*z +
+    sigma1*dz/dt`` with ``dz/dt = v - sigma0*|v|*z/g(v)`` for LuGre. ``static`` and ``lugre``
+    are ``(idx_v, law, load slot)`` as the element's ``_static`` and ``_lugre`` (the laws'
+    fields may be symbols); ``dq`` the velocities, ``z`` the bristle states in ``lugre`` order.
+    """
+    terms, rates = [], []
+    for i, law, slot in static:
+        v = dq[i]
+        terms.append((i, slot, law.level(v, xp) * xp.tanh(v / smoothing), law.fv * v))
+    for k, (i, law, slot) in enumerate(lugre):
+        v = dq[i]
+        rate = law.z_rate(v, z[k], xp)
+        rates.append(rate)
+        terms.append((i, slot, lugre_force(z[k], rate, law.sigma0, law.sigma1), law.fv * v))
+    return terms, rates
+
+
+def place_terms(terms: Sequence[tuple[int, int, Any, Any]], Q0: Any, B: Any) -> tuple[Any, Any]:
+    """Fill ``Q0`` (nv) and ``B`` (nv x loads) from :func:`friction_terms` so that the generalized
+    friction force is ``Q = Q0 + B N`` for normal loads ``N``; numpy arrays or CasADi matrices."""
+    for i, slot, mu, viscous in terms:
+        if slot < 0:
+            Q0[i] = -(mu + viscous)
+        else:
+            Q0[i] = -viscous
+            B[i, slot] = -mu
+    return Q0, B
+
+
+def friction_damping(
+    xp: Any, static: Sequence[tuple[int, Any, int]], lugre: Sequence[tuple[int, Any, int]], dq: Any, smoothing: float
+) -> list[tuple[int, Any]]:
+    """``(idx_v, dF/dv)`` per friction joint (N·m·s/rad, N·s/m), as :meth:`JointFriction.damping`:
+    ``level(v)*(1 - tanh^2(v/v_eps))/v_eps + fv`` for static laws (the level's own slope left out,
+    so it stays >= 0), the presliding damping ``sigma1 + fv`` for LuGre; arguments as
+    :func:`friction_terms`."""
+    out = []
+    for i, law, _ in static:
+        v = dq[i]
+        out.append((i, law.level(v, xp) * (1.0 - xp.tanh(v / smoothing) ** 2) / smoothing + law.fv))
+    out.extend((i, law.sigma1 + law.fv) for i, law, _ in lugre)
+    return out
 
 
 def _load_coefficients(joint) -> np.ndarray:

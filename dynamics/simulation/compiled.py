@@ -47,12 +47,12 @@ import casadi as ca
 import numpy as np
 import scipy.linalg.lapack
 
+from mbctl.dynamics.backend import casadi_namespace
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.flexible.elastic import ElasticForces
-from mbctl.dynamics.forces import JointFriction
-from mbctl.dynamics.friction.laws import CoulombViscous
+from mbctl.dynamics.forces import JointFriction, friction_damping, friction_terms, place_terms
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled_constraints import (
@@ -96,31 +96,19 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return unsupported_constraints(system)
 
 
+def _with_laws(entries: list, laws: list) -> list:
+    """The element's ``(idx_v, law, slot)`` entries with its laws replaced by ``laws`` (symbols)."""
+    return [(i, law, slot) for (i, _, slot), law in zip(entries, laws)]
+
+
 def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list, lugre: list) -> tuple[ca.SX, ca.SX, ca.SX]:
-    """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
+    """``(Q0, B, ds/dt)`` of :class:`JointFriction` from the same lines (``friction_terms``): the
     generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
     load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` are the
     element's laws (its ``_static`` and ``_lugre`` order) with parameters as symbols."""
-    Q = [ca.SX(0.0)] * nv
-    B = ca.SX.zeros(nv, len(element.reaction_joints))
-    rates = []
-    dry = []
-    for (i, _, slot), law in zip(element._static, static):
-        v = dq[i]
-        level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
-        dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
-    for k, ((i, _, slot), law) in enumerate(zip(element._lugre, lugre)):
-        v = dq[i]
-        rate = law.z_rate(v, z[k])
-        rates.append(rate)
-        dry.append((i, slot, law.sigma0 * z[k] + law.sigma1 * rate, law.fv * v))
-    for i, slot, mu, viscous in dry:
-        if slot < 0:
-            Q[i] = -(mu + viscous)
-        else:
-            Q[i] = -viscous
-            B[i, slot] = -mu
-    return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
+    terms, rates = friction_terms(casadi_namespace(), _with_laws(element._static, static), _with_laws(element._lugre, lugre), dq, z, element.smoothing)
+    Q, B = place_terms(terms, ca.SX.zeros(nv), ca.SX.zeros(nv, len(element.reaction_joints)))
+    return Q, B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
 
 
 def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple) -> ca.SX:
@@ -344,7 +332,7 @@ def _state_diagonal(system: ConstrainedDynamics, params: Parametrized) -> ca.Fun
     ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
     dq = ca.SX.sym("dq", system.robot.nv)
     d = [
-        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
+        -law.decay(dq[i])
         for e, element in enumerate(system.forces)
         if isinstance(element, JointFriction)
         for (i, _, _), law in zip(element._lugre, params.lugre[e])
@@ -586,12 +574,8 @@ def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smoo
     z_next = ca.vertcat(*z_joint, *z_servo) if ns else ca.SX(0, 1)
     Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv, static, lugre)  # no load-dependent joints here (refused above)
     damping = [ca.SX(0.0)] * nv
-    for (i, _, _), law in zip(friction._static, static):
-        v = dq[i]
-        level = law.steady(v, 1.0) - law.fv * v  # the dry level at |v|
-        damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
-    for (i, _, _), law in zip(friction._lugre, lugre):
-        damping[i] = law.sigma1 + law.fv
+    for i, c in friction_damping(casadi_namespace(), _with_laws(friction._static, static), _with_laws(friction._lugre, lugre), dq, v_smooth):
+        damping[i] = c
     armature = [0.0] * nv
     servo_z = dict(zip(stateful, z_servo))
     for k, (servo, i) in enumerate(zip(servos, servo_v)):
