@@ -45,7 +45,7 @@ from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["ForceElement", "JointFriction", "friction_damping", "friction_terms", "place_terms"]
+__all__ = ["ForceElement", "JointFriction", "elastic_diagonal", "elastic_forces", "friction_damping", "friction_terms", "place_terms"]
 
 
 class ForceElement(ABC):
@@ -286,6 +286,34 @@ def friction_damping(
         v = dq[i]
         out.append((i, law.level(v, xp) * (1.0 - xp.tanh(v / smoothing) ** 2) / smoothing + law.fv))
     out.extend((i, law.sigma1 + law.fv) for i, law, _ in lugre)
+    return out
+
+
+def elastic_forces(Q: Any, q: Any, dq: Any, idx: Sequence[int], k: Any, c: Any, supports: Sequence[tuple[Any, ...]]) -> Any:
+    """Add the spring–damper forces of :class:`~mbctl.dynamics.flexible.elastic.ElasticForces` to ``Q``
+    (N·m, N), on numpy arrays or CasADi matrices:
+
+    - sde springs and dampers ``Q_i -= k_i d_i + c_i d_dot_i`` on the DOF ``idx`` (``k``, ``c``
+      vectors in that order);
+    - per base support point ``(p, J, p0, S, D)``: ``Q += J^T (-S (p - p0) - D J dq)``, with ``p`` its
+      position (m, world), ``J = dp/dq`` and ``S``, ``D`` the per-axis stiffness (N/m) and damping
+      (N·s/m). Whoever calls supplies ``p`` and ``J`` (pinocchio numbers or symbolic kinematics).
+    """
+    if len(idx):
+        Q[idx] -= k * q[idx] + c * dq[idx]
+    for p, J, p0, S, D in supports:
+        Q += J.T @ (-S * (p - p0) - D * (J @ dq))
+    return Q
+
+
+def elastic_diagonal(out: Any, idx: Sequence[int], sde: Any, supports: Sequence[tuple[Any, Any]]) -> Any:
+    """Add the diagonal of ``-dQ/dq`` (``sde = k``, supports ``(J, S)``) or ``-dQ/d(dq)`` (``c``,
+    ``(J, D)``) of :func:`elastic_forces` to ``out``: the sde coefficients on their DOF plus
+    ``diag(J^T C J) = sum_r C_r J_r^2`` per support point (``J`` 3 x nv)."""
+    if len(idx):
+        out[idx] += sde
+    for J, C in supports:
+        out += sum((C[r] * J[r, :] * J[r, :]).T for r in range(3))
     return out
 
 

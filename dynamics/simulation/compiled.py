@@ -52,7 +52,7 @@ from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.flexible.elastic import ElasticForces
-from mbctl.dynamics.forces import JointFriction, friction_damping, friction_terms, place_terms
+from mbctl.dynamics.forces import JointFriction, elastic_diagonal, elastic_forces, friction_damping, friction_terms, place_terms
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled_constraints import (
@@ -111,34 +111,30 @@ def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list
     return Q, B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
 
 
+def _supports(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX) -> list[tuple[ca.SX, ca.SX, ca.DM]]:
+    """``(p_E, J_E = dp_E/dq, p_E0)`` of every base support point, from the symbolic kinematics."""
+    if not element._fids:
+        return []
+    out = []
+    for name, p0 in zip(element.robot.flexible_base.frame_names, element._p0):
+        p = sym.frame_position(name)(q)
+        out.append((p, ca.jacobian(p, q), ca.DM(p0)))
+    return out
+
+
 def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple) -> ca.SX:
-    """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
-    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``;
-    ``springs = (k, c, S, D)``: the element's coefficients as parameters."""
-    k_all, c_all, S_all, D_all = springs
-    Q = ca.SX.zeros(q.numel())
-    for i, k, c in zip(element._idx, k_all, c_all):
-        Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
-    if element._fids:
-        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, S_all, D_all):
-            p = sym.frame_position(name)(q)
-            J = ca.jacobian(p, q)
-            Q += J.T @ (-ca.vertcat(*S) * (p - ca.DM(p0)) - ca.vertcat(*D) * (J @ dq))
-    return Q
+    """``Q`` of :class:`ElasticForces` (``elastic_forces``) with the symbolic kinematics; ``springs =
+    (k, c, S, D)``: the element's coefficients as parameters."""
+    k, c, S, D = springs
+    supports = [(p, J, p0, ca.vertcat(*Se), ca.vertcat(*De)) for (p, J, p0), Se, De in zip(_supports(element, sym, q), S, D)]
+    return elastic_forces(ca.SX.zeros(q.numel()), q, dq, [int(i) for i in element._idx], ca.vertcat(*k), ca.vertcat(*c), supports)
 
 
 def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde, support) -> ca.SX:
     """Diagonal of ``-dQ/dq`` (stiffness: ``sde = k``, ``support = S``) or ``-dQ/d(dq)``
-    (damping: ``c``, ``D``) of :class:`ElasticForces`: the sde coefficients on their DOF plus
-    ``diag(sum_E J_E^T C_E J_E)`` over the base support points."""
-    out = ca.SX.zeros(q.numel())
-    for i, c in zip(element._idx, sde):
-        out[int(i)] += c
-    if element._fids:
-        for name, C in zip(element.robot.flexible_base.frame_names, support):
-            J = ca.jacobian(sym.frame_position(name)(q), q)
-            out += ((ca.repmat(ca.vertcat(*C), 1, q.numel()) * J) * J).T @ ca.DM.ones(3)
-    return out
+    (damping: ``c``, ``D``) of :class:`ElasticForces` (``elastic_diagonal``)."""
+    supports = [(J, ca.vertcat(*C)) for (_, J, _), C in zip(_supports(element, sym, q), support)]
+    return elastic_diagonal(ca.SX.zeros(q.numel()), [int(i) for i in element._idx], ca.vertcat(*sde), supports)
 
 
 def _normal_loads(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.SX, ca.SX]:
