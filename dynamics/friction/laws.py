@@ -89,7 +89,7 @@ def lugre_z_step(xp: Any, z: Any, v: Any, dt: Any, sigma0: Any, g: Any) -> Any:
     """The bristle state ``dt`` seconds on at constant ``v``, exact for any ``dt``:
     ``z_ss + (z - z_ss)*exp(-sigma0*|v|*dt/g)`` with ``z_ss = sgn(v)*g/sigma0``."""
     z_ss = xp.sign(v) * g / sigma0
-    return z_ss + (z - z_ss) * xp.exp(-sigma0 * xp.abs(v) * dt / g)
+    return z_ss + (z - z_ss) * xp.exp(-lugre_decay(xp, v, sigma0, g) * dt)
 
 
 def _validate_stribeck_levels(law: Stribeck | LuGre) -> None:
