@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mbctl.dynamics.backend import SCALAR
-from mbctl.dynamics.friction.laws import LuGre, lugre_force
+from mbctl.dynamics.friction.laws import LuGre, lugre_force, lugre_rate
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
@@ -256,7 +256,7 @@ def friction_terms(
         terms.append((i, slot, law.level(v, xp) * xp.tanh(v / smoothing), law.fv * v))
     for k, (i, law, slot) in enumerate(lugre):
         v = dq[i]
-        rate = law.z_rate(v, z[k], xp)
+        rate = lugre_rate(xp, v, z[k], law.sigma0, law.g(v, xp))
         rates.append(rate)
         terms.append((i, slot, lugre_force(z[k], rate, law.sigma0, law.sigma1), law.fv * v))
     return terms, rates
