@@ -36,6 +36,7 @@ __all__ = [
     "lugre_force",
     "lugre_rate",
     "lugre_z_step",
+    "smoothed_dry",
     "stribeck_level",
     "CoulombViscous",
     "Stribeck",
@@ -68,6 +69,14 @@ def stribeck_level(xp: Any, v: Any, fc: Any, fs: Any, vs: Any, delta: Any = 2.0)
     """Dry friction level ``fc + (fs - fc)*exp(-|v/vs|**delta)`` at velocity ``v``
     (units of ``fc``; ``delta = 2`` is LuGre's ``g(v)``)."""
     return fc + (fs - fc) * xp.exp(-(xp.abs(v / vs) ** delta))
+
+
+def smoothed_dry(xp: Any, dry: Any, v: Any, eps: Any) -> tuple[Any, Any]:
+    """Dry friction ``dry*sgn(v)`` with the sign regularized, ``dry*tanh(v/eps)``, and its slope
+    ``dry*(1 - tanh^2(v/eps))/eps`` at fixed ``dry`` (``eps`` in rad/s or m/s), as simulations
+    apply static laws: below ``eps`` the dry friction acts as a steep viscous damper."""
+    sign = xp.tanh(v / eps)
+    return dry * sign, dry * (1 - sign**2) / eps
 
 
 def lugre_rate(xp: Any, v: Any, z: Any, sigma0: Any, g: Any) -> Any:
