@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from mbctl.config.actuator import OPTIONAL, SERVO_FRICTION_LAWS, ActuatorSpec
 from mbctl.dynamics.backend import namespace
-from mbctl.dynamics.friction.laws import lugre_force, lugre_rate, lugre_z_step, smoothed_dry, stribeck_level
+from mbctl.dynamics.friction.laws import lugre_force, lugre_rate, lugre_z_step, smoothed_dry, smoothed_dry_slope, stribeck_level
 from mbctl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -326,9 +326,8 @@ def servo_torque(
         return g * tau, g**2 * (on * emf_damping + p["fv"] + p["sigma1"])
     level = _stribeck(p, omega, ns) if "fs" in p else p["fc"]
     dry = level + (p["mu"] * ns.abs(tau_m) if "mu" in p else 0.0)
-    friction, slope = smoothed_dry(ns, dry, omega, smoothing)
-    tau = tau_m - friction - p["fv"] * omega
-    damping = on * emf_damping + p["fv"] + slope
+    tau = tau_m - smoothed_dry(ns, dry, omega, smoothing) - p["fv"] * omega
+    damping = on * emf_damping + p["fv"] + smoothed_dry_slope(ns, dry, omega, smoothing)
     return g * tau, g**2 * damping
 
 

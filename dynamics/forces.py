@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mbctl.dynamics.backend import SCALAR
-from mbctl.dynamics.friction.laws import LuGre, lugre_force, lugre_rate, smoothed_dry
+from mbctl.dynamics.friction.laws import LuGre, lugre_force, lugre_rate, smoothed_dry, smoothed_dry_slope
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
@@ -253,7 +253,7 @@ def friction_terms(
     terms, rates = [], []
     for i, law, slot in static:
         v = dq[i]
-        terms.append((i, slot, smoothed_dry(xp, law.level(v, xp), v, smoothing)[0], law.fv * v))
+        terms.append((i, slot, smoothed_dry(xp, law.level(v, xp), v, smoothing), law.fv * v))
     for k, (i, law, slot) in enumerate(lugre):
         v = dq[i]
         rate = lugre_rate(xp, v, z[k], law.sigma0, law.g(v, xp))
@@ -284,7 +284,7 @@ def friction_damping(
     out = []
     for i, law, _ in static:
         v = dq[i]
-        out.append((i, smoothed_dry(xp, law.level(v, xp), v, smoothing)[1] + law.fv))
+        out.append((i, smoothed_dry_slope(xp, law.level(v, xp), v, smoothing) + law.fv))
     out.extend((i, law.sigma1 + law.fv) for i, law, _ in lugre)
     return out
 

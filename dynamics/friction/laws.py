@@ -37,6 +37,7 @@ __all__ = [
     "lugre_rate",
     "lugre_z_step",
     "smoothed_dry",
+    "smoothed_dry_slope",
     "stribeck_level",
     "CoulombViscous",
     "Stribeck",
@@ -71,12 +72,16 @@ def stribeck_level(xp: Any, v: Any, fc: Any, fs: Any, vs: Any, delta: Any = 2.0)
     return fc + (fs - fc) * xp.exp(-(xp.abs(v / vs) ** delta))
 
 
-def smoothed_dry(xp: Any, dry: Any, v: Any, eps: Any) -> tuple[Any, Any]:
-    """Dry friction ``dry*sgn(v)`` with the sign regularized, ``dry*tanh(v/eps)``, and its slope
-    ``dry*(1 - tanh^2(v/eps))/eps`` at fixed ``dry`` (``eps`` in rad/s or m/s), as simulations
-    apply static laws: below ``eps`` the dry friction acts as a steep viscous damper."""
-    sign = xp.tanh(v / eps)
-    return dry * sign, dry * (1 - sign**2) / eps
+def smoothed_dry(xp: Any, dry: Any, v: Any, eps: Any) -> Any:
+    """Dry friction ``dry*sgn(v)`` with the sign regularized, ``dry*tanh(v/eps)`` (``eps`` in rad/s
+    or m/s), as simulations apply static laws: below ``eps`` the dry friction acts as a steep
+    viscous damper."""
+    return dry * xp.tanh(v / eps)
+
+
+def smoothed_dry_slope(xp: Any, dry: Any, v: Any, eps: Any) -> Any:
+    """Slope ``dry*(1 - tanh^2(v/eps))/eps`` of :func:`smoothed_dry` at fixed ``dry`` (>= 0 for ``dry >= 0``)."""
+    return dry * (1 - xp.tanh(v / eps) ** 2) / eps
 
 
 def lugre_rate(xp: Any, v: Any, z: Any, sigma0: Any, g: Any) -> Any:
