@@ -31,6 +31,8 @@ NUMPY = SimpleNamespace(
     tanh=np.tanh,
     sin=np.sin,
     where=np.where,
+    # along the last axis of stacked vectors, the length-1 axis kept so that it broadcasts back
+    rowdot=lambda a, b: (a * b).sum(axis=-1, keepdims=True),
     component=lambda x, i: np.asarray(x)[..., i],
 )
 
@@ -72,6 +74,7 @@ def casadi_namespace() -> SimpleNamespace:
         tanh=ca.tanh,
         sin=ca.sin,
         where=ca.if_else,
+        rowdot=ca.dot,  # of two column vectors
         component=lambda x, i: x[i],
     )
 

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from mbctl.dynamics.backend import SCALAR
+from mbctl.dynamics.backend import NUMPY, SCALAR
 from mbctl.dynamics.friction.laws import LuGre, lugre_force, lugre_rate, smoothed_dry, smoothed_dry_slope
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["ForceElement", "JointFriction", "elastic_diagonal", "elastic_forces", "friction_damping", "friction_terms", "place_terms"]
+__all__ = ["ForceElement", "JointFriction", "elastic_diagonal", "elastic_forces", "friction_damping", "friction_terms", "normal_load", "place_terms"]
 
 
 class ForceElement(ABC):
@@ -168,20 +168,11 @@ class JointFriction(ForceElement):
         return self.loads_and_gradient(wrenches, gradient=False)[0]
 
     def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6); a zero
-        component of a force or moment contributes a zero (sub)gradient."""
-        n = self._load_axes
-        k = len(n)
-        W3 = W.reshape(k, 2, 3)  # force, moment
-        along = np.einsum("kj,kpj->kp", n, W3)
-        normal = W3 - along[:, :, None] * n[:, None, :]
-        size = np.sqrt(np.einsum("kpj,kpj->kp", normal, normal))
-        N = np.einsum("kp,kp->k", self._radial, size) + np.einsum("kp,kp->k", self._axial, np.abs(along))
-        if not gradient:
-            return N, None
-        unit = normal / np.where(size > 0, size, 1.0)[:, :, None]
-        G = self._radial[:, :, None] * unit + (self._axial * np.sign(along))[:, :, None] * n[:, None, :]
-        return N, G.reshape(k, 6)
+        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6), by :func:`normal_load`
+        for every joint and part (force, moment) at once."""
+        k = len(self._load_axes)
+        parts, G = normal_load(NUMPY, self._load_axes[:, None, :], W.reshape(k, 2, 3), self._radial[:, :, None], self._axial[:, :, None])
+        return parts.sum(axis=(1, 2)), G.reshape(k, 6) if gradient else None
 
     def _terms(self, dq: np.ndarray, s: np.ndarray) -> tuple[list[tuple[int, int, float, float]], np.ndarray]:
         """:func:`friction_terms` on Python floats (this runs several times per evaluation)."""
@@ -236,6 +227,22 @@ class JointFriction(ForceElement):
             if rate > worst:
                 worst, name = rate, self.state_names[k]
         return worst, name
+
+
+def normal_load(xp: Any, axis: Any, x: Any, radial: Any, axial: Any) -> tuple[Any, Any]:
+    """One part ``x`` (the force, N, or the moment, N·m; joint frame) of a load-dependent joint's
+    equivalent normal load and its gradient with respect to ``x``, over the backend ``xp``:
+
+    ``radial |x - (n.x) n| + axial |n.x|`` and ``radial u + axial sgn(n.x) n`` with ``u`` the unit
+    normal part (0 where it vanishes: a zero subgradient); ``n`` the unit ``axis``; ``radial``,
+    ``axial`` the load model's coefficients of the normal and axial magnitudes
+    (:func:`_load_coefficients`). The load is the sum over force and moment. Vectors may be
+    stacked along leading axes (numpy: the last axis holds the 3 components) or CasADi columns.
+    """
+    along = xp.rowdot(axis, x)
+    normal = x - along * axis
+    size = xp.sqrt(xp.rowdot(normal, normal))
+    return radial * size + axial * xp.abs(along), radial * (normal / xp.where(size > 0, size, 1.0)) + axial * xp.sign(along) * axis
 
 
 def friction_terms(

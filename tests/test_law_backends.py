@@ -15,6 +15,7 @@ from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction, elastic_diagonal, elastic_forces, friction_damping, friction_terms
 from mbctl.dynamics.friction.laws import LuGre, lugre_decay, lugre_rate, lugre_z_step, stribeck_level
 from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.simulation.compiled_forces import normal_loads_of
 
 RNG = np.random.default_rng(31)
 # velocities across the Stribeck bump and well beyond it, both signs, and exactly zero
@@ -112,3 +113,30 @@ def test_elastic_formula_with_pinocchio_kinematics_is_elastic_forces(configs):
         np.testing.assert_allclose(K, element.stiffness(q), rtol=1e-12)
         C = elastic_diagonal(np.zeros(robot.nv), element._idx, element._c, [(J, D) for (_, J), D in zip(frames, element._D)])
         np.testing.assert_allclose(C, element.damping(dq, np.zeros(0)), rtol=1e-12)
+
+
+def test_normal_loads_are_the_load_models_and_agree_with_casadi(robots):
+    """The equivalent normal loads of the load-dependent joints (tree5) are their load models'
+    own values; the gradient matches central differences; numpy and CasADi give the same numbers."""
+    robot = robots["tree5"]
+    element = JointFriction(robot, loads=True)
+    joints = [j for j in robot.joints if j.friction is not None and j.friction.load is not None]
+    assert joints
+    k = len(joints)
+    W_s = ca.SX.sym("W", k, 6)
+    N_s, G_s = normal_loads_of(element, W_s, element._radial.tolist(), element._axial.tolist())
+    graph = ca.Function("loads", [W_s], [N_s, G_s])
+    for _ in range(10):
+        W = RNG.normal(scale=20.0, size=(k, 6))
+        N, G = element.loads_and_gradient(W)
+        models = [float(j.friction.load.normal_load(W[r], j.axis, j.kind)) for r, j in enumerate(joints)]
+        np.testing.assert_allclose(N, models, rtol=1e-12)
+        h = 1e-6
+        for c in range(6):
+            step = np.zeros((k, 6))
+            step[:, c] = h
+            central = (element.normal_loads(W + step) - element.normal_loads(W - step)) / (2 * h)
+            np.testing.assert_allclose(G[:, c], central, rtol=1e-6, atol=1e-8)
+        N_c, G_c = (np.asarray(x) for x in graph(W))
+        np.testing.assert_allclose(N_c.ravel(), N, rtol=1e-13)
+        np.testing.assert_allclose(G_c.reshape(k, 6), G, rtol=1e-13, atol=1e-15)

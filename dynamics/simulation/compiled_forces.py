@@ -17,7 +17,7 @@ import casadi as ca
 from mbctl.dynamics.backend import casadi_namespace
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.flexible.elastic import ElasticForces
-from mbctl.dynamics.forces import JointFriction, elastic_diagonal, elastic_forces, friction_damping, friction_terms, place_terms
+from mbctl.dynamics.forces import JointFriction, elastic_diagonal, elastic_forces, friction_damping, friction_terms, normal_load, place_terms
 from mbctl.dynamics.simulation.structure import Parametrized
 from mbctl.dynamics.symbolic import SymbolicDynamics
 
@@ -71,23 +71,15 @@ def elastic_diagonal_of(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX,
 
 
 def normal_loads_of(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.SX, ca.SX]:
-    """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
+    """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient`` (``normal_load`` per joint): ``W`` is (k, 6), the reaction
     wrenches (force, moment; joint frames) of the element's load-dependent joints; ``radial``
     and ``axial`` (k x 2: force, moment) the load models' coefficients."""
     N, G = [], []
     for r in range(W.size1()):
         n = ca.DM(element._load_axes[r])
-        total, grad = ca.SX(0.0), []
-        for part in range(2):  # force, moment
-            w = W[r, 3 * part : 3 * part + 3].T
-            along = ca.dot(n, w)
-            normal = w - along * n
-            size = ca.sqrt(ca.dot(normal, normal))
-            total += radial[r][part] * size + axial[r][part] * ca.fabs(along)
-            unit = normal / ca.if_else(size > 0, size, 1.0)
-            grad.append(radial[r][part] * unit + axial[r][part] * ca.sign(along) * n)
-        N.append(total)
-        G.append(ca.vertcat(*grad).T)
+        parts = [normal_load(casadi_namespace(), n, W[r, 3 * i : 3 * i + 3].T, radial[r][i], axial[r][i]) for i in range(2)]  # force, moment
+        N.append(parts[0][0] + parts[1][0])
+        G.append(ca.vertcat(parts[0][1], parts[1][1]).T)
     return ca.vertcat(*N), ca.vertcat(*G)
 
 
