@@ -28,6 +28,11 @@ which :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` resol
 in the normal loads) and :meth:`~ForceElement.loads_and_gradient`. ``JointFriction(robot, loads=True)``
 accepts load-dependent joints for that purpose; by default (semi-implicit plant
 steppers) they are refused.
+
+The formulas are module functions over a backend namespace (:mod:`mbctl.dynamics.backend`):
+:func:`friction_terms`, :func:`friction_damping`, :func:`normal_load`, :func:`elastic_forces` and
+:func:`elastic_diagonal` evaluate floats or numpy arrays here and build the compiled core's CasADi
+expressions (:mod:`mbctl.dynamics.simulation.compiled_forces`), so both paths share every line.
 """
 
 from __future__ import annotations

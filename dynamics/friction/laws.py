@@ -35,6 +35,7 @@ __all__ = [
     "lugre_decay",
     "lugre_force",
     "lugre_rate",
+    "lugre_z_steady",
     "lugre_z_step",
     "smoothed_dry",
     "smoothed_dry_slope",
@@ -99,10 +100,15 @@ def lugre_decay(xp: Any, v: Any, sigma0: Any, g: Any) -> Any:
     return sigma0 * xp.abs(v) / g
 
 
+def lugre_z_steady(direction: Any, sigma0: Any, g: Any) -> Any:
+    """Steady bristle deflection ``direction*g/sigma0`` (rad or m), ``direction = sgn(v)``."""
+    return direction * g / sigma0
+
+
 def lugre_z_step(xp: Any, z: Any, v: Any, dt: Any, sigma0: Any, g: Any) -> Any:
     """The bristle state ``dt`` seconds on at constant ``v``, exact for any ``dt``:
     ``z_ss + (z - z_ss)*exp(-sigma0*|v|*dt/g)`` with ``z_ss = sgn(v)*g/sigma0``."""
-    z_ss = xp.sign(v) * g / sigma0
+    z_ss = lugre_z_steady(xp.sign(v), sigma0, g)
     return z_ss + (z - z_ss) * xp.exp(-lugre_decay(xp, v, sigma0, g) * dt)
 
 
@@ -234,8 +240,7 @@ class LuGre(Parameters):
     def z_steady(self, v: Any, direction: Any = None) -> Any:
         """Steady-state bristle deflection ``sgn(v)*g(v)/sigma0`` (rad or m)."""
         xp = namespace(v, direction)
-        s = xp.sign(v) if direction is None else direction
-        return s * self.g(v) / self.sigma0
+        return lugre_z_steady(xp.sign(v) if direction is None else direction, self.sigma0, self.g(v, xp))
 
     def steady(self, v: Any, direction: Any = None, load: Any = 1.0) -> Any:
         """Friction torque in steady sliding: ``load*g(v)*sgn(v) + fv*v``."""
