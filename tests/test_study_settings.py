@@ -5,6 +5,7 @@ from __future__ import annotations
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import mbctl
@@ -18,6 +19,7 @@ from mbctl.config.study import (
     IdentifyStudy,
     RunStudy,
     SimulateStudy,
+    StudyTrajectory,
     read_study,
 )
 from mbctl.errors import ConfigError
@@ -153,3 +155,20 @@ def test_the_choices_agree_with_the_layers_that_use_them():
         (IdentifyStudy, "law", IDENTIFY_LAWS),
     ]:
         assert set(typing.get_args(typing.get_type_hints(cls)[field])) == set(names), (cls.__name__, field)
+
+
+def test_the_trajectory_table_is_parsed_with_its_default_rate(tmp_path):
+    """Waypoints and durations as arrays (rad, s), 500 Hz where the table is silent; a file resolved against the study's folder."""
+    study = read_study(_study(tmp_path, "feedforward", None))
+    tr = study.trajectory
+    assert isinstance(tr, StudyTrajectory) and tr.file is None and tr.rate_hz == 500.0
+    np.testing.assert_array_equal(tr.waypoints, [[0, 0, 0, 0], [0.2, 0.3, -0.1, 0.01]])
+    np.testing.assert_array_equal(tr.durations, [0.2])
+    (tmp_path / "move.csv").write_text("t\n0\n")
+    path = tmp_path / "file.toml"
+    path.write_text('robot = "scara"\nworkflow = "run"\n[trajectory]\nfile = "move.csv"\n')
+    assert read_study(path).trajectory.file == tmp_path / "move.csv"
+    path.write_text(HEADS["run"] + "rate_hz = 0.0\n")
+    with pytest.raises(ConfigError) as info:
+        read_study(path)
+    assert (info.value.file, info.value.field) == (path, "trajectory.rate_hz") and "must be > 0" in info.value.reason

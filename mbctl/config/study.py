@@ -77,6 +77,7 @@ __all__ = [
     "RunStudy",
     "SimulateStudy",
     "StudySpec",
+    "StudyTrajectory",
     "WorkflowSettings",
     "apply_values",
     "check_paths",
@@ -124,6 +125,25 @@ class ParameterSpec:
 
     path: str
     variation: Grid | Distribution
+
+
+@dataclass(frozen=True, eq=False)
+class StudyTrajectory:
+    """``[trajectory]`` (the ``feedforward`` and ``run`` workflows): a trajectory CSV, or
+    rest-to-rest quintic moves through waypoints.
+
+    Attributes:
+        file: The trajectory CSV (resolved against the study's folder), or None for moves.
+        waypoints: (moves + 1, DOF) positions (rad, m) in the robot's joint order (its
+            length checked against the robot by the workflow), or None with a file.
+        durations: Length of each move (s, > 0), or None with a file.
+        rate_hz: Samples per second of the moves (Hz, > 0).
+    """
+
+    file: Path | None = None
+    waypoints: np.ndarray | None = None
+    durations: np.ndarray | None = None
+    rate_hz: float = 500.0
 
 
 @dataclass(frozen=True)
@@ -220,7 +240,7 @@ class StudySpec:
         seed: Seed of the draws.
         runs_per_task: Runs batched into one task, or None (sized from a timed run).
         quantities: Kinds of quantities kept, or None for all of the workflow's.
-        trajectory: The ``[trajectory]`` table's fields (``file`` resolved), or None.
+        trajectory: The ``[trajectory]`` table, parsed, or None.
         settings: The workflow's table, parsed (its spec class's defaults where the table is silent).
         digest: SHA-256 of the study and robot files (resume refuses a changed study).
         robot_name: The bundled robot's name, if the study names one (workers on other
@@ -236,7 +256,7 @@ class StudySpec:
     seed: int
     runs_per_task: int | None
     quantities: tuple[str, ...] | None
-    trajectory: dict[str, Any] | None
+    trajectory: StudyTrajectory | None
     settings: WorkflowSettings
     digest: str
     robot_name: str | None = None
@@ -319,14 +339,14 @@ def _parameter(t: Table, budget: Budget) -> Grid | Distribution:
     return Distribution(kind, a, b)
 
 
-def _trajectory(t: Table, study_dir: Path) -> dict[str, Any]:
+def _trajectory(t: Table, study_dir: Path) -> StudyTrajectory:
     if "file" in t:
         t.only(("file",))
         path = Path(t.string("file"))
         path = path if path.is_absolute() else study_dir / path
         if not path.is_file():
             raise t.error("file", f"no such file: {path}")
-        return {"file": path}
+        return StudyTrajectory(file=path)
     t.only(("waypoints", "durations", "rate_hz"))
     rows = t.get("waypoints")
     if not isinstance(rows, list) or len(rows) < 2:
@@ -336,10 +356,7 @@ def _trajectory(t: Table, study_dir: Path) -> dict[str, Any]:
     durations = t.vector("durations", len(rows) - 1)
     if np.any(durations <= 0):
         raise t.error("durations", "must all be > 0")
-    rate = t.number("rate_hz", 500.0)
-    if not rate > 0:
-        raise t.error("rate_hz", "must be > 0")
-    return {"waypoints": np.array(waypoints), "durations": durations, "rate_hz": rate}
+    return StudyTrajectory(waypoints=np.array(waypoints), durations=durations, **_given(rate_hz=_positive(t, "rate_hz")))
 
 
 def _positive(t: Table, key: str) -> float | None:
@@ -447,7 +464,7 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
         raise root.error("trajectory", f"missing required table (the {workflow} workflow follows a trajectory)")
     settings = _settings(root.table(workflow) if workflow in root else Table({}, root.file, workflow), workflow)
     digest = hashlib.sha256()
-    for f in (path, robot_file, *([trajectory["file"]] if trajectory and "file" in trajectory else [])):
+    for f in (path, robot_file, *([trajectory.file] if trajectory is not None and trajectory.file is not None else [])):
         digest.update(Path(f).read_bytes())
     return StudySpec(
         source=path,

@@ -112,19 +112,19 @@ def make_context(study: StudySpec, robot: RobotModel, budget: Budget | None = No
     traj = None
     if study.trajectory is not None:
         tr = study.trajectory
-        if "file" in tr:
-            traj = read_trajectory(tr["file"], robot.joint_names)
-        else:
-            if tr["waypoints"].shape[1] != len(robot.joint_names):
+        if tr.file is not None:
+            traj = read_trajectory(tr.file, robot.joint_names)
+        elif tr.waypoints is not None and tr.durations is not None:
+            if tr.waypoints.shape[1] != len(robot.joint_names):
                 raise ConfigError(
-                    f"needs {len(robot.joint_names)} positions per waypoint ({', '.join(robot.joint_names)}), got {tr['waypoints'].shape[1]}",
+                    f"needs {len(robot.joint_names)} positions per waypoint ({', '.join(robot.joint_names)}), got {tr.waypoints.shape[1]}",
                     file=study.source,
                     field="trajectory.waypoints",
                 )
-            samples = sample_count(float(np.sum(tr["durations"])), tr["rate_hz"])
-            what = f"the trajectory ({format_count(samples)} samples at {tr['rate_hz']:g} Hz)"
+            samples = sample_count(float(np.sum(tr.durations)), tr.rate_hz)
+            what = f"the trajectory ({format_count(samples)} samples at {tr.rate_hz:g} Hz)"
             _within_budget(study, trajectory_bytes(samples, len(robot.joint_names)), budget, what, "trajectory.durations")
-            traj = quintic_rest_to_rest(tr["waypoints"], tr["durations"], tr["rate_hz"], robot.joint_names)
+            traj = quintic_rest_to_rest(tr.waypoints, tr.durations, tr.rate_hz, robot.joint_names)
     band_t = np.linspace(traj.t[0], traj.t[-1], BAND_SAMPLES) if traj is not None and study.workflow == "feedforward" else None
     return Context(study=study, trajectory=traj, band_t=band_t, budget=budget)
 
