@@ -38,13 +38,12 @@ The runs are every combination of the grid axes (declaration order, the last var
 fastest) times ``samples`` Monte Carlo draws; a study with no distribution runs its
 grid once. Run ``i`` is row ``i`` of that list. Only the parsing lives here; the
 robot-dependent checks (paths exist and are numbers, every sample gives a valid robot)
-are made by :func:`mbctl.study.engine.prepare` before any run (with :func:`check_paths` and
-:func:`sample_spec` here).
+are made by :func:`mbctl.study.engine.prepare` before any run (with
+:func:`mbctl.config.study_samples.check_paths` and :func:`~mbctl.config.study_samples.sample_spec`).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -55,9 +54,9 @@ import numpy as np
 
 from mbctl.budget import Budget, check_memory, format_count, memory_budget
 from mbctl.bundled import resolve_config
-from mbctl.config.robot import RobotSpec, robot_spec_from_table
 from mbctl.config.simulation import INTEGRATORS
-from mbctl.errors import ConfigError, InputError
+from mbctl.config.study_samples import merge_tables
+from mbctl.errors import InputError
 from mbctl.tomlfields import Table, read_toml
 
 __all__ = [
@@ -79,11 +78,7 @@ __all__ = [
     "StudySpec",
     "StudyTrajectory",
     "WorkflowSettings",
-    "apply_values",
-    "check_paths",
-    "merge_tables",
     "read_study",
-    "sample_spec",
 ]
 
 WORKFLOWS = ("feedforward", "simulate", "run", "identify")
@@ -271,18 +266,6 @@ class StudySpec:
         return f"parameters.{path}"
 
 
-def merge_tables(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``base`` with ``extra`` merged in: tables merged key by key, other values replaced;
-    a table that names a ``law`` replaces the old table whole (a law's parameters belong to it)."""
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and "law" not in value:
-            out[key] = merge_tables(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _whole(t: Table, key: str, default: Any, minimum: int) -> Any:
     if key not in t:
         return default
@@ -420,7 +403,7 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
             ``samples``) than ``budget`` holds at :data:`RUN_BYTES` plus two doubles per parameter
             each (the field named is the largest factor). Whether the parameter
             paths name numbers in the robot description is checked by
-            :func:`mbctl.study.engine.prepare` (:func:`check_paths`).
+            :func:`mbctl.study.engine.prepare` (:func:`mbctl.config.study_samples.check_paths`).
     """
     import hashlib
 
@@ -481,50 +464,3 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
         digest=digest.hexdigest(),
         robot_name=None if local.is_file() or Path(name).suffix or len(Path(name).parts) != 1 else name,
     )
-
-
-def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:
-    """The container holding ``path``'s last key, and that key (KeyError if absent)."""
-    node: Any = document
-    parts = path.split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    return node, (int(last) if isinstance(node, list) else last)
-
-
-def check_paths(study: StudySpec) -> None:
-    """Every varied path names a number in the robot description (with the study's overrides).
-
-    Raises:
-        ConfigError: Naming the study file and ``parameters.<path>``.
-    """
-    for p in study.parameters:
-        try:
-            node, key = _parent(study.document, p.path)
-            value = node[key]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ConfigError(f"no such field in {study.robot.name} (nor in the study's overrides)", file=study.source, field=study.field(p.path)) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"is not a number in {study.robot.name} (got {value!r})", file=study.source, field=study.field(p.path))
-
-
-def apply_values(document: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
-    """A copy of ``document`` with each dotted path set to its value."""
-    out = copy.deepcopy(document)
-    for path, value in values.items():
-        node, key = _parent(out, path)
-        node[key] = float(value)
-    return out
-
-
-def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
-    """The robot spec of one run: ``values`` written into the description and parsed.
-
-    Raises:
-        ConfigError: From the robot's own checks, naming the robot file and field.
-    """
-    robot = study.robot
-    if not robot.exists() and study.robot_name is not None:  # a worker elsewhere: its own copy of the bundled robot
-        robot = resolve_config(study.robot_name)
-    return robot_spec_from_table(Table(apply_values(study.document, values), robot, ""))
