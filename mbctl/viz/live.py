@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
@@ -43,7 +44,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError, MbctlError
 from mbctl.viz.animation import body_placements, camera, magnified, meshcat_imports, robot_scene
 
-__all__ = ["LiveView", "LogTail", "StateSlot", "RATE_HZ"]
+__all__ = ["LiveView", "LogTail", "StateSlot", "RATE_HZ", "check_log_view"]
 
 RATE_HZ = 30.0
 """Default rate (Hz) at which the view looks for a new state and redraws."""
@@ -169,6 +170,13 @@ class LogTail:
         return self._pick(columns, table[-1]) if len(table) else None
 
 
+def check_log_view(robot: RobotModel, field: str = "log") -> None:
+    """Refuse (an :class:`InputError` naming ``field``) a robot whose motion a run log cannot hold: a log
+    has the actuated joints only, so every DOF must be actuated."""
+    if set(robot.actuated_names) != set(robot.joint_names):
+        raise InputError(f"{robot.name} has passive or elastic DOF, which a run log does not hold; view a simulation instead", field=field)
+
+
 class LiveView:
     """A MeshCat view of ``robot`` that follows a run, from a process of its own.
 
@@ -196,8 +204,8 @@ class LiveView:
             raise InputError(f"must be > 0, got {rate_hz!r}", field="rate_hz")
         if not (math.isfinite(magnification) and magnification > 0):
             raise InputError(f"must be > 0, got {magnification!r}", field="magnification")
-        if log is not None and set(robot.actuated_names) != set(robot.joint_names):
-            raise InputError(f"{robot.name} has passive or elastic DOF, which a run log does not hold; follow a simulation instead", field="log")
+        if log is not None:
+            check_log_view(robot)
         self.robot = robot
         self._input = StateSlot(robot.nv)
         self._drawn = StateSlot(robot.nv)
@@ -206,6 +214,7 @@ class LiveView:
         # thread or GIL of the caller's is shared; the viewer stops when its stdin closes (close(), or
         # the caller's end however it comes)
         self._process = subprocess.Popen([sys.executable, "-m", "mbctl.viz.live"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._finalizer = weakref.finalize(self, _release, self._process, (self._input, self._drawn))
         try:
             pickle.dump((robot, self._input.name, self._drawn.name, source, 1.0 / rate_hz, magnification), self._process.stdin)
             self._process.stdin.flush()
@@ -236,19 +245,10 @@ class LiveView:
         """Whether the viewer process runs."""
         return self._process.poll() is None
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Stop the viewer process (its last state drawn first) and its MeshCat server."""
-        with contextlib.suppress(OSError):
-            self._process.stdin.close()
-        try:
-            self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self._process.terminate()
-            self._process.wait(timeout_s)
-        self._process.stdout.close()
-        for slot in (self._input, self._drawn):
-            with contextlib.suppress(AttributeError):
-                slot.close()
+    def close(self) -> None:
+        """Stop the viewer process (its last state drawn first) and its MeshCat server; also done when
+        the view is garbage-collected or the caller's process ends."""
+        self._finalizer()
 
     def __enter__(self) -> LiveView:
         return self
@@ -258,6 +258,20 @@ class LiveView:
 
     def _repr_html_(self) -> str:
         return f'<iframe src="{self.url}" style="width: 100%; height: 480px; border: none"></iframe>'
+
+
+def _release(process: subprocess.Popen, slots: Sequence[StateSlot], timeout_s: float = 10.0) -> None:
+    """End the viewer process (the end of its stdin stops it) and free the state slots."""
+    with contextlib.suppress(OSError):
+        process.stdin.close()  # type: ignore[union-attr]
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        process.wait(timeout_s)
+    process.stdout.close()  # type: ignore[union-attr]
+    for slot in slots:
+        slot.close()
 
 
 def _serve() -> None:

@@ -1,0 +1,49 @@
+"""``--view``: the live MeshCat view of ``mbctl run`` and ``mbctl simulate`` (:mod:`mbctl.viz.live`).
+
+The view opens before the run and its URL is printed; it follows the run from a process of its
+own. After the run it shows the final pose: when stdin is a terminal the command waits for
+Enter (or Ctrl-C) before closing it; otherwise (scripts, tests) it closes with the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from mbctl.dynamics.model.robot import RobotModel
+
+__all__ = ["add_view_option", "close_view", "open_view"]
+
+
+def add_view_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--view", action="store_true", help="follow the run in a live 3-D view (prints its URL; after the run, Enter closes it)")
+
+
+def open_view(robot: RobotModel, args: argparse.Namespace, log: Path | None = None):
+    """The :class:`~mbctl.viz.live.LiveView` of ``--view`` (``None`` without it), its URL printed.
+
+    ``log``: a closed-loop run's log, followed as it is written (the robot must have no passive
+    or elastic DOF then: refused naming ``--view``).
+    """
+    if not args.view:
+        return None
+    from mbctl.viz.live import LiveView, check_log_view
+
+    if log is not None:
+        check_log_view(robot, "--view")
+    view = LiveView(robot, log=log, magnification=args.magnify)
+    print(f"live view: {view.url}", flush=True)
+    return view
+
+
+def close_view(view) -> None:
+    """After the run: wait for Enter when stdin is a terminal, then close the view."""
+    if view is None:
+        return
+    if sys.stdin.isatty():
+        print(f"live view: {view.url} shows the end of the run; press Enter to close it", flush=True)
+        with contextlib.suppress(KeyboardInterrupt, EOFError):
+            input()
+    view.close()
