@@ -14,25 +14,31 @@ from pathlib import Path
 
 from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["add_view_option", "close_view", "open_view"]
+__all__ = ["add_view_option", "check_run_view", "close_view", "open_view"]
 
 
 def add_view_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--view", action="store_true", help="follow the run in a live 3-D view (prints its URL; after the run, Enter closes it)")
 
 
+def check_run_view(robot: RobotModel, args: argparse.Namespace) -> None:
+    """Before a closed-loop run: ``--view`` follows its log, which holds the actuated joints only, so
+    the robot must have no passive or elastic DOF (refused naming ``--view``)."""
+    if args.view:
+        from mbctl.viz.live import check_log_view
+
+        check_log_view(robot, "--view")
+
+
 def open_view(robot: RobotModel, args: argparse.Namespace, log: Path | None = None):
     """The :class:`~mbctl.viz.live.LiveView` of ``--view`` (``None`` without it), its URL printed.
 
-    ``log``: a closed-loop run's log, followed as it is written (the robot must have no passive
-    or elastic DOF then: refused naming ``--view``).
+    ``log``: a closed-loop run's log, followed as it is written (see :func:`check_run_view`).
     """
     if not args.view:
         return None
-    from mbctl.viz.live import LiveView, check_log_view
+    from mbctl.viz.live import LiveView
 
-    if log is not None:
-        check_log_view(robot, "--view")
     view = LiveView(robot, log=log, magnification=args.magnify)
     print(f"live view: {view.url}", flush=True)
     return view

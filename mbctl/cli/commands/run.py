@@ -28,7 +28,7 @@ from mbctl.budget import check_disk, check_memory, check_read, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
-from mbctl.cli.view import add_view_option, close_view, open_view
+from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
     robot = load_robot(args.config)
     check_log_animation(robot, args.animate)
+    check_run_view(robot, args)
     check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
     check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
