@@ -11,8 +11,11 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mbctl.dynamics.model.robot import RobotModel
+if TYPE_CHECKING:
+    from mbctl.dynamics.model.robot import RobotModel
+    from mbctl.viz.live import LiveView
 
 __all__ = ["add_view_option", "check_run_view", "close_view", "open_view"]
 
@@ -30,7 +33,7 @@ def check_run_view(robot: RobotModel, args: argparse.Namespace) -> None:
         check_log_view(robot, "--view")
 
 
-def open_view(robot: RobotModel, args: argparse.Namespace, log: Path | None = None):
+def open_view(robot: RobotModel, args: argparse.Namespace, log: Path | None = None) -> LiveView | None:
     """The :class:`~mbctl.viz.live.LiveView` of ``--view`` (``None`` without it), its URL printed.
 
     ``log``: a closed-loop run's log, followed as it is written (see :func:`check_run_view`).
@@ -44,7 +47,7 @@ def open_view(robot: RobotModel, args: argparse.Namespace, log: Path | None = No
     return view
 
 
-def close_view(view) -> None:
+def close_view(view: LiveView | None) -> None:
     """After the run: wait for Enter when stdin is a terminal, then close the view."""
     if view is None:
         return

@@ -241,6 +241,11 @@ class LiveView:
         return None if state is None or state[0] == 0 else (state[1], state[2])
 
     @property
+    def pid(self) -> int:
+        """The viewer process's id (its MeshCat server is its child)."""
+        return self._process.pid
+
+    @property
     def alive(self) -> bool:
         """Whether the viewer process runs."""
         return self._process.poll() is None
