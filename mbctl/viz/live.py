@@ -291,17 +291,25 @@ def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's to handle
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
     visualizer = None
+
+    def draw(q: np.ndarray, paths: list) -> None:
+        placements = body_placements(robot, magnified(robot, q[None], magnification))[0]
+        for T, path in zip(placements, paths):
+            visualizer.window.send(SetTransform(T, path))
+
     try:
         with meshcat_imports():
             import meshcat
+            from meshcat.commands import SetTransform
 
         with contextlib.redirect_stdout(io.StringIO()):  # meshcat prints the URL; the caller decides what to print
             visualizer = meshcat.Visualizer()
-        window = visualizer.window
         commands, bodies = robot_scene(robot, "robot", 1.0)
         ghost, ghost_bodies = robot_scene(robot, "reference", 0.3) if source is not None else ([], [])
         for command in [*commands, *ghost, camera(robot)]:
-            window.send(command)
+            visualizer.window.send(command)
+        for paths in (bodies, ghost_bodies):  # the zero configuration until the first state comes
+            draw(np.zeros(robot.nv), paths)
         answer = {"url": visualizer.url()}
     except Exception as exc:  # noqa: BLE001 (said to the caller, which raises it)
         answer = {"error": f"{type(exc).__name__}: {exc}"}
@@ -311,16 +319,9 @@ def _serve() -> None:
         _stop_server(visualizer)
         return
 
-    from meshcat.commands import SetTransform
-
     state, drawn = StateSlot(robot.nv, input_name), StateSlot(robot.nv, drawn_name)
     tail = None if source is None else LogTail(source[0], robot.joint_names, since=source[1])
     last = None
-
-    def draw(q: np.ndarray, paths: list) -> None:
-        placements = body_placements(robot, magnified(robot, q[None], magnification))[0]
-        for T, path in zip(placements, paths):
-            window.send(SetTransform(T, path))
 
     def update() -> None:
         nonlocal last
