@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import weakref
+import zipfile
 from collections.abc import Sequence
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
@@ -160,14 +161,34 @@ class LogTail:
         return float(row[list(columns).index("t")]), row[q], None if ref is None else row[ref]
 
     def _closed(self) -> tuple[float, np.ndarray, np.ndarray | None] | None:
-        from mbctl.hardware.runlog import log_table
-
+        """The last row of the closed log's ``t``, ``q`` and ``q_ref`` (read alone: an hour's log is GBs)."""
         try:
-            with np.load(self.path) as data:
-                columns, table = log_table(data)
-        except (OSError, ValueError, KeyError):
+            with zipfile.ZipFile(self.path) as archive:
+                columns = [str(c) for c in np.load(archive.open("columns.npy"))]
+                row = np.full(len(columns), np.nan)
+                for group in ("t", "q", "q_ref"):
+                    picked = [i for i, c in enumerate(columns) if c.split(".", 1)[0] == group]
+                    if picked and f"{group}.npy" in archive.namelist():
+                        row[picked] = _last_row(archive, f"{group}.npy")
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             return None
-        return self._pick(columns, table[-1]) if len(table) else None
+        return None if np.isnan(row[columns.index("t")]) else self._pick(columns, row)
+
+
+def _last_row(archive: zipfile.ZipFile, member: str) -> np.ndarray:
+    """The last row of the .npy ``member`` of an NPZ, read alone (a seek within a stored member).
+
+    Raises:
+        ValueError: If the array is empty or not in C order.
+    """
+    with archive.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f) if version == (1, 0) else np.lib.format.read_array_header_2_0(f)
+        if fortran or not shape or shape[0] == 0:
+            raise ValueError(f"{member}: no last row to read")
+        width = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        f.seek(f.tell() + (shape[0] - 1) * width)
+        return np.frombuffer(f.read(width), dtype=dtype).astype(np.float64)
 
 
 def check_log_view(robot: RobotModel, field: str = "log") -> None:
