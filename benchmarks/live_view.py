@@ -86,6 +86,13 @@ def _with_browser(view: LiveView, used: list[float]) -> Iterator[list[float]]:
             browser.close()
 
 
+def versus(overruns: int, base: int) -> str:
+    """``overruns`` against the no-view run's ``base`` (a ratio, or the difference when ``base`` is 0)."""
+    if base:
+        return f"{overruns / base:.2f}x"
+    return "same (0)" if overruns == 0 else f"+{overruns}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run (s)")
@@ -108,6 +115,7 @@ def main() -> None:
     options = SessionOptions(rate_hz=args.rate, duration_s=args.seconds, overrun=OverrunPolicy(max_fraction=1.0, max_consecutive=0))
     print(f"paced loop, scara, computed torque, {args.rate:g} Hz, {args.seconds:g} s per run; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     print(f"{'round':<7}{'mode':<16}{'overruns':>16}{'|err| p99 us':>14}{'compute p99 us':>16}{'vs no view':>12}{'view CPU':>10}  scheduling / stop")
+    totals = dict.fromkeys(modes, 0)
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(1, args.repeat + 1):
             base = None
@@ -116,14 +124,20 @@ def main() -> None:
                 with viewer(robot, log, mode) as view_cpu:
                     s = run_session(robot, traj, options, log)
                 base = s.overruns if base is None else base
+                totals[mode] += s.overruns
                 cpu = f"{100 * view_cpu[0] / args.seconds:.1f}%" if view_cpu else ""
-                ratio = "" if mode == "no view" else (f"{s.overruns / base:.2f}x" if base else ("same (0)" if s.overruns == 0 else f"+{s.overruns}"))
+                ratio = "" if mode == "no view" else versus(s.overruns, base)
                 overruns = f"{s.overruns} ({100 * s.overrun_fraction:.2f}%)"
                 print(
                     f"{round_:<7}{mode:<16}{overruns:>16}{s.period_error_p99_us:>14.1f}{s.compute_p99_us:>16.1f}{ratio:>12}{cpu:>10}  "
                     f"{s.scheduling}; {s.stop_reason} ({s.cycles} cycles)",
                     flush=True,
                 )
+    cycles = round(args.seconds * args.rate) * args.repeat
+    print(
+        f"total over {args.repeat} round(s), {cycles} cycles per mode: "
+        + "; ".join(f"{mode} {n}" + ("" if mode == "no view" else f" ({versus(n, totals['no view'])})") for mode, n in totals.items())
+    )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
