@@ -58,7 +58,9 @@ class StateSlot:
     Layout, float64: ``[seq, t, q_0 .. q_{n-1}]``. A write makes ``seq`` odd, writes ``t`` and
     ``q``, then makes it even again (a sequence lock); a reader copies the slot and keeps the
     copy only if ``seq`` was even and unchanged around it, else it retries: a torn state is
-    never used, and the writer never waits for a reader.
+    never used, and the writer never waits for a reader. The three steps are separate calls, so
+    their stores reach another core in program order on x86 (total store order); on weaker
+    memory models (ARM) a torn read is possible in principle: no fence is reachable from Python.
 
     Args:
         size: Number of positions ``n``.
