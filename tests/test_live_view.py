@@ -3,12 +3,14 @@ Chromium following the log a closed-loop run writes (pinocchio's forward kinemat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -103,9 +105,19 @@ def test_the_log_tail_reads_the_last_complete_row_then_the_npz(tmp_path):
     assert t == 0.002 and q.tolist() == [6.0, 5.0] and not runlog.raw_path.exists()
 
 
+def children(pid: int, command: str) -> list[int]:
+    """Processes whose parent is ``pid`` and whose command line holds ``command`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid and command in stat.with_name("cmdline").read_text():
+                out.append(int(stat.parent.name))
+    return out
+
+
 def test_show_is_drawn_and_a_log_needs_every_dof_actuated(tmp_path):
-    """What :meth:`LiveView.show` publishes is what the view draws; a robot with passive DOF
-    cannot follow a run log (refused before any process starts)."""
+    """What :meth:`LiveView.show` publishes is what the view draws; closing ends the viewer and its
+    MeshCat server; a robot with passive DOF cannot follow a run log (refused before any process starts)."""
     robot = load_robot("scara")
     with LiveView(robot) as view:
         assert view.url.startswith("http://127.0.0.1:")
@@ -114,7 +126,10 @@ def test_show_is_drawn_and_a_log_needs_every_dof_actuated(tmp_path):
         t, drawn = poll(view.drawn, "the shown state")
         assert t == 1.5 and np.array_equal(drawn, q)
         assert view.alive
+        server = children(view.pid, "meshcat")
+        assert len(server) == 1
     assert not view.alive
+    assert not Path(f"/proc/{server[0]}").exists()
     with pytest.raises(InputError, match="passive or elastic DOF"):
         LiveView(load_robot("fourbar"), log=tmp_path / "run.npz")
 
