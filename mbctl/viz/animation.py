@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
@@ -43,6 +44,10 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output
+
+if TYPE_CHECKING:
+    from meshcat.commands import SetObject, SetProperty, SetTransform
+    from meshcat.path import Path as ScenePath
 
 __all__ = ["Trace", "animation_html", "body_placements", "camera", "magnified", "robot_scene", "write_animation"]
 
@@ -184,7 +189,7 @@ def meshcat_imports() -> Iterator[None]:
         yield
 
 
-def robot_scene(robot: RobotModel, root: str = "robot", opacity: float = 1.0) -> tuple[list, list]:
+def robot_scene(robot: RobotModel, root: str = "robot", opacity: float = 1.0) -> tuple[list[SetObject | SetTransform], list[ScenePath]]:
     """The MeshCat commands that draw ``robot`` under ``/meshcat/<root>``, and the scene path of each
     body's node (joints 1 .. njoints - 1, pinocchio order).
 
@@ -222,7 +227,7 @@ def robot_scene(robot: RobotModel, root: str = "robot", opacity: float = 1.0) ->
     return commands, bodies
 
 
-def camera(robot: RobotModel):
+def camera(robot: RobotModel) -> SetProperty:
     """The command that places the viewer's camera (it orbits the origin; viewer axes: y up) to see the whole robot."""
     with meshcat_imports():
         from meshcat.commands import SetProperty
