@@ -189,13 +189,17 @@ def meshcat_imports() -> Iterator[None]:
         yield
 
 
-def robot_scene(robot: RobotModel, root: str = "robot", opacity: float = 1.0) -> tuple[list[SetObject | SetTransform], list[ScenePath]]:
-    """The MeshCat commands that draw ``robot`` under ``/meshcat/<root>``, and the scene path of each
-    body's node (joints 1 .. njoints - 1, pinocchio order).
+def robot_scene(
+    robot: RobotModel, layers: Sequence[tuple[str, float]] = (("robot", 1.0),)
+) -> tuple[list[SetObject | SetTransform], dict[str, list[ScenePath]]]:
+    """The MeshCat commands that draw ``robot`` once per layer ``(root, opacity)`` under
+    ``/meshcat/<root>`` (the robot, a translucent reference ghost), and per root the scene path
+    of each body's node (joints 1 .. njoints - 1, pinocchio order).
 
     A body's shapes are given in its joint frame, so a ``SetTransform`` of the joint's world placement
     ``oMi`` on its node draws the body where it is; shapes fixed to the world are placed here. Both the
-    animation pages and the live view (:mod:`mbctl.viz.live`) draw this scene.
+    animation pages and the live view (:mod:`mbctl.viz.live`) draw this scene. The URDF's visual
+    elements are loaded once for all layers (about 1 s for the UR5's meshes).
     """
     with meshcat_imports():
         from meshcat import geometry as g
@@ -204,26 +208,29 @@ def robot_scene(robot: RobotModel, root: str = "robot", opacity: float = 1.0) ->
 
     radius = 0.025 * _size(robot)
     visuals = _visuals(robot, g)
+    points = _body_points(robot)
     commands: list = []
-    bodies: list = []
-    link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
-    for i, (j, T, geometry) in enumerate(visuals):
-        if j == 0:  # fixed to the world
-            path = ScenePath(("meshcat", root, f"base{i}"))
-            commands.append(SetObject(geometry, link_material, path))
-            commands.append(SetTransform(T, path))
-    for j, pts in enumerate(_body_points(robot), start=1):
-        body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
-        # the URDF's visual elements of this body, else cylinders to the points it carries
-        shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
-        joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
-        commands.append(SetObject(g.Sphere((0.6 if shapes else 1.6) * radius), joint_material, body.append("joint")))
-        shapes = shapes or [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
-        for i, (T, geometry) in enumerate(shapes):
-            segment = body.append(f"link{i}")
-            commands.append(SetObject(geometry, link_material, segment))
-            commands.append(SetTransform(T, segment))
-        bodies.append(body)
+    bodies: dict[str, list] = {}
+    for root, opacity in layers:
+        link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
+        for i, (j, T, geometry) in enumerate(visuals):
+            if j == 0:  # fixed to the world
+                path = ScenePath(("meshcat", root, f"base{i}"))
+                commands.append(SetObject(geometry, link_material, path))
+                commands.append(SetTransform(T, path))
+        bodies[root] = []
+        for j, pts in enumerate(points, start=1):
+            body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
+            # the URDF's visual elements of this body, else cylinders to the points it carries
+            shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
+            joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
+            commands.append(SetObject(g.Sphere((0.6 if shapes else 1.6) * radius), joint_material, body.append("joint")))
+            shapes = shapes or [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
+            for i, (T, geometry) in enumerate(shapes):
+                segment = body.append(f"link{i}")
+                commands.append(SetObject(geometry, link_material, segment))
+                commands.append(SetTransform(T, segment))
+            bodies[root].append(body)
     return commands, bodies
 
 
@@ -278,21 +285,15 @@ def animation_html(
     # one keyframe per 1/FPS s of simulated time, from the nearest sample at or before it
     frames = np.arange(0, max(1, int(math.floor((t[-1] - t[0]) * FPS + 1e-9)) + 1))
     rows = np.clip(np.searchsorted(t, t[0] + frames / FPS, side="right") - 1, 0, len(t) - 1)
-    commands = []
     animation = Animation(default_framerate=FPS)
-
-    def add_robot(root: str, motion: np.ndarray, opacity: float) -> None:
+    layers = [("robot", q, 1.0)] + ([("reference", np.asarray(reference, dtype=float), 0.3)] if reference is not None else [])
+    commands, bodies = robot_scene(robot, [(root, opacity) for root, _, opacity in layers])
+    for root, motion, _ in layers:
         placements = body_placements(robot, magnified(robot, motion[rows], magnification))
-        shapes, bodies = robot_scene(robot, root, opacity)
-        commands.extend(shapes)
-        for j, body in enumerate(bodies):
+        for j, body in enumerate(bodies[root]):
             commands.append(SetTransform(placements[0, j], body))  # the pose before the clip starts
             for k, frame in enumerate(frames):
                 AnimationFrameVisualizer(animation, body, int(frame)).set_transform(placements[k, j])
-
-    add_robot("robot", q, 1.0)
-    if reference is not None:
-        add_robot("reference", np.asarray(reference, dtype=float), 0.3)
     for i, trace in enumerate(traces):
         line = g.Line(g.PointsGeometry(np.asarray(trace.points, dtype=float).T), g.LineBasicMaterial(color=_TRACE_COLORS[i % len(_TRACE_COLORS)]))
         commands.append(SetObject(line, path=ScenePath(("meshcat", "traces", trace.name))))

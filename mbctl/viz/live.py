@@ -327,12 +327,12 @@ def _serve() -> None:
 
         with contextlib.redirect_stdout(io.StringIO()):  # meshcat prints the URL; the caller decides what to print
             visualizer = meshcat.Visualizer()
-        commands, bodies = robot_scene(robot, "robot", 1.0)
-        ghost, ghost_bodies = robot_scene(robot, "reference", 0.3) if source is not None else ([], [])
-        for command in [*commands, *ghost, camera(robot)]:
+        commands, layers = robot_scene(robot, [("robot", 1.0)] + ([("reference", 0.3)] if source is not None else []))
+        for command in [*commands, camera(robot)]:
             visualizer.window.send(command)
-        for paths in (bodies, ghost_bodies):  # the zero configuration until the first state comes
+        for paths in layers.values():  # the zero configuration until the first state comes
             draw(np.zeros(robot.nv), paths)
+        bodies, ghost_bodies = layers["robot"], layers.get("reference", [])
         answer = {"url": visualizer.url()}
     except Exception as exc:  # noqa: BLE001 (said to the caller, which raises it)
         answer = {"error": f"{type(exc).__name__}: {exc}"}
