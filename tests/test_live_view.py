@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import shutil
 import subprocess
 import sys
@@ -227,18 +228,30 @@ def test_the_page_follows_a_lockstep_run(tmp_path):
     assert browser.errors == []
 
 
-def test_run_and_simulate_take_view(cli, configs, tmp_path):
+class Terminal(io.StringIO):
+    """A standard input that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_run_and_simulate_take_view(cli, configs, tmp_path, monkeypatch):
     """`mbctl run --view` and `mbctl simulate --view` print the view's URL and finish without a
-    terminal to wait on; a run log of a robot with passive DOF is refused naming --view."""
+    terminal to wait on; on a terminal, the command waits for Enter before closing the view; a
+    run log of a robot with passive DOF is refused naming --view."""
     robot = load_robot("scara")
     traj = tmp_path / "traj.csv"
     write_trajectory(traj, quintic_rest_to_rest(np.array([[0, 0, 0, 0], [0.2, 0.3, -0.2, 0.01]]), [0.2], 1000.0, robot.joint_names))
     r = cli("run", configs / "scara.toml", "--trajectory", traj, "--lockstep", "--log", tmp_path / "run.npz", "--summary", tmp_path / "s.json", "--view")
     assert r.code == 0, r.err
     assert "live view: http://127.0.0.1:" in r.out
+    terminal = Terminal("\n")
+    monkeypatch.setattr(sys, "stdin", terminal)
     r = cli("simulate", "fourbar", "--duration", "0.05", "--out", tmp_path / "sim.npz", "--view")
     assert r.code == 0, r.err
-    assert "live view: http://127.0.0.1:" in r.out
+    assert "live view: http://127.0.0.1:" in r.out and "press Enter to close it" in r.out
+    assert terminal.tell() == 1  # the Enter was read
+    monkeypatch.undo()
     r = cli("run", "fourbar", "--trajectory", traj, "--lockstep", "--log", tmp_path / "f.npz", "--summary", tmp_path / "f.json", "--view")
     lines = r.err.strip().splitlines()
     assert r.code == 2 and len(lines) == 1 and "--view" in lines[0] and "passive" in lines[0], r.err
