@@ -236,8 +236,10 @@ class LiveView:
         # a fresh interpreter (not multiprocessing's spawn, which re-runs the caller's script): no lock,
         # thread or GIL of the caller's is shared; the viewer stops when its stdin closes (close(), or
         # the caller's end however it comes)
-        self._process = subprocess.Popen([sys.executable, "-m", "mbctl.viz.live"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._finalizer = weakref.finalize(self, _release, self._process, (self._input, self._drawn))
+        # its own session: a Ctrl-C at the terminal is the caller's, it does not reach the view or its server
+        self._process = subprocess.Popen([sys.executable, "-m", "mbctl.viz.live"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        server: list[int] = []  # the MeshCat server's pid, once known (a stuck view's server is killed from here)
+        self._finalizer = weakref.finalize(self, _release, self._process, server, (self._input, self._drawn))
         try:
             pickle.dump((robot, self._input.name, self._drawn.name, source, 1.0 / rate_hz, magnification), self._process.stdin)
             self._process.stdin.flush()
@@ -250,6 +252,7 @@ class LiveView:
             self.close()
             raise MbctlError(f"the live view did not start: {message['error']}")
         self.url: str = message["url"]
+        server.append(message["server"])
 
     def show(self, q: np.ndarray, t: float = math.nan) -> None:
         """Publish the positions ``q`` (nv,) (rad, m) at time ``t`` (s); returns at once.
@@ -288,15 +291,17 @@ class LiveView:
         return f'<iframe src="{self.url}" style="width: 100%; height: 480px; border: none"></iframe>'
 
 
-def _release(process: subprocess.Popen, slots: Sequence[StateSlot], timeout_s: float = 10.0) -> None:
-    """End the viewer process (the end of its stdin stops it) and free the state slots."""
+def _release(process: subprocess.Popen, server: Sequence[int], slots: Sequence[StateSlot], timeout_s: float = 10.0) -> None:
+    """End the viewer process (the end of its stdin stops it, and it ends its ``server``) and free the state slots."""
     with contextlib.suppress(OSError):
         process.stdin.close()  # type: ignore[union-attr]
     try:
         process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        process.terminate()
-        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:  # stuck (a server that went away mid-request): the view and its server go
+        for pid in (process.pid, *server):  # each in a session, so a process group, of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        process.wait()
     process.stdout.close()  # type: ignore[union-attr]
     for slot in slots:
         slot.close()
@@ -311,7 +316,6 @@ def _serve() -> None:
     stop = threading.Event()
     # SIGTERM, and the end of stdin (the caller's close() or its end): stop, so the server goes too
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's to handle
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
     visualizer = None
 
@@ -333,7 +337,7 @@ def _serve() -> None:
         for paths in layers.values():  # the zero configuration until the first state comes
             draw(np.zeros(robot.nv), paths)
         bodies, ghost_bodies = layers["robot"], layers.get("reference", [])
-        answer = {"url": visualizer.url()}
+        answer = {"url": visualizer.url(), "server": visualizer.window.server_proc.pid}
     except Exception as exc:  # noqa: BLE001 (said to the caller, which raises it)
         answer = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(answer) + "\n")
@@ -379,7 +383,7 @@ def _serve() -> None:
 
 
 def _stop_server(visualizer) -> None:
-    """End the MeshCat server the visualizer started (it is not this process's child in multiprocessing's sense)."""
+    """End the MeshCat server process the visualizer started."""
     server = getattr(getattr(visualizer, "window", None), "server_proc", None)
     if server is not None:
         server.kill()
