@@ -234,9 +234,8 @@ class LiveView:
         self._drawn = StateSlot(robot.nv)
         source = None if log is None else (str(log), time.time())
         # a fresh interpreter (not multiprocessing's spawn, which re-runs the caller's script): no lock,
-        # thread or GIL of the caller's is shared; the viewer stops when its stdin closes (close(), or
-        # the caller's end however it comes)
-        # its own session: a Ctrl-C at the terminal is the caller's, it does not reach the view or its server
+        # thread or GIL of the caller's is shared; it stops when its stdin closes (close(), or the caller's
+        # end however it comes); its own session: a Ctrl-C at the terminal is the caller's alone
         self._process = subprocess.Popen([sys.executable, "-m", "mbctl.viz.live"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         server: list[int] = []  # the MeshCat server's pid, once known (a stuck view's server is killed from here)
         self._finalizer = weakref.finalize(self, _release, self._process, server, (self._input, self._drawn))
