@@ -226,6 +226,7 @@ def simulate(
     backend: str = "auto",
     sink: Callable[[SimulationResult], None] | None = None,
     batch_samples: int = 4096,
+    watch: Callable[[float, np.ndarray], None] | None = None,
 ) -> SimulationResult:
     """Integrate the constrained dynamics of ``system`` from ``(q0, dq0)`` at ``t0`` for ``duration`` s.
 
@@ -250,6 +251,9 @@ def simulate(
         sink: Called with every ``batch_samples`` recorded samples (and the rest at the end) as a
             :class:`SimulationResult` whose counters are zero; the result returned then holds no
             samples, only the run's counters.
+        watch: Called with ``(t, q)`` (s; rad, m) of every recorded sample as it is recorded, e.g. to
+            publish the latest state to a live view (:class:`mbctl.viz.live.LiveView`); it must
+            return at once (the run waits for it) and must not keep ``q`` (a view, reused).
 
     Raises:
         ConfigError: For a bad integrator name, step or duration.
@@ -284,7 +288,9 @@ def simulate(
                 "is singular); try a smaller step or a stiff integrator"
             )
 
-    records = _Records(lambda kept: _result(system, kept, rank, integrator), sink, batch_samples)  # (x, evaluation) per sample
+    on_state = None if watch is None else (lambda t, x: watch(t, x[:nv]))
+    # (x, evaluation) per sample
+    records = _Records(lambda kept: _result(system, kept, rank, integrator), sink, batch_samples, on_state)
     x = np.concatenate([q0, dq0, s0])
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})", field="--backend")
@@ -504,10 +510,17 @@ def simulate(
 
 class _Records:
     """The recorded samples ``(x, evaluation)``: all kept, or handed to ``sink`` as ``build(batch)`` every
-    ``batch`` samples (:meth:`flush` hands the rest). ``len`` counts every sample recorded."""
+    ``batch`` samples (:meth:`flush` hands the rest); ``watch`` sees ``(t, x)`` of each as it comes.
+    ``len`` counts every sample recorded."""
 
-    def __init__(self, build: Callable[[list], SimulationResult], sink: Callable[[SimulationResult], None] | None, batch: int):
-        self.build, self.sink, self.batch = build, sink, max(1, batch)
+    def __init__(
+        self,
+        build: Callable[[list], SimulationResult],
+        sink: Callable[[SimulationResult], None] | None,
+        batch: int,
+        watch: Callable[[float, np.ndarray], None] | None = None,
+    ):
+        self.build, self.sink, self.batch, self.watch = build, sink, max(1, batch), watch
         self.kept: list[tuple[np.ndarray, ConstrainedState]] = []
         self.count = self.singular = 0
 
@@ -515,6 +528,8 @@ class _Records:
         self.kept.append(record)
         self.count += 1
         self.singular += bool(record[1].singular)
+        if self.watch is not None:
+            self.watch(record[1].t, record[0])
         if self.sink is not None and len(self.kept) >= self.batch:
             self.flush()
 

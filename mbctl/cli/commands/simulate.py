@@ -28,6 +28,7 @@ from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
+from mbctl.cli.view import add_view_option, close_view, open_view
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.actuator import robot_servos
 from mbctl.dynamics.constraints.analysis import analyse_constraints
@@ -71,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(lugre > stribeck > coulomb-viscous; default: config)",
     )
     add_view_arguments(p, animate=True)
+    add_view_option(p)
     p.set_defaults(run=run)
 
 
@@ -261,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         analysis = analyse_constraints(system, q0, 0.0, rtol=setup.rank_tolerance, reactions=False)
         print(format_mobility(analysis, len(robot.elastic_names)), flush=True)
 
+    view = open_view(robot, args)
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
     tally = RunTally()
@@ -279,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
 
         result = simulate_setup(
             system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend,
-            sink=record, batch_samples=batch_samples(system, args.reactions),
+            sink=record, batch_samples=batch_samples(system, args.reactions), watch=(lambda t, q: view.show(q, t)) if view else None,
         )  # fmt: skip
         elapsed = time.perf_counter() - start - result.compile_s
         extra = {**name_arrays(result), "config": np.array(str(Path(args.config).resolve()))}  # config: so that mbctl animate finds the robot
@@ -334,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.plot_reactions, args.animate) if p]
     print(f"wrote {', '.join(written)}")
+    close_view(view)
     return 0
 
 
