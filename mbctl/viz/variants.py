@@ -81,7 +81,8 @@ def plot_variants(runs: Sequence[VariantRun], directory: str | Path, *, title: s
         ax.set_aspect("equal", adjustable="datalim")
     ax.set_title("tool path (dots: start)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="x-small")
+    if ax.lines:  # no tool: an empty panel, no legend
+        ax.legend(loc="best", fontsize="x-small")
     fig.suptitle(title)
     written.append(directory / "paths.png")
     save_figure(fig, written[-1])
