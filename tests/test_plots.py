@@ -215,6 +215,7 @@ robot = "ur5"
 workflow = "feedforward"
 samples = 3
 seed = 7
+runs_per_task = 3
 [parameters."plant.payload.mass"]
 values = [0.5, 2.0]
 [parameters."joints.elbow_joint.friction.fc"]
@@ -241,7 +242,7 @@ def test_sweep_figures_from_the_directory_and_from_the_table(tmp_path):
 
     study = tmp_path / "study.toml"
     study.write_text(UR5_STUDY)
-    plan = prepare(read_study(study))
+    plan = prepare(read_study(study), pilot=False)
     out = tmp_path / "out"
     out.mkdir()
     table = read_table(run_study(plan, out).table)
