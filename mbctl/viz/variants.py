@@ -200,8 +200,8 @@ def plot_flexfeed(result: FlexFeedResult, directory: str | Path) -> list[Path]:
     color = lambda mode: _MODE_COLORS.get(mode, None)  # noqa: E731
 
     fig = new_figure((11.0, 6.5))
-    grid = fig.add_gridspec(2, 2)
-    ax = fig.add_subplot(grid[:, 0])
+    layout = fig.add_gridspec(2, 2)
+    ax = fig.add_subplot(layout[:, 0])
     ax.plot(result.p_rigid[:, 0] * 1e3, result.p_rigid[:, 1] * 1e3, "k:", lw=1.5, label="rigid (programmed path)")
     for mode, r in result.runs.items():
         ax.plot(r.p[:, 0] * 1e3, r.p[:, 1] * 1e3, color=color(mode), lw=1, label=mode)
@@ -212,7 +212,7 @@ def plot_flexfeed(result: FlexFeedResult, directory: str | Path) -> list[Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize="x-small")
     for i, axis in enumerate("xy"):
-        ax = fig.add_subplot(grid[i, 1])
+        ax = fig.add_subplot(layout[i, 1])
         for mode, r in result.runs.items():
             ax.plot(t, r.error[:, i] * 1e3, color=color(mode), lw=1, label=mode)
         ax.set_ylabel(f"{axis} error [mm]")
