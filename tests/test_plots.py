@@ -102,6 +102,7 @@ def test_simulation_figure_draws_the_tool_path_of_the_robots_frame_constraint(tm
     assert "scara: udwadia-kalaba, rk4, Baumgarte linear alpha=0.5 beta=200" in svg
     bare = svg_texts(lambda p: viz.plot_simulation(result, p), tmp_path / "bare.svg")
     assert "distance from a singular configuration" in bare and "frame tool" not in bare
+    assert "simulation: udwadia-kalaba, rk4<" in bare
 
 
 def test_reactions_figure_of_a_closed_loop(fourbar, tmp_path):

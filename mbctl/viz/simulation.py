@@ -24,16 +24,15 @@ BODY_PATHS_ABOVE = 8  # passive coordinates beyond which a closed chain's bodies
 
 
 def simulation_title(run: SimulationResult, robot: RobotModel | None = None) -> str:
-    """``"<robot>: <solver>, <integrator>, Baumgarte ..."``; the stabilisation is that of the robot's
-    ``[simulation]`` (none without a robot)."""
-    baumgarte = None
-    if robot is not None:
-        from mbctl.dynamics.simulation.setup import simulation_setup
+    """``"<robot>: <solver>, <integrator>, Baumgarte ..."``: the stabilisation is that of the robot's
+    ``[simulation]``; without the robot, ``"simulation: <solver>, <integrator>"``."""
+    if robot is None:
+        return f"simulation: {run.solver}, {run.integrator}"
+    from mbctl.dynamics.simulation.setup import simulation_setup
 
-        baumgarte = simulation_setup(robot).baumgarte
+    baumgarte = simulation_setup(robot).baumgarte
     stabilisation = f"Baumgarte {baumgarte.form} alpha={baumgarte.alpha:g} beta={baumgarte.beta:g}" if baumgarte else "no stabilization"
-    name = robot.name if robot is not None else "simulation"
-    return f"{name}: {run.solver}, {run.integrator}, {stabilisation}"
+    return f"{robot.name}: {run.solver}, {run.integrator}, {stabilisation}"
 
 
 def _tool(run: SimulationResult, robot: RobotModel | None) -> tuple[list[int], str]:

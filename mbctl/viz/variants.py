@@ -12,6 +12,7 @@ import numpy as np
 
 from mbctl.fileio import check_output
 from mbctl.viz.figures import grid, new_figure, save_figure
+from mbctl.viz.simulation import FLOOR
 
 if TYPE_CHECKING:
     from mbctl.ctrl.flexible_feedforward import FlexFeedResult
@@ -127,7 +128,7 @@ def plot_variants(runs: Sequence[VariantRun], directory: str | Path, *, title: s
     fig = new_figure((8, 5))
     ax = fig.subplots()
     for run in runs:
-        ax.semilogy(run.result.t, np.maximum(run.violation, 1e-16), **_variant_style(run.variant))
+        ax.semilogy(run.result.t, np.maximum(run.violation, FLOOR), **_variant_style(run.variant))
     ax.set_xlabel("t [s]")
     ax.set_ylabel("max |Phi| [m]")
     ax.set_title(f"{title}: {VARIANT_PLOTS['violation.png']}")
