@@ -46,31 +46,31 @@ def plot_sweep(
     from mbctl.study.summary import read_table
 
     directory = None if isinstance(sweep, Mapping) else Path(sweep)
-    if directory is None and out_dir is None:
-        raise InputError("a table needs an output directory", field="out_dir")
+    if directory is None:
+        if out_dir is None:
+            raise InputError("a table needs an output directory", field="out_dir")
+        columns = dict(sweep)
+    else:
+        if not (directory / "runs.parquet").is_file():
+            raise InputError("no sweep table here (runs.parquet)", file=directory)
+        columns = read_table(directory / "runs.parquet")
+    if "status" not in columns:
+        raise DataError("not a sweep table (no status column)", file=directory)
     out = Path(out_dir) if out_dir is not None else directory
     if not out.is_dir():
         raise InputError("output directory does not exist", file=out)
-    if directory is None:
-        columns = dict(sweep)
-    else:
-        table = directory / "runs.parquet"
-        if not table.is_file():
-            raise InputError("no sweep table here (runs.parquet)", file=directory)
-        columns = read_table(table)
+    ok = int(np.sum(columns["status"] == "ok"))
+    if ok == 0:
+        raise DataError("no successful run to plot", file=directory)
+    if directory is not None:
         if title is None and (directory / "sweep.json").is_file():
             manifest = json.loads((directory / "sweep.json").read_text())
             title = f"{Path(manifest['robot']).stem}: {manifest['workflow']}"
         if bands is None and (directory / "bands.npz").is_file():
-            bands = _read_bands(directory / "bands.npz", runs=int(np.sum(columns["status"] == "ok")))
-    if "status" not in columns:
-        raise DataError("not a sweep table (no status column)", file=directory)
+            bands = _read_bands(directory / "bands.npz", runs=ok)
     title = title or "sweep"
     parameters = [c.removeprefix("param.") for c in columns if c.startswith("param.")]
     quantities = [c for c in columns if c not in BOOKKEEPING and not c.startswith("param.")]
-    ok = int(np.sum(columns["status"] == "ok"))
-    if ok == 0:
-        raise DataError("no successful run to plot", file=directory)
     written = []
     for parameter in parameters[:PLOT_LIMIT]:
         target = out / f"scatter-{parameter}.png"
