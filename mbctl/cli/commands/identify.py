@@ -14,7 +14,7 @@ from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 from mbctl.identification.fitting import STATIC_LAWS
 from mbctl.identification.servo import LAWS as SERVO_LAWS
-from mbctl.viz.plots import FORMATS, plot_identification
+from mbctl.viz.figures import FORMATS
 
 # Each step imports its own stack when it runs: fitting a log needs neither pinocchio
 # nor the hardware layer.
@@ -305,6 +305,8 @@ def fit_logs(args: argparse.Namespace) -> int:
             tmp.write_text(json.dumps(result_json(result), indent=2) + "\n")
         print(f"wrote {args.summary}")
     if args.plot is not None:
+        from mbctl.viz.fits import plot_identification
+
         plot_identification(result, args.plot, title=f"{args.joint}: {result.law.name} from {args.log.name}")
         print(f"wrote {args.plot}")
     if args.out is None:
@@ -429,7 +431,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
     if args.plot:
-        from mbctl.viz.plots import plot_servo_fit
+        from mbctl.viz.fits import plot_servo_fit
 
         plot_servo_fit(fit, [*logs, *held_out], args.plot)
     if robot is not None:
@@ -522,9 +524,9 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(arm_fit_json(fit, validation), indent=2))
     if args.plot:
-        from mbctl.viz.plots import plot_arm_fit
+        from mbctl.viz.fits import plot_arm_fit
 
-        plot_arm_fit(fitted + [log for _, log in held_out], [predict_torques(robot, fit.theta, fit.friction, log) for log in fitted + [log for _, log in held_out]], args.plot)
+        plot_arm_fit(robot, fit, fitted + [log for _, log in held_out], args.plot)
     if args.write_back:
         write_arm_robot_copy(args.config, args.write_back, fit, args.logs, force=args.force)
     written = [p for p in (args.out, args.plot, args.write_back) if p]

@@ -42,7 +42,8 @@ from mbctl.fileio import atomic_output, check_output
 from mbctl.hardware.loop import PHASES, RunSummary, run_footprint
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
-from mbctl.viz.plots import FORMATS, plot_run
+from mbctl.viz.figures import FORMATS
+from mbctl.viz.run import plot_run
 
 CONTROLLERS = {
     "computed-torque": "computed-torque",
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         }
     write_summary(args.summary, summary, controller=args.controller, plant=plant, **extra)
     if args.plot:
-        plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {plant}")
+        plot_run(args.log, args.plot, summary=summary, title=f"{robot.name}: {args.controller} on {plant}")
     if args.animate and summary.cycles:
         animate_log(robot, args.log, args)
     print(format_run(summary))
