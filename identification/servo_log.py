@@ -13,20 +13,22 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mbctl.bundled import bundled_servo_logs
 from mbctl.dynamics.actuator import ServoFirmware
-from mbctl.errors import DataError, InputError
+from mbctl.errors import ConfigError, DataError, InputError
 from mbctl.hardware.runlog import log_table
 
 if TYPE_CHECKING:
     from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["GRAVITY", "ServoLog", "ServoModel", "bench_model", "read_run_log", "read_servo_log"]
+__all__ = ["GRAVITY", "ServoLog", "ServoModel", "bench_model", "read_run_log", "read_servo_log", "read_servo_logs"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -178,3 +180,41 @@ def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
         held = np.searchsorted(t, grid, side="right") - 1  # the goal in force at each grid time
         goal, enabled, t = goal[held], enabled[held], grid
     return ServoLog(name=path.name.removesuffix(".npz"), t=t - t[0], position=position, goal=goal, model=model, enabled=enabled)
+
+
+def read_servo_logs(tokens: Sequence[str], field: str, bench: ServoModel | None = None, joint: str | None = None) -> list[ServoLog]:
+    """Servo logs named by ``tokens``: files (BAM JSON; run logs .npz with the ``bench`` model of
+    ``joint``), or bundled bench names with an optional ``@kp=N`` filter (``xl330-pendulum@kp=400``).
+
+    Raises:
+        InputError: Naming the file, or ``field`` (the option that gave the tokens) for an unknown
+            bundled name or a bad filter.
+    """
+    logs = []
+    for token in tokens:
+        if Path(token).is_file():
+            if token.endswith(".npz"):
+                if bench is None:
+                    raise InputError("a run log (.npz) needs --config and --joint (the bench and its servo)", file=token)
+                logs.append(read_run_log(token, joint, bench))
+            else:
+                logs.append(read_servo_log(token))
+            continue
+        name, _, selector = token.partition("@")
+        try:
+            found = [read_servo_log(p) for p in bundled_servo_logs(name)]
+        except ConfigError as exc:
+            raise InputError(exc.reason, field=field) from None
+        if selector:
+            key, _, value = selector.partition("=")
+            if key != "kp":
+                raise InputError(f"unknown selector {selector!r} (expected kp=N)", field=field)
+            try:
+                kp = float(value)
+            except ValueError:
+                raise InputError(f"expected kp=N, got {selector!r}", field=field) from None
+            found = [log for log in found if log.model.firmware.kp == kp]
+            if not found:
+                raise InputError(f"no bundled log of {name} has kp = {value}", field=field)
+        logs.extend(found)
+    return logs
