@@ -42,7 +42,7 @@ import numpy as np
 import scipy.integrate
 import scipy.linalg
 
-from mbctl.config.simulation import INTEGRATORS
+from mbctl.config.simulation import BACKENDS, INTEGRATORS
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 from mbctl.dynamics.constraints.errors import InconsistentConstraintsError, SingularConstraintError
 from mbctl.dynamics.simulation import ros2
@@ -52,7 +52,6 @@ from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["BACKENDS", "INTEGRATORS", "MAX_CHUNK_STEPS", "SimulationError", "SimulationResult", "recorded_samples", "sample_bytes", "simulate"]
 
-BACKENDS = ("auto", "compiled", "python")
 
 _SCIPY = {"radau": "Radau", "bdf": "BDF", "lsoda": "LSODA", "rk45": "RK45", "dop853": "DOP853"}
 

@@ -54,7 +54,8 @@ import numpy as np
 
 from mbctl.budget import Budget, check_memory, format_count, memory_budget
 from mbctl.bundled import resolve_config
-from mbctl.config.simulation import INTEGRATORS
+from mbctl.config.control import JOINT_LAWS
+from mbctl.config.simulation import BACKENDS, INTEGRATORS
 from mbctl.config.study_samples import merge_tables
 from mbctl.errors import InputError
 from mbctl.tomlfields import Table, read_toml
@@ -86,9 +87,7 @@ DISTRIBUTIONS = ("uniform", "normal", "lognormal")
 STUDY_KEYS = ("robot", "workflow", "samples", "seed", "runs_per_task", "quantities", "overrides", "parameters", "trajectory", *WORKFLOWS)
 FEEDFORWARD_MODELS = ("robot", "plant")
 LUGRE_MODES = ("dynamic", "steady")
-BACKENDS = ("auto", "compiled", "python")  # those of mbctl.dynamics.simulation.integrate.simulate
-# the joint-space laws of mbctl.ctrl.controllers.LAWS that a lock-step run drives (tests check the two agree)
-CONTROLLERS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
+CONTROLLERS = JOINT_LAWS  # a lock-step run drives the joint-space laws
 IDENTIFY_LAWS = ("stribeck", "coulomb-viscous")  # the static laws a constant-speed fit gives
 _DISTRIBUTION_ARGS = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
 
