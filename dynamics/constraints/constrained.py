@@ -66,7 +66,6 @@ what the drives must supply; its components on unactuated joints are reported
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,13 +74,14 @@ import pinocchio as pin
 import scipy.linalg
 import scipy.linalg.lapack
 
+from mbctl.dynamics.constraints import assembly
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import (
     InconsistentConstraintsError,
     ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
 from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
@@ -210,13 +210,11 @@ class ConstrainedDynamics:
         self.singularity = singularity or SingularityPolicy()
         self.consistency_tolerance = consistency_tolerance
         if self.singularity.action == "damped" and solver != "udwadia-kalaba":
-            raise ConfigError(
-                f"the damped mode needs solver = \"udwadia-kalaba\", not {solver!r}", file=source, field="simulation.singularity.action"
-            )
+            raise ConfigError(f'the damped mode needs solver = "udwadia-kalaba", not {solver!r}', file=source, field="simulation.singularity.action")
         self.independent: np.ndarray | None = None
         if independent is not None:
             if solver != "nullspace":
-                raise ConfigError("independent coordinates apply to solver = \"nullspace\" only", file=source, field="simulation.independent")
+                raise ConfigError('independent coordinates apply to solver = "nullspace" only', file=source, field="simulation.independent")
             idx = []
             for name in independent:
                 try:
@@ -384,8 +382,7 @@ class ConstrainedDynamics:
             kept = np.arange(m)
         if self.independent is not None and len(self.independent) != self.robot.nv - rank:
             raise ConfigError(
-                f"{len(self.independent)} independent coordinates named, but the constraints (rank {rank}) leave "
-                f"{self.robot.nv - rank}",
+                f"{len(self.independent)} independent coordinates named, but the constraints (rank {rank}) leave {self.robot.nv - rank}",
                 file=self.robot.source,
                 field="simulation.independent",
             )
@@ -400,9 +397,7 @@ class ConstrainedDynamics:
         except ConstraintEvaluationError as exc:
             raise self._error(SingularConstraintError, f"at t = {t:.6g} s: {exc}") from None
 
-    def _singular(
-        self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False
-    ) -> SingularConstraintError:
+    def _singular(self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False) -> SingularConstraintError:
         U, _, _ = np.linalg.svd(A)
         u = np.abs(U[:, rank - 1])
         involved = ", ".join(self.rows[i] for i in np.flatnonzero(u > 0.3 * u.max()))
@@ -418,7 +413,7 @@ class ConstrainedDynamics:
             )
         return SingularConstraintError(
             f"{what} at q = ({self.describe(q)}); the constraints cannot be followed there "
-            "(set simulation.singularity.action = \"damped\" to continue with damped least squares)",
+            '(set simulation.singularity.action = "damped" to continue with damped least squares)',
             file=self.robot.source,
             field="constraints",
             time=t,
@@ -427,9 +422,7 @@ class ConstrainedDynamics:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(
-        self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None
-    ) -> ConstrainedState:
+    def evaluate(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None) -> ConstrainedState:
         """Accelerations, constraint forces and violations at time ``t`` and state ``(q, dq, s)``.
 
         ``normal_loads`` freezes the loads of load-dependent friction at the given values
@@ -484,9 +477,7 @@ class ConstrainedDynamics:
                 ddq, force, lam, Q_r, loads = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
                 applied = applied + Q_r
         except np.linalg.LinAlgError as exc:
-            raise self._error(
-                SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}"
-            ) from None
+            raise self._error(SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}") from None
 
         if m and not singular:
             res = np.abs(A @ ddq - b)
@@ -537,9 +528,7 @@ class ConstrainedDynamics:
         inner = lagrange_factor(M, A[kept], b[kept]) if self.solver == "lagrange" else nullspace_factor(M, A[kept], b[kept], self.independent)
         return inner if len(kept) == m else KeptRows(inner, kept, m)
 
-    def reaction_wrenches(
-        self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None
-    ) -> np.ndarray:
+    def reaction_wrenches(self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None) -> np.ndarray:
         """Reaction wrenches ((k, 6), joint frames, N then N·m) of the joints the force
         elements name in ``reaction_joints``, at the state of ``ks`` with accelerations
         ``ddq`` and multipliers ``lam``: RNEA with the loop-closure forces as external forces.
@@ -662,50 +651,33 @@ class ConstrainedDynamics:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Move ``(q, dq)`` onto the constraints at time ``t`` (consistent initial state).
 
-        Gauss–Newton on the position-level rows with minimum-norm steps
-        ``dq_free = -A_free^+ Phi`` (halved until the violation decreases) until
-        ``max|Phi| < tol``, then the minimum-norm velocity correction that makes
-        ``A dq + Phi_t = 0``; coordinates named in ``keep`` stay unchanged. A guess
-        near the wanted branch (e.g. elbow up) converges to that branch.
+        Gauss–Newton on the position-level rows to ``max|Phi| < tol``, then the minimum-norm
+        velocity correction (:func:`mbctl.dynamics.constraints.assembly.assemble`);
+        coordinates named in ``keep`` stay unchanged. A guess near the wanted branch (e.g.
+        elbow up) converges to that branch.
 
         Raises:
             InconsistentConstraintsError: If Newton does not converge.
         """
-        q = np.array(q, dtype=float)
-        dq = np.array(dq, dtype=float)
-        free = self._free_coordinates(keep)
-        pos = self.constraints.level == 2
-        for iteration in range(max_iterations + 1):
-            cv = self._evaluate_constraints(self.kinematics(q, dq), t)
-            err = float(np.abs(cv.phi[pos]).max()) if pos.any() else 0.0
-            if err < tol:
-                break
-            if iteration == max_iterations or not math.isfinite(err):
-                raise self._error(
-                    InconsistentConstraintsError,
-                    f"cannot assemble the initial state at t = {t:.6g} s: max |Phi| = {err:.3g} after {max_iterations} "
-                    "Newton steps (constraints contradict each other or are out of reach)",
-                )
-            step = np.linalg.lstsq(cv.jac[pos][:, free], -cv.phi[pos], rcond=1e-10)[0]
-            # backtracking: halve the Newton step until the violation decreases (far starts diverge otherwise)
-            for _ in range(30):
-                trial = q.copy()
-                trial[free] += step
-                trial_err = np.abs(self._evaluate_constraints(self.kinematics(trial, dq), t).phi[pos]).max()
-                if trial_err < err:
-                    break
-                step = 0.5 * step
-            q = trial
-        dphi = cv.jac @ dq + cv.phi_t
-        dq[free] -= np.linalg.lstsq(cv.jac[:, free], dphi, rcond=1e-10)[0]
-        dphi = cv.jac @ dq + cv.phi_t
-        if np.abs(dphi).max(initial=0.0) > 1e-9 * max(1.0, np.abs(dq).max()):
+
+        def rows(qq: np.ndarray, vv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            cv = self._evaluate_constraints(self.kinematics(qq, vv), t)
+            return cv.phi, cv.jac, cv.phi_t
+
+        found = assembly.assemble(rows, q, dq, position=self.constraints.level == 2, free=self._free_coordinates(keep), tol=tol, max_iterations=max_iterations)
+        if not found.converged:
             raise self._error(
                 InconsistentConstraintsError,
-                f"cannot assemble the initial velocities at t = {t:.6g} s: max |dPhi| = {np.abs(dphi).max():.3g} "
+                f"cannot assemble the initial state at t = {t:.6g} s: max |Phi| = {found.position_error:.3g} after "
+                f"{found.iterations} Newton steps (constraints contradict each other or are out of reach)",
+            )
+        if not found.consistent_velocity:
+            raise self._error(
+                InconsistentConstraintsError,
+                f"cannot assemble the initial velocities at t = {t:.6g} s: max |dPhi| = {found.velocity_error:.3g} "
                 "(velocity constraints contradict each other)",
             )
-        return q, dq
+        return found.q, found.dq
 
     def equilibrate(
         self,
@@ -727,16 +699,15 @@ class ConstrainedDynamics:
         constraint forces: the programmed rows' multipliers are the drives' static
         forces, the loop rows' the cut-joint reactions. Coordinates in ``keep`` are held
         (their rows of ``R`` dropped). At such a state and at rest, with the targets at
-        rest, the constrained accelerations vanish. Newton's method on
-        ``(q_free, lambda)`` with minimum-norm steps (redundant rows allowed), ``dR/dq``
-        by central differences, the other blocks exact (``-A^T``, ``A``).
+        rest, the constrained accelerations vanish. Newton's method on ``(q_free, lambda)``
+        (:func:`mbctl.dynamics.constraints.assembly.equilibrium`).
 
         Args:
             t: Time (s) at which the targets are evaluated.
             q: Starting coordinates (rad, m), e.g. an assembled configuration.
             keep: Joints whose coordinates are held.
-            tol: Largest ``|R|`` accepted, relative to ``1 + max|Q - g|`` (N·m, N); the
-                position rows must also vanish to 1e-12 (m, rad).
+            tol: Largest ``|R|`` accepted, relative to ``1 + max(max|Q|, max|g|)`` at the
+                start (N·m, N); the position rows must also vanish to 1e-12 (m, rad).
             max_iterations: Newton steps allowed.
 
         Returns:
@@ -745,47 +716,19 @@ class ConstrainedDynamics:
         Raises:
             InconsistentConstraintsError: If Newton's method does not converge.
         """
-        nv = self.robot.nv
-        q = np.array(q, dtype=float)
-        zero = np.zeros(nv)
-        free = self._free_coordinates(keep)
-        pos = self.constraints.level == 2
-        elements = [(f, f.initial_state()) for f in self.forces if not f.reaction_joints]  # load-dependent friction is 0 at rest
+        zero = np.zeros(self.robot.nv)
 
-        def terms(qq: np.ndarray) -> tuple[np.ndarray, ConstraintValues]:
-            applied = np.zeros(nv)
-            for element, s0 in elements:
-                applied += element(t, qq, zero, s0)[0]
+        def rows(qq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cv = self._evaluate_constraints(self.kinematics(qq, zero), t)
-            gravity = pin.computeGeneralizedGravity(self._model, self._rdata, self.configuration(qq))
-            return applied - gravity, cv
+            return cv.jac, cv.phi
 
-        F, cv = terms(q)
-        lam = np.linalg.lstsq(cv.jac[:, free].T, F[free], rcond=None)[0]
-        scale = 1.0 + np.abs(F).max()
-        m = len(lam)
-        for _ in range(max_iterations + 1):
-            R = F[free] - cv.jac[:, free].T @ lam
-            residual = np.concatenate([R / scale, cv.phi[pos]])
-            if np.abs(R).max(initial=0.0) <= tol * scale and np.abs(cv.phi[pos]).max(initial=0.0) < 1e-12:
-                return q
-            J = np.zeros((len(free) + int(pos.sum()), len(free) + m))
-            for c, i in enumerate(free):
-                h = 1e-7 * max(1.0, abs(q[i]))
-                qp, qm = q.copy(), q.copy()
-                qp[i] += h
-                qm[i] -= h
-                (Fp, cvp), (Fm, cvm) = terms(qp), terms(qm)
-                J[: len(free), c] = ((Fp[free] - cvp.jac[:, free].T @ lam) - (Fm[free] - cvm.jac[:, free].T @ lam)) / (2 * h * scale)
-            J[: len(free), len(free) :] = -cv.jac[:, free].T / scale
-            J[len(free) :, : len(free)] = cv.jac[pos][:, free]
-            step = np.linalg.lstsq(J, -residual, rcond=1e-12)[0]
-            q[free] += step[: len(free)]
-            lam = lam + step[len(free) :]
-            F, cv = terms(q)
-        raise self._error(
-            InconsistentConstraintsError,
-            f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} Newton "
-            f"steps (force residual {np.abs(R).max(initial=0.0):.3g}, max |Phi| {np.abs(cv.phi[pos]).max(initial=0.0):.3g}); "
-            "is every free direction held by a spring or a constraint?",
-        )
+        rest = assembly.RestForces(self.robot, [f for f in self.forces if not f.reaction_joints], t)  # load-dependent friction is 0 at rest
+        found = assembly.equilibrium(rest, q, self._free_coordinates(keep), rows, position=self.constraints.level == 2, tol=tol, max_iterations=max_iterations)
+        if not found.converged:
+            raise self._error(
+                InconsistentConstraintsError,
+                f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} "
+                f"Newton steps (force residual {found.force_residual:.3g}, max |Phi| {found.position_error:.3g}); "
+                "is every free direction held by a spring or a constraint?",
+            )
+        return found.q
