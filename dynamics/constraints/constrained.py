@@ -3,30 +3,13 @@
 The robot obeys ``M(q) ddq + h(q, dq) = Q + Q_c`` subject to the stacked constraint
 rows ``A ddq = b`` with ``A = Phi_q`` and ``b`` = the stabilized right-hand side
 (:class:`Baumgarte`). ``Q`` collects the force elements (friction, later springs and
-drives), ``Q_c`` is the generalized constraint force (N·m or N per DOF). Writing
-``f = Q - h``:
-
-- ``"lagrange"``: the index-1 KKT system
-  ``[[M, A^T], [A, 0]] [ddq; lambda] = [f; b]``. **Sign convention:**
-  ``Q_c = -A^T lambda``; a row's ``lambda`` is the force (N, N·m) that pushes the
-  system towards decreasing ``Phi``. Redundant rows are eliminated first (the rows
-  named in ``eliminate``, or those QR with column pivoting of ``A^T`` finds dependent
-  at the initial state); their multipliers are zero.
-- ``"udwadia-kalaba"``: with ``M = L L^T`` (Cholesky), ``a = M^-1 f``,
-  ``X = A L^-T``: ``ddq = a + L^-T X^+ (b - A a)``, ``Q_c = L X^+ (b - A a)``, the
-  Moore–Penrose inverse handling redundant rows. The minimum-norm multipliers
-  ``lambda = -(X X^T)^+ (b - A a)`` satisfy ``Q_c = -A^T lambda`` and are reported.
-  Only this solver offers the damped (robust) mode: near singular configurations
-  ``X^+`` uses ``s/(s^2 + mu^2)`` with ``mu = damping*s_max`` instead of ``1/s``.
-- ``"nullspace"``: independent coordinates. The coordinates split into dependent
-  ``q_d`` (r of them) and independent ``q_i``, picked by QR with column pivoting of
-  ``A`` at every evaluation or named by the user; with ``V = [I; -A_d^-1 A_i]``
-  (a basis of the null space of ``A``) and a particular solution ``ddq_p``
-  (``A_d ddq_p,d = b``, ``ddq_p,i = 0``) the reaction-free equations are
-  ``V^T M V ddq_i = V^T (f - M ddq_p)``. ``Q_c = M ddq - f``; no multipliers.
-
-All three give the same ``ddq`` for consistent constraints, and the Lagrange and
-Udwadia–Kalaba forces agree (for independent rows, also their multipliers).
+drives), ``Q_c = -A^T lambda`` is the generalized constraint force (N·m or N per DOF;
+**sign convention**: a row's multiplier ``lambda`` is the force, N or N·m, that pushes the
+system towards decreasing ``Phi``). ``solver`` picks Lagrange (KKT), Udwadia–Kalaba or the
+null space of ``A`` (independent coordinates); their formulas are in
+:mod:`mbctl.dynamics.constraints.solvers`. All three give the same ``ddq`` for consistent
+constraints, and the Lagrange and Udwadia–Kalaba forces agree (for independent rows, also
+their multipliers).
 
 **Checks.** At every evaluation the singular values ``s_1 >= s_2 >= ...`` of ``A``
 are compared with the rank ``r`` found at the initial state: ``s_r < tolerance*s_1``
@@ -38,25 +21,9 @@ evaluations use damped least squares). A residual ``|A ddq - b|`` above
 ``consistency_tolerance`` (relative) means the rows contradict each other and
 raises :class:`InconsistentConstraintsError`.
 
-**Load-dependent friction: the algebraic loop.** Friction whose dry part scales with a
-joint's normal load makes ``Q`` depend on the reaction wrenches, which depend on
-``ddq`` and ``lambda``, which depend on ``Q``. It is resolved exactly at every
-evaluation, without lagging or iterating the whole solve: at a given state the force
-is affine in the normal loads, ``Q = Q0 + B N`` (``B`` column i: minus the friction
-coefficient — ``sigma0*z + sigma1*dz/dt`` for LuGre, a function of the state — on the
-joint's DOF); the solution is affine in ``Q`` (the factored solver's linear part) and
-the wrenches are affine in the solution (RNEA at ``(q, dq)``, loop-closure forces as
-external forces), so ``W(N) = W0 + sum_i N_i W_i`` from ``1 + k`` RNEA calls, and the k
-loads solve ``N = loads(W(N))`` — norms of wrench components, one equation per
-load-dependent joint — by Newton's method to ``loop_tolerance`` (the loads are nearly
-affine in themselves, so the first step from zero lands on the answer and the second
-evaluation confirms it). A plain
-fixed point would not do: right after a velocity reversal LuGre's bristle-damping
-term ``sigma1*dz/dt ~ sigma1*v`` can make the effective coefficient exceed 1 and the
-iteration diverge. When no consistent loads exist (a Painlevé-type paradox of too
-much friction) the run stops with :class:`ReactionLoopError`. Elements take part
-through ``reaction_joints``, ``load_terms`` and ``loads_and_gradient``
-(:class:`mbctl.dynamics.forces.ForceElement`).
+**Load-dependent friction.** Friction whose dry part scales with a joint's normal load makes
+``Q`` depend on the reaction wrenches, which depend on ``ddq`` and ``lambda``: the loop is solved
+exactly at every evaluation (:mod:`mbctl.dynamics.constraints.normal_loads`).
 
 **Unactuated DOF.** The part of ``Q_c`` due to programmed constraints,
 ``-A_prog^T lambda_prog`` (minimum-norm multipliers for the null-space solver), is
@@ -78,11 +45,10 @@ from mbctl.dynamics.constraints import assembly
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import (
     InconsistentConstraintsError,
-    ReactionLoopError,
     SingularConstraintError,
 )
 from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
-from mbctl.dynamics.constraints.loops import acts_on_bodies
+from mbctl.dynamics.constraints.normal_loads import NormalLoads
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
     Factored,
@@ -176,10 +142,6 @@ class ConstrainedDynamics:
         max_loop_iterations: Newton steps allowed for them.
 
     A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
-
-    Attributes:
-        loop_iterations: Steps of the load loop of load-dependent friction summed over
-            all evaluations so far (diagnostics: divide by the evaluations).
     """
 
     def __init__(
@@ -245,19 +207,13 @@ class ConstrainedDynamics:
         self._lower = np.tril_indices(robot.nv, -1)
         self._setup: _Setup | None = None
         self.evaluations = 0
-        # elements that need joint reactions, and the joints (pinocchio ids) they need
-        self._reactive = [(k, f) for k, f in enumerate(self.forces) if f.reaction_joints]
-        self._reaction_ids = sorted({j for _, f in self._reactive for j in f.reaction_joints})
-        self._reaction_rows = {k: [self._reaction_ids.index(j) for j in f.reaction_joints] for k, f in self._reactive}
-        self._rdata = robot.model.createData()
-        self._model0 = pin.Model(robot.model)
-        self._model0.gravity = pin.Motion.Zero()
-        self._rdata0 = self._model0.createData()
         self.loop_tolerance = loop_tolerance
         self.max_loop_iterations = max_loop_iterations
-        self.loop_iterations = 0
-        self._body_forces = any(acts_on_bodies(c) for c in self.constraints)
-        if self._reactive and self._body_forces and solver == "nullspace":
+        reactive = any(f.reaction_joints for f in self.forces)
+        self._loads = (
+            NormalLoads(robot, self.constraints, self.forces, self.state_slices, self.configuration, loop_tolerance, max_loop_iterations) if reactive else None
+        )
+        if self._loads is not None and self._loads.body_forces and solver == "nullspace":
             raise ConfigError(
                 "load-dependent friction needs the loop-closure multipliers for the joint reactions; the nullspace "
                 "solver gives none (use lagrange or udwadia-kalaba)",
@@ -270,6 +226,11 @@ class ConstrainedDynamics:
     @property
     def rows(self) -> tuple[str, ...]:
         return self.constraints.rows
+
+    @property
+    def loop_iterations(self) -> int:
+        """Steps of the load loop of load-dependent friction summed over all evaluations so far."""
+        return 0 if self._loads is None else self._loads.iterations
 
     @property
     def rank(self) -> int:
@@ -471,10 +432,10 @@ class ConstrainedDynamics:
 
         try:
             solve = self._factor(M, A, b, singular)
-            if not self._reactive:
+            if self._loads is None:
                 ddq, force, lam = solve(f + applied)
             else:
-                ddq, force, lam, Q_r, loads = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
+                ddq, force, lam, Q_r, loads = self._loads.solve(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
                 applied = applied + Q_r
         except np.linalg.LinAlgError as exc:
             raise self._error(SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}") from None
@@ -528,116 +489,6 @@ class ConstrainedDynamics:
         inner = lagrange_factor(M, A[kept], b[kept]) if self.solver == "lagrange" else nullspace_factor(M, A[kept], b[kept], self.independent)
         return inner if len(kept) == m else KeptRows(inner, kept, m)
 
-    def reaction_wrenches(self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None) -> np.ndarray:
-        """Reaction wrenches ((k, 6), joint frames, N then N·m) of the joints the force
-        elements name in ``reaction_joints``, at the state of ``ks`` with accelerations
-        ``ddq`` and multipliers ``lam``: RNEA with the loop-closure forces as external forces.
-        ``linear=True`` gives only the part linear in ``(ddq, lam)`` (no gravity, velocity terms);
-        ``qp`` is the pinocchio configuration of ``ks.q`` if already at hand."""
-        model, data = (self._model0, self._rdata0) if linear else (self._model, self._rdata)
-        qp = self.configuration(ks.q) if qp is None else qp
-        v = np.zeros(self.robot.nv) if linear else ks.dq
-        if self._body_forces:
-            fext, _ = self.constraints.loop_forces(ks, lam)
-            pin.rnea(model, data, qp, v, ddq, pin.StdVec_Force(fext))
-        else:
-            pin.rnea(model, data, qp, v, ddq)
-        return np.array([data.f[j].vector for j in self._reaction_ids]).reshape(-1, 6)
-
-    def _solve_with_reactions(
-        self,
-        solve: Factored,
-        t: float,
-        q: np.ndarray,
-        dq: np.ndarray,
-        s: np.ndarray,
-        ks: KinematicState,
-        f0: np.ndarray,
-        state_rate: np.ndarray,
-        frozen: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Solve the dynamics together with the normal loads (module docstring).
-
-        The load-dependent forces are ``Q0 + B N``; the solution is affine in them and the
-        wrenches are affine in the solution, so ``W(N) = W0 + sum_i N_i W_i`` and the loads
-        solve ``N = loads(W(N))``, k equations, by Newton's method.
-
-        Returns ``(ddq, Q_c, lambda, Q_r, N)`` with ``Q_r = Q0 + B N`` the load-dependent
-        forces; with ``frozen`` loads, ``N = frozen`` and one solve.
-        """
-        Q0 = np.zeros(self.robot.nv)
-        blocks, columns = [], []
-        for k, element in self._reactive:
-            sl = self.state_slices[k]
-            Qe, Be, ds = element.load_terms(t, q, dq, s[sl])
-            Q0 += Qe
-            state_rate[sl] = ds
-            blocks.append((element, self._reaction_rows[k], len(columns)))
-            columns.append(Be)
-        B = np.column_stack(columns)
-        if frozen is not None:
-            Q_r = Q0 + B @ frozen
-            return (*solve(f0 + Q_r), Q_r, np.asarray(frozen, dtype=float))
-        active = np.flatnonzero(np.abs(B).max(axis=0) > 0)  # loads that change some force now
-        ddq, force, lam = solve(f0 + Q0)
-        qp = self.configuration(q)
-        W0 = self.reaction_wrenches(ks, ddq, lam, qp=qp)
-        n_loads = B.shape[1]
-        Wl = np.zeros((n_loads,) + W0.shape)
-        lin = None
-        if len(active):
-            lin = solve.linear(B[:, active])
-            for c, i in enumerate(active):
-                Wl[i] = self.reaction_wrenches(ks, lin[0][:, c], lin[2][:, c], linear=True, qp=qp)
-        Wl_flat = Wl.reshape(n_loads, -1)
-
-        def loads(N: np.ndarray, gradient: bool = False):
-            W = W0 + (N @ Wl_flat).reshape(W0.shape)
-            out = np.empty(n_loads)
-            G = np.zeros((n_loads, n_loads)) if gradient else None
-            for element, rows, start in blocks:
-                k = len(rows)
-                out[start : start + k], g = element.loads_and_gradient(W[rows], gradient)
-                if gradient:  # dN_r/dN_j = g_r . W_j[row r]
-                    G[start : start + k] = np.einsum("rc,jrc->rj", g, Wl[:, rows, :])
-            return out, G
-
-        # Newton from N = 0, then chord steps with the first Jacobian (refreshed only if
-        # they stall): the loads are nearly affine in N, so the chord converges at once
-        N = np.zeros(n_loads)
-        L, G = loads(N, gradient=True)
-        scale = max(1.0, np.abs(L).max())
-        residual = N - L
-        eye = np.eye(n_loads)
-        lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
-        previous = np.inf
-        for iteration in range(1, self.max_loop_iterations + 1):
-            N = N - scipy.linalg.lu_solve(lu, residual, check_finite=False)
-            L, _ = loads(N)
-            residual = N - L
-            size = np.abs(residual).max()
-            if size <= self.loop_tolerance * max(scale, np.abs(N).max()):
-                break
-            if size > 0.1 * previous:  # not contracting fast: a full Newton step next
-                _, G = loads(N, gradient=True)
-                lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
-            previous = size
-        else:
-            raise ReactionLoopError(
-                f"{self.robot.source or self.robot.name}: no consistent joint normal loads at t = {t:.6g} s "
-                f"(load-dependent friction; residual {np.abs(residual).max():.3g} after {self.max_loop_iterations} "
-                "Newton steps): the friction coefficients, bristle damping sigma1 or journal radii are too large "
-                "for the loads to be determined (a Painleve-type inconsistency)"
-            )
-        self.loop_iterations += iteration
-        Q_r = Q0 + B @ N
-        if lin is not None:
-            x = N[active]
-            ddq = ddq + lin[0] @ x
-            force = force + lin[1] @ x
-            lam = lam + lin[2] @ x
-        return ddq, force, lam, Q_r, N
-
     # ------------------------------------------------------------------ initial states
 
     def assemble(
@@ -687,20 +538,12 @@ class ConstrainedDynamics:
         tol: float = 1e-10,
         max_iterations: int = 50,
     ) -> np.ndarray:
-        """Static equilibrium on the constraints near ``q``: the configuration at rest where
-
-        ```
-        R(q, lambda) = Q(q, 0) - g(q) - A(q)^T lambda = 0     (rows of the free coordinates)
-        Phi(t, q) = 0                                         (position-level rows)
-        ```
-
-        with ``Q`` the force elements at rest in their initial states (springs; friction
-        is zero at rest), ``g`` the generalized gravity (N·m, N) and ``A^T lambda`` the
-        constraint forces: the programmed rows' multipliers are the drives' static
-        forces, the loop rows' the cut-joint reactions. Coordinates in ``keep`` are held
-        (their rows of ``R`` dropped). At such a state and at rest, with the targets at
-        rest, the constrained accelerations vanish. Newton's method on ``(q_free, lambda)``
-        (:func:`mbctl.dynamics.constraints.assembly.equilibrium`).
+        """Static equilibrium on the constraints near ``q``: ``Q(q, 0) - g(q) - A(q)^T lambda = 0`` on the
+        free coordinates and ``Phi(t, q) = 0`` (:func:`mbctl.dynamics.constraints.assembly.equilibrium`),
+        with the force elements at rest in their initial states (springs; friction is zero at rest): the
+        programmed rows' multipliers are the drives' static forces, the loop rows' the cut-joint
+        reactions. Coordinates in ``keep`` are held (their rows of ``R`` dropped). At such a state and
+        at rest, with the targets at rest, the constrained accelerations vanish.
 
         Args:
             t: Time (s) at which the targets are evaluated.
