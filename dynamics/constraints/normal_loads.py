@@ -92,12 +92,7 @@ class NormalLoads:
         model, data = (self._model0, self._data0) if linear else (self._model, self._data)
         qp = self._configuration(ks.q) if qp is None else qp
         v = np.zeros(self._robot.nv) if linear else ks.dq
-        if self.body_forces:
-            fext, _ = self._constraints.loop_forces(ks, lam)
-            pin.rnea(model, data, qp, v, ddq, pin.StdVec_Force(fext))
-        else:
-            pin.rnea(model, data, qp, v, ddq)
-        return np.array([data.f[j].vector for j in self.ids]).reshape(-1, 6)
+        return self._constraints.joint_wrenches(model, data, ks, qp, v, ddq, lam if self.body_forces else None, self.ids)[0]
 
     def solve(
         self,
