@@ -49,6 +49,7 @@ from mbctl.dynamics.constraints.errors import (
 )
 from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
 from mbctl.dynamics.constraints.normal_loads import NormalLoads
+from mbctl.dynamics.constraints.rank import RowSetup, Where, row_setup, singular_error
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
     Factored,
@@ -103,16 +104,6 @@ class ConstrainedState:
     sigma: np.ndarray
     singular: bool = False
     normal_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-
-@dataclass
-class _Setup:
-    """Decisions taken once, at the first evaluation (the initial state)."""
-
-    rank: int
-    kept: np.ndarray  # rows given to lagrange / nullspace
-    eliminated: tuple[str, ...] = field(default_factory=tuple)
-    orientation: int = 0  # sign of det(A[kept]) when the constraints fix every DOF, else 0
 
 
 class ConstrainedDynamics:
@@ -205,7 +196,7 @@ class ConstrainedDynamics:
         self._continuous = np.array([(j.idx_q, j.idx_v) for j in robot.joints if j.continuous], dtype=int).reshape(-1, 2)
         self._prog = self.constraints.programmed
         self._lower = np.tril_indices(robot.nv, -1)
-        self._setup: _Setup | None = None
+        self._setup: RowSetup | None = None
         self.evaluations = 0
         self.loop_tolerance = loop_tolerance
         self.max_loop_iterations = max_loop_iterations
@@ -247,7 +238,7 @@ class ConstrainedDynamics:
         """Rows dropped by the Lagrange and null-space solvers."""
         return self._require_setup().eliminated
 
-    def _require_setup(self) -> _Setup:
+    def _require_setup(self) -> RowSetup:
         if self._setup is None:
             raise RuntimeError("evaluate or initialize the dynamics first")
         return self._setup
@@ -298,59 +289,21 @@ class ConstrainedDynamics:
             SingularConstraintError: If the initial state is already near-singular.
         """
         q, dq = np.asarray(q, dtype=float), np.asarray(dq, dtype=float)
-        ks = self.kinematics(q, dq)
-        cv = self._evaluate_constraints(ks, t)
-        A = cv.jac
-        m = self.constraints.m
-        if m == 0:
-            self._setup = _Setup(rank=0, kept=np.arange(0))
-            return
-        U, s, _ = np.linalg.svd(A)
-        rank = int(np.sum(s > self.rank_tolerance * s[0])) if s[0] > 0 else 0
-        if rank == 0:
-            raise self._error(SingularConstraintError, f"constraint Jacobian is zero at t = {t:.6g} s, q = ({self.describe(q)})")
-        if s[rank - 1] < self.singularity.tolerance * s[0] and self.singularity.action == "stop":
-            raise self._singular(t, q, A, s, rank)
-        rows = self.constraints.rows
-        if rank < m:
-            # rows the Jacobian cannot move independently must agree already: U_p^T Phi = 0, U_p^T dPhi = 0
-            Up = U[:, rank:]
-            dphi = A @ dq + cv.phi_t
-            residual = np.abs(Up.T @ np.nan_to_num(cv.phi)).max() + np.abs(Up.T @ dphi).max()
-            if residual > self.consistency_tolerance:
-                weight = np.abs(Up).max(axis=1)
-                involved = ", ".join(rows[i] for i in np.flatnonzero(weight > 0.3 * weight.max()))
-                raise self._error(
-                    InconsistentConstraintsError,
-                    f"inconsistent constraints at t = {t:.6g} s: the Jacobian has rank {rank} for {m} rows (redundant "
-                    f"rows or a singular configuration) and rows {involved} cannot hold together (residual "
-                    f"{residual:.3g}) at q = ({self.describe(q)})",
-                )
-        if self.eliminate is not None:
-            kept = np.setdiff1d(np.arange(m), self.eliminate)
-            r_kept = np.linalg.matrix_rank(A[kept], tol=self.rank_tolerance * s[0]) if len(kept) else 0
-            if len(kept) != rank or r_kept != rank:
-                raise ConfigError(
-                    f"eliminating {len(self.eliminate)} row(s) leaves {len(kept)} rows of rank {r_kept}; the constraints "
-                    f"have rank {rank} of {m} rows, so eliminate exactly {m - rank} rows whose removal keeps the rank",
-                    file=self.robot.source,
-                    field="simulation.eliminate",
-                )
-        elif rank < m:
-            _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
-            kept = np.sort(piv[:rank])
-        else:
-            kept = np.arange(m)
-        if self.independent is not None and len(self.independent) != self.robot.nv - rank:
-            raise ConfigError(
-                f"{len(self.independent)} independent coordinates named, but the constraints (rank {rank}) leave {self.robot.nv - rank}",
-                file=self.robot.source,
-                field="simulation.independent",
-            )
-        eliminated = tuple(rows[i] for i in np.setdiff1d(np.arange(m), kept)) if self.solver != "udwadia-kalaba" else ()
-        # fully constrained: the motion must stay on the branch (sign of det A) it starts on
-        orientation = int(np.sign(np.linalg.det(A[kept]))) if rank == self.robot.nv else 0
-        self._setup = _Setup(rank=rank, kept=kept, eliminated=eliminated, orientation=orientation)
+        cv = self._evaluate_constraints(self.kinematics(q, dq), t)
+        self._setup = row_setup(
+            cv.jac,
+            cv.phi,
+            cv.jac @ dq + cv.phi_t,
+            self.rows,
+            nv=self.robot.nv,
+            solver=self.solver,
+            rank_tolerance=self.rank_tolerance,
+            singularity=self.singularity,
+            consistency_tolerance=self.consistency_tolerance,
+            eliminate=self.eliminate,
+            independent=self.independent,
+            where=Where(t, q, self.describe(q), self.robot.source),
+        )
 
     def _evaluate_constraints(self, ks: KinematicState, t: float):
         try:
@@ -359,27 +312,8 @@ class ConstrainedDynamics:
             raise self._error(SingularConstraintError, f"at t = {t:.6g} s: {exc}") from None
 
     def _singular(self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False) -> SingularConstraintError:
-        U, _, _ = np.linalg.svd(A)
-        u = np.abs(U[:, rank - 1])
-        involved = ", ".join(self.rows[i] for i in np.flatnonzero(u > 0.3 * u.max()))
-        if crossed:
-            what = (
-                f"the motion passed through a singular configuration of the constraint Jacobian just before t = {t:.6g} s "
-                f"(its determinant changed sign; rows involved: {involved}; s_{rank}/s_1 = {s[rank - 1] / s[0]:.3g} now)"
-            )
-        else:
-            what = (
-                f"constraint Jacobian is near-singular at t = {t:.6g} s (singular values s_{rank}/s_1 = "
-                f"{s[rank - 1] / s[0]:.3g} < tolerance {self.singularity.tolerance:g}; rows involved: {involved})"
-            )
-        return SingularConstraintError(
-            f"{what} at q = ({self.describe(q)}); the constraints cannot be followed there "
-            '(set simulation.singularity.action = "damped" to continue with damped least squares)',
-            file=self.robot.source,
-            field="constraints",
-            time=t,
-            q=q,
-        )
+        where = Where(t, q, self.describe(q), self.robot.source)
+        return singular_error(A, s, rank, self.rows, self.singularity.tolerance, where, crossed=crossed)
 
     # ------------------------------------------------------------------ evaluation
 
