@@ -75,6 +75,7 @@ from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.compiled_constraints import wrench_maps
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import ConfigError, MbctlError
 
@@ -174,29 +175,9 @@ class ActuationRedundancy:
         rows, gs = [], []
         for c in self.loops:
             fa, fb = c.frames
-            pA, RA, JA = sd.frame_position(fa)(q), sd.frame_rotation(fa)(q), sd.frame_jacobian(fa)(q)
-            pB, RB, JB = sd.frame_position(fb)(q), sd.frame_rotation(fb)(q), sd.frame_jacobian(fb)(q)
-            gA_rows, gB_rows = [], []
-            zero3 = ca.SX.zeros(1, 3)
-            for spec in c.row_spec:
-                if spec[0] == "pos":
-                    e = ca.SX.zeros(1, 3)
-                    e[spec[1]] = 1.0
-                    gA_rows.append(ca.horzcat(e, zero3))
-                    gB_rows.append(ca.horzcat(-e, zero3))
-                elif spec[0] == "dot":
-                    n = RA @ ca.DM(spec[1])
-                    w = RB @ ca.DM(spec[2])
-                    cr = ca.cross(n, w).T
-                    gA_rows.append(ca.horzcat(zero3, cr))
-                    gB_rows.append(ca.horzcat(zero3, -cr))
-                else:  # "rel": (R_A u).(p_B - p_A)
-                    n = RA @ ca.DM(spec[1])
-                    gA_rows.append(ca.horzcat(-n.T, ca.cross(n, pB - pA).T))
-                    gB_rows.append(ca.horzcat(n.T, zero3))
-            gA, gB = ca.vertcat(*gA_rows), ca.vertcat(*gB_rows)
-            rows.append(gA @ JA + gB @ JB)
-            gs.append((gA, gB, RB, c.fid_a, c.fid_b))
+            gA, gB = wrench_maps(c, sd, q)
+            rows.append(gA @ sd.frame_jacobian(fa)(q) + gB @ sd.frame_jacobian(fb)(q))
+            gs.append((gA, gB, sd.frame_rotation(fb)(q), c.fid_a, c.fid_b))
         A = ca.vertcat(*rows) if rows else ca.SX(0, self.robot.nv)
         return A, gs
 
