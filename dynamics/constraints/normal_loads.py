@@ -1,8 +1,7 @@
 """Load-dependent friction in the constrained dynamics: the algebraic loop, solved exactly.
 
-Friction whose dry part scales with a
-joint's normal load makes ``Q`` depend on the reaction wrenches, which depend on
-``ddq`` and ``lambda``, which depend on ``Q``. It is resolved exactly at every
+Friction whose dry part scales with a joint's normal load makes ``Q`` depend on the reaction
+wrenches, which depend on ``ddq`` and ``lambda``, which depend on ``Q``. It is resolved exactly at every
 evaluation, without lagging or iterating the whole solve: at a given state the force
 is affine in the normal loads, ``Q = Q0 + B N`` (``B`` column i: minus the friction
 coefficient — ``sigma0*z + sigma1*dz/dt`` for LuGre, a function of the state — on the
@@ -12,8 +11,7 @@ external forces), so ``W(N) = W0 + sum_i N_i W_i`` from ``1 + k`` RNEA calls, an
 loads solve ``N = loads(W(N))`` — norms of wrench components, one equation per
 load-dependent joint — by Newton's method to ``tolerance`` (the loads are nearly
 affine in themselves, so the first step from zero lands on the answer and the second
-evaluation confirms it). A plain
-fixed point would not do: right after a velocity reversal LuGre's bristle-damping
+evaluation confirms it). A plain fixed point would not do: right after a velocity reversal LuGre's bristle-damping
 term ``sigma1*dz/dt ~ sigma1*v`` can make the effective coefficient exceed 1 and the
 iteration diverge. When no consistent loads exist (a Painlevé-type paradox of too
 much friction) the run stops with :class:`ReactionLoopError`. Elements take part
