@@ -13,7 +13,7 @@ The result is exact to the Newton tolerance at every sample (no integration drif
 
 With ``compiled`` (the default) the rows, their Jacobian, ``Phi_t`` and ``gamma`` come from
 one generated function (:func:`~mbctl.dynamics.simulation.compiled.constraint_kinematics_function`)
-and Newton runs on it, the first guess extrapolated to second order
+and the same Newton (:func:`~mbctl.dynamics.constraints.assembly.assemble`) runs on it, the first guess extrapolated to second order
 (``q + dq h + ddq h^2/2``): three evaluations of a few µs per sample instead of about
 five interpreted ones of ~100 µs. Constraint kinds the generated core does not cover, and
 any sample where that Newton fails, use the interpreted assembly; both stop at the same
@@ -28,6 +28,7 @@ import numpy as np
 
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
+from mbctl.dynamics.constraints.assembly import assemble
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.errors import ConfigError
@@ -82,7 +83,7 @@ def trajectory_from_constraints(
         if k > 0:
             h = tk - t[k - 1]
             guess = q[k - 1] + dq[k - 1] * h + 0.5 * ddq[k - 1] * h * h
-        sample = _newton(rows, tk, guess, tol) if rows is not None else None
+        sample = _assemble_compiled(rows, tk, guess, tol) if rows is not None else None
         if sample is None:
             qk, dqk = dynamics.assemble(tk, guess, velocity, tol=tol)
             cv = dynamics.constraints.evaluate(dynamics.kinematics(qk, dqk), tk)
@@ -118,41 +119,18 @@ def compiled_constraint_rows(dynamics: ConstrainedDynamics) -> CompiledFunction 
         return None
 
 
-def _newton(rows: CompiledFunction, t: float, q: np.ndarray, tol: float, max_iterations: int = 50):
-    """``Phi(q, t) = 0`` by Newton on the generated rows (square Jacobian), the step halved until
-    ``max |Phi|`` decreases; then ``(q, A, Phi_t, gamma)`` at the solution with ``dq = -A^-1 Phi_t``.
-    None if it does not converge (the caller falls back to the interpreted assembly)."""
+def _assemble_compiled(rows: CompiledFunction, t: float, q: np.ndarray, tol: float):
+    """``Phi(q, t) = 0`` on the generated rows (:func:`mbctl.dynamics.constraints.assembly.assemble`, square
+    Jacobian, LU steps); then ``(q, A, Phi_t, gamma)`` at the solution with ``dq = -A^-1 Phi_t``. None if it does
+    not converge (the caller falls back to the interpreted assembly)."""
     nv = len(q)
-    zero = np.zeros(nv)
 
-    def evaluate(qk, dqk):
+    def evaluate(qk: np.ndarray, dqk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         phi, jac, phi_t, gamma = rows(t, qk, dqk)
         return phi.ravel(), jac.reshape(-1, nv, order="F") if jac.ndim == 1 else jac, phi_t.ravel(), gamma.ravel()
 
-    phi, jac, phi_t, _ = evaluate(q, zero)
-    err = float(np.abs(phi).max())
-    for _ in range(max_iterations):
-        if err < tol:
-            break
-        try:
-            step = np.linalg.solve(jac, -phi)
-        except np.linalg.LinAlgError:
-            return None
-        for _ in range(30):
-            trial = q + step
-            phi, jac_trial, phi_t_trial, _ = evaluate(trial, zero)
-            trial_err = float(np.abs(phi).max())
-            if trial_err < err:
-                break
-            step = 0.5 * step
-        else:
-            return None
-        q, jac, phi_t, err = trial, jac_trial, phi_t_trial, trial_err
-    if not err < tol:
+    found = assemble(lambda qk, dqk: evaluate(qk, dqk)[:3], q, np.zeros(nv), tol=tol, square=True)
+    if not found.converged:
         return None
-    try:
-        dq = np.linalg.solve(jac, -phi_t)
-    except np.linalg.LinAlgError:
-        return None
-    _, jac, phi_t, gamma = evaluate(q, dq)
-    return q, jac, phi_t, gamma
+    _, jac, phi_t, gamma = evaluate(found.q, found.dq)
+    return found.q, jac, phi_t, gamma

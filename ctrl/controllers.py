@@ -41,6 +41,7 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
+from mbctl.config.control import JOINT_LAWS
 from mbctl.ctrl.batch import map_rows
 from mbctl.ctrl.compiled_laws import compile_law, gains_of, joint_space_demand
 from mbctl.ctrl.settings import ControlSettings, control_settings
@@ -53,7 +54,7 @@ from mbctl.dynamics.symbolic import SymbolicDynamics
 
 __all__ = ["Controller", "ControlBatch", "build_controller", "LAWS", "TASK_SPACE", "INPUTS", "OUTPUTS"]
 
-LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
+LAWS = JOINT_LAWS
 TASK_SPACE = "task-space"  # the task-space law of mbctl.ctrl.task_space, built here too
 
 

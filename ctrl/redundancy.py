@@ -59,11 +59,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import casadi as ca
 import numpy as np
@@ -71,13 +69,15 @@ import scipy.linalg
 import scipy.optimize
 
 from mbctl.ctrl.actuation import MODES, ActuationSettings, actuation_settings
+from mbctl.ctrl.distribution import ActuationLimitError, Distribution
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import SingularConstraintError
 from mbctl.dynamics.constraints.loops import FrameOffset, LoopClosure
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.compiled_constraints import wrench_maps
 from mbctl.dynamics.symbolic import SymbolicDynamics
-from mbctl.errors import ConfigError, InputError, MbctlError
+from mbctl.errors import ConfigError, MbctlError
 
 __all__ = ["ActuationRedundancy", "ActuationLimitError", "Distribution", "INPUTS", "OUTPUTS"]
 
@@ -89,61 +89,6 @@ _QP_OPTIONS = {
     "qpoases": {"printLevel": "none", "error_on_fail": False},
 }
 _CHECK = 1e-8  # largest residual of (1), (2) and bound excess accepted, relative to max(1, |tau_tree|)
-
-
-class ActuationLimitError(InputError):
-    """The drives' torque limits cannot realise the motion at some sample.
-
-    Attributes:
-        time: Sample time (s).
-        joints: The drives at (or beyond) their limits.
-    """
-
-    def __init__(self, reason: str, *, file=None, field=None, time: float = math.nan, joints: Sequence[str] = ()):
-        super().__init__(reason, file=file, field=field)
-        self.time = time
-        self.joints = tuple(joints)
-
-
-@dataclass(frozen=True, eq=False)
-class Distribution:
-    """Drive torques of one mode along a motion, with reactions and checks (N samples).
-
-    Attributes:
-        mode: The distribution mode.
-        t: Sample times (s).
-        joints: The drives (columns of ``tau`` and ``power``).
-        tau: Drive torques (N, na), N·m or N.
-        lam: Loop multipliers (N, m), ``Q_c = -A^T lambda``; rows in ``row_names``.
-        reaction_names: Passive tree joints, then cut joints (loop constraint names).
-        reaction: Reaction forces (N, len(reaction_names), 3), N (see module docstring).
-        residual: max over DOF of ``|B tau - A^T lambda - tau_tree|`` per sample (N·m, N).
-        reduced_residual: max of ``|W^T tau - f|`` per sample.
-        power: Drive powers ``tau_i omega_i`` (N, na), W.
-        row_names: Loop rows (columns of ``lam``).
-    """
-
-    mode: str
-    t: np.ndarray
-    joints: tuple[str, ...]
-    tau: np.ndarray
-    lam: np.ndarray
-    reaction_names: tuple[str, ...]
-    reaction: np.ndarray
-    residual: np.ndarray
-    reduced_residual: np.ndarray
-    power: np.ndarray
-    row_names: tuple[str, ...]
-
-    @property
-    def internal_force(self) -> np.ndarray:
-        """Euclidean norm of all passive-joint reaction forces per sample (N)."""
-        return np.sqrt(np.sum(self.reaction**2, axis=(1, 2)))
-
-    @property
-    def power_norm(self) -> np.ndarray:
-        """Euclidean norm of the drive powers per sample (W)."""
-        return np.linalg.norm(self.power, axis=1)
 
 
 @contextlib.contextmanager
@@ -208,9 +153,7 @@ class ActuationRedundancy:
         self.na = len(self.joints)
         self._act = np.array([robot.joint(n).idx_v for n in self.joints], dtype=int)
         if self.na < self.d:
-            raise ConfigError(
-                f"{self.na} drives cannot move a mechanism with {self.d} DOF", file=robot.source, field="actuation.joints"
-            )
+            raise ConfigError(f"{self.na} drives cannot move a mechanism with {self.d} DOF", file=robot.source, field="actuation.joints")
         passive = [j for j in robot.joints if j.name not in self.joints]
         self._passive = passive
         self.reaction_names = tuple(j.name for j in passive) + tuple(c.name for c in self.loops)
@@ -232,29 +175,9 @@ class ActuationRedundancy:
         rows, gs = [], []
         for c in self.loops:
             fa, fb = c.frames
-            pA, RA, JA = sd.frame_position(fa)(q), sd.frame_rotation(fa)(q), sd.frame_jacobian(fa)(q)
-            pB, RB, JB = sd.frame_position(fb)(q), sd.frame_rotation(fb)(q), sd.frame_jacobian(fb)(q)
-            gA_rows, gB_rows = [], []
-            zero3 = ca.SX.zeros(1, 3)
-            for spec in c.row_spec:
-                if spec[0] == "pos":
-                    e = ca.SX.zeros(1, 3)
-                    e[spec[1]] = 1.0
-                    gA_rows.append(ca.horzcat(e, zero3))
-                    gB_rows.append(ca.horzcat(-e, zero3))
-                elif spec[0] == "dot":
-                    n = RA @ ca.DM(spec[1])
-                    w = RB @ ca.DM(spec[2])
-                    cr = ca.cross(n, w).T
-                    gA_rows.append(ca.horzcat(zero3, cr))
-                    gB_rows.append(ca.horzcat(zero3, -cr))
-                else:  # "rel": (R_A u).(p_B - p_A)
-                    n = RA @ ca.DM(spec[1])
-                    gA_rows.append(ca.horzcat(-n.T, ca.cross(n, pB - pA).T))
-                    gB_rows.append(ca.horzcat(n.T, zero3))
-            gA, gB = ca.vertcat(*gA_rows), ca.vertcat(*gB_rows)
-            rows.append(gA @ JA + gB @ JB)
-            gs.append((gA, gB, RB, c.fid_a, c.fid_b))
+            gA, gB = wrench_maps(c, sd, q)
+            rows.append(gA @ sd.frame_jacobian(fa)(q) + gB @ sd.frame_jacobian(fb)(q))
+            gs.append((gA, gB, sd.frame_rotation(fb)(q), c.fid_a, c.fid_b))
         A = ca.vertcat(*rows) if rows else ca.SX(0, self.robot.nv)
         return A, gs
 
@@ -534,6 +457,4 @@ class ActuationRedundancy:
                 time=t,
                 joints=at,
             )
-        raise MbctlError(
-            f"mode {mode}: the {self.settings.solver} QP solver failed at t = {t:.6g} s on a feasible sample"
-        )
+        raise MbctlError(f"mode {mode}: the {self.settings.solver} QP solver failed at t = {t:.6g} s on a feasible sample")

@@ -49,8 +49,8 @@ import numpy as np
 
 from mbctl.errors import ConfigError
 from mbctl.hardware.drive_config import BusConfig
+from mbctl.hardware.emulated_servo import EmulatedServo
 from mbctl.hardware.protocol2 import (
-    ALERT_BIT,
     BROADCAST_ID,
     ErrorCode,
     Instruction,
@@ -61,17 +61,12 @@ from mbctl.hardware.protocol2 import (
 from mbctl.hardware.xseries import (
     BUS_WATCHDOG_UNIT_S,
     REGISTERS,
-    TABLE_SIZE,
     OperatingMode,
 )
 
 __all__ = ["TorquePlant", "Faults", "ServoLoopGains", "DriveEmulator", "EmulatorStats"]
 
 R = REGISTERS
-MODEL_NUMBER_XM430_W350 = 1020
-READ_ONLY = {"model_number", "firmware_version", "hardware_error_status", "moving"} | {
-    n for n in R if n.startswith("present_")
-}
 
 
 class TorquePlant(Protocol):
@@ -127,73 +122,6 @@ class EmulatorStats:
     watchdog_fired: int = 0
 
 
-class _Servo:
-    """Control table and internal state of one emulated servo."""
-
-    def __init__(self, servo_id: int, current_limit_units: int):
-        self.table = bytearray(TABLE_SIZE)
-        self.set("model_number", MODEL_NUMBER_XM430_W350)
-        self.set("firmware_version", 52)
-        self.set("id", servo_id)
-        self.set("baud_rate", 1)
-        self.set("return_delay_time", 250)
-        self.set("operating_mode", OperatingMode.POSITION)
-        self.set("current_limit", current_limit_units)
-        self.set("velocity_limit", 265)
-        self.set("max_position_limit", 4095)
-        self.set("status_return_level", 2)
-        self.set("present_input_voltage", 120)
-        self.set("present_temperature", 35)
-        self.last_contact = time.monotonic()
-
-    def get(self, name: str) -> int:
-        reg = R[name]
-        return reg.decode(self.table[reg.address : reg.address + reg.size])
-
-    def set(self, name: str, value: int) -> None:
-        reg = R[name]
-        self.table[reg.address : reg.address + reg.size] = reg.encode(value)
-
-    @property
-    def id(self) -> int:
-        return self.get("id")
-
-    @property
-    def torque_on(self) -> bool:
-        return self.get("torque_enable") == 1
-
-    def write(self, address: int, data: bytes) -> int:
-        """Apply a write; return the status error number (0 if accepted)."""
-        end = address + len(data)
-        if address < 0 or end > TABLE_SIZE or not data:
-            return ErrorCode.DATA_LENGTH
-        touched = [n for n, r in R.items() if r.address < end and address < r.address + r.size]
-        for name in touched:
-            reg = R[name]
-            if name in READ_ONLY:
-                return ErrorCode.ACCESS
-            if reg.eeprom and self.torque_on:
-                return ErrorCode.ACCESS
-            if name.startswith("goal_") and self.get("bus_watchdog") == -1:
-                return ErrorCode.DATA_RANGE
-            if name == "torque_enable" and data[reg.address - address] == 1 and self.get("hardware_error_status"):
-                return ErrorCode.DATA_RANGE
-        previous = bytes(self.table[address:end])
-        self.table[address:end] = data
-        if abs(self.get("goal_current")) > self.get("current_limit"):
-            self.table[address:end] = previous  # refused like the firmware: data limit error
-            return ErrorCode.DATA_LIMIT
-        return ErrorCode.NONE
-
-    def read(self, address: int, length: int) -> bytes | None:
-        if address < 0 or length <= 0 or address + length > TABLE_SIZE:
-            return None
-        return bytes(self.table[address : address + length])
-
-    def error_byte(self, error: int = 0) -> int:
-        return error | (ALERT_BIT if self.get("hardware_error_status") else 0)
-
-
 class DriveEmulator:
     """A bus of emulated X-series servos on a pseudo-terminal.
 
@@ -234,7 +162,7 @@ class DriveEmulator:
         self.step_s = step_s
         self.clock = clock
         self.lockstep_s = lockstep_s
-        self.servos = [_Servo(int(i), int(lim)) for i, lim in zip(self.units.ids, self.units.current_limit_units)]
+        self.servos = [EmulatedServo(int(i), int(lim)) for i, lim in zip(self.units.ids, self.units.current_limit_units)]
         self._by_id = {s.id: k for k, s in enumerate(self.servos)}
         self._rng = random.Random(self.faults.seed)
         self.decoder = PacketDecoder()
@@ -299,7 +227,7 @@ class DriveEmulator:
             servo.set("hardware_error_status", bits)
             servo.set("torque_enable", 0)
 
-    def servo(self, joint_index: int) -> _Servo:
+    def servo(self, joint_index: int) -> EmulatedServo:
         return self.servos[joint_index]
 
     # -- simulation ------------------------------------------------------------------------
@@ -332,7 +260,7 @@ class DriveEmulator:
         self._t_plant += dt
         self._last_current = current
 
-    def _modelled(self, k: int, s: _Servo) -> bool:
+    def _modelled(self, k: int, s: EmulatedServo) -> bool:
         """Whether servo ``k`` is in position mode with torque on and a servo model in the plant."""
         return k in self._servo_slots and s.torque_on and s.get("operating_mode") == OperatingMode.POSITION
 
@@ -434,7 +362,7 @@ class DriveEmulator:
             for packet in self.decoder.feed(data):
                 self._handle(packet)
 
-    def _contact(self, servo: _Servo) -> None:
+    def _contact(self, servo: EmulatedServo) -> None:
         servo.last_contact = self._now()
 
     def _handle(self, p: Packet) -> None:
@@ -454,7 +382,7 @@ class DriveEmulator:
             elif p.id in self._by_id:
                 self._unicast(self.servos[self._by_id[p.id]], p)
 
-    def _unicast(self, s: _Servo, p: Packet) -> None:
+    def _unicast(self, s: EmulatedServo, p: Packet) -> None:
         self._contact(s)
         level = s.get("status_return_level")
         if p.instruction == Instruction.PING:
@@ -510,7 +438,7 @@ class DriveEmulator:
             else:
                 self._reply(s, ErrorCode.NONE, data)
 
-    def _reply(self, s: _Servo, error: int, params: bytes = b"") -> None:
+    def _reply(self, s: EmulatedServo, error: int, params: bytes = b"") -> None:
         f, rng = self.faults, self._rng
         if f.drop_reply and rng.random() < f.drop_reply:
             self.stats.dropped += 1

@@ -8,5 +8,7 @@
 - :mod:`mbctl.identification.presliding` — sigma0, sigma1, break-away torque;
 - :mod:`mbctl.identification.pipeline`, :mod:`mbctl.identification.report` — the whole chain, text/JSON, TOML write-back;
 - :mod:`mbctl.identification.servo` — position-controlled servos fitted to logs of ordinary motions;
+  its bench and logs in :mod:`mbctl.identification.servo_log`, the simulated servo in
+  :mod:`mbctl.identification.servo_model`;
 - :mod:`mbctl.identification.synthetic`, :mod:`mbctl.identification.accuracy` — synthetic logs with a known truth.
 """

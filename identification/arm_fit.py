@@ -29,20 +29,10 @@ Two estimates are computed:
    parameters, with standard errors and the condition number of the column-scaled base
    regressor. The filtered samples are correlated; the standard errors count
    ``rate / (2 * cutoff)`` samples as one.
-2. **Physically consistent** (written back): each body's pseudo-inertia is ``U U^T``
-   with ``U`` upper triangular and an exponential on its diagonal (a log-Cholesky
-   parametrisation), so every body keeps a positive mass, a positive definite inertia and
-   its triangle inequalities whatever the solver does. Solved by IPOPT (through CasADi):
-
-   ``min (1/n) |W (Y theta + F phi - tau)|^2 + lambda * sum_b D(J_b, J_b_prior)``
-
-   ``D(J, J0) = tr(J0^-1 J) - log det(J0^-1 J) - 4`` is the log-determinant divergence
-   between pseudo-inertias: zero at the prior, free of units and scales, and infinite on
-   the boundary of consistency, so no body ends as a degenerate line or plane of mass.
-   The friction parameters are bounded (``fc, fv >= 0``, ``fs >= fc``). The data term is
-   compressed to its QR factor first, so the solve does not grow with the log. The prior
-   (the model's own inertials) fixes what the logs cannot see; ``lambda`` (default 1e-2)
-   is stated in the report, with how far each body moved.
+2. **Physically consistent** (written back): every body keeps a positive mass, a positive
+   definite inertia and its triangle inequalities, pulled toward the prior (the model's own
+   inertials) by ``lambda`` (default 1e-2, stated in the report with how far each body
+   moved): :mod:`mbctl.identification.arm_consistent`.
 
 With ``free_bodies`` only those bodies change (the others keep the model's values):
 ``free_bodies=(last,)`` and ``payload=True`` identifies a payload added to the last body,
@@ -66,12 +56,11 @@ from mbctl.dynamics.regressor import (
     about_com,
     base_parameters,
     body_names,
-    from_pseudo_inertia,
     inertial_parameters,
     joint_torque_regressor,
-    pseudo_inertia,
 )
-from mbctl.errors import DataError, MbctlError
+from mbctl.errors import DataError
+from mbctl.identification.arm_consistent import consistent_fit
 from mbctl.identification.arm_log import ConditionedLog
 
 __all__ = ["ARM_FRICTION_LAWS", "OFFSET_VIF_LIMIT", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
@@ -242,30 +231,6 @@ def predict_torques(
     return tau if offsets is None else tau + offsets
 
 
-def _log_cholesky(theta_body: np.ndarray) -> np.ndarray:
-    """The ten log-Cholesky coordinates of a body with a positive definite pseudo-inertia."""
-    J = pseudo_inertia(theta_body)
-    flip = np.eye(4)[::-1]
-    U = flip @ np.linalg.cholesky(flip @ J @ flip) @ flip  # upper triangular, J = U U^T
-    return np.array([np.log(U[0, 0]), U[0, 1], U[0, 2], U[0, 3], np.log(U[1, 1]), U[1, 2], U[1, 3], np.log(U[2, 2]), U[2, 3], np.log(U[3, 3])])
-
-
-def _theta_symbolic(x):  # noqa: ANN001, ANN202  (CasADi SX in and out)
-    """One body's ten parameters and pseudo-inertia ``J = U U^T`` from its log-Cholesky coordinates (CasADi)."""
-    import casadi as ca
-
-    U = ca.SX.zeros(4, 4)
-    U[0, 0], U[0, 1], U[0, 2], U[0, 3] = ca.exp(x[0]), x[1], x[2], x[3]
-    U[1, 1], U[1, 2], U[1, 3] = ca.exp(x[4]), x[5], x[6]
-    U[2, 2], U[2, 3] = ca.exp(x[7]), x[8]
-    U[3, 3] = ca.exp(x[9])
-    J = U @ U.T
-    S = J[:3, :3]
-    inertia = ca.trace(S) * ca.SX.eye(3) - S
-    theta = ca.vertcat(J[3, 3], J[0, 3], J[1, 3], J[2, 3], inertia[0, 0], inertia[0, 1], inertia[1, 1], inertia[0, 2], inertia[1, 2], inertia[2, 2])
-    return theta, J
-
-
 def _body_change(name: str, prior: np.ndarray, fit: np.ndarray) -> BodyChange:
     m0, c0, i0 = about_com(prior)
     m1, c1, i1 = about_com(fit)
@@ -351,7 +316,19 @@ def fit_arm(
     rms_ols = np.sqrt(np.mean((A @ z_ols - rhs) ** 2, axis=0))
 
     # 2. physically consistent
-    theta, phi, status = _consistent(Y_full[:, :, free_mask], F, rhs, w, theta_prior, free_mask, z_ols[nb:], law, k, settings)
+    theta, phi, status = consistent_fit(
+        Y_full[:, :, free_mask],
+        F,
+        rhs,
+        w,
+        theta_prior,
+        free_mask,
+        z_ols[nb:],
+        k,
+        stribeck=law == "stribeck",
+        payload=settings.payload,
+        regularisation=settings.regularisation,
+    )
     friction_fit = {}
     friction_ols = {}
     for c, j in enumerate(joints):
@@ -477,62 +454,3 @@ def _stribeck_speeds(Yb: np.ndarray, logs: Sequence[ConditionedLog], rhs: np.nda
             x, *_ = np.linalg.lstsq(B, rest[:, c], rcond=None)
             errors[i, c] = np.sum((B @ x - rest[:, c]) ** 2)
     return STRIBECK_VS_GRID[np.argmin(errors, axis=0)]
-
-
-def _consistent(
-    Y: np.ndarray,
-    F: np.ndarray,
-    rhs: np.ndarray,
-    w: np.ndarray,
-    theta_prior: np.ndarray,
-    free_mask: np.ndarray,
-    phi0: np.ndarray,
-    law: str,
-    k: int,
-    settings: ArmFitSettings,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """The physically consistent fit (module docstring); returns ``(theta, phi, status)``."""
-    import casadi as ca
-
-    N, n, p = Y.shape
-    A = np.concatenate([Y, F], axis=2) * w[None, :, None]
-    R = np.linalg.qr(np.column_stack([A.reshape(N * n, -1), (rhs * w).ravel()]), mode="r")
-    Rz, r = R[:, :-1], R[:, -1]
-    prior_free = theta_prior[free_mask].reshape(-1, 10)
-    nfree = len(prior_free)
-    x = ca.SX.sym("x", 10 * nfree)
-    phi = ca.SX.sym("phi", F.shape[2])
-    parts, x0, divergence = [], [], 0
-    for b in range(nfree):
-        body, J = _theta_symbolic(x[10 * b : 10 * b + 10])
-        if settings.payload:  # the payload itself is a body; its prior is nothing, so only its own J is kept interior
-            parts.append(ca.DM(prior_free[b]) + body)
-            J0 = pseudo_inertia(np.array([0.1, 0, 0, 0, 1e-4, 0, 1e-4, 0, 0, 1e-4]))
-        else:
-            parts.append(body)
-            J0 = pseudo_inertia(prior_free[b])
-        x0.append(_log_cholesky(from_pseudo_inertia(J0)))
-        log_det_J = 2 * (x[10 * b] + x[10 * b + 4] + x[10 * b + 7] + x[10 * b + 9])
-        divergence += ca.trace(ca.mtimes(ca.DM(np.linalg.inv(J0)), J)) - log_det_J + np.log(np.linalg.det(J0)) - 4
-    theta_free = ca.vertcat(*parts)
-    residual = ca.mtimes(ca.DM(Rz), ca.vertcat(theta_free, phi)) - ca.DM(r)
-    objective = ca.sumsqr(residual) / (N * n) + settings.regularisation * divergence
-    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(n * k), np.full(F.shape[2] - n * k, -np.inf)]
-    ubx = np.full(len(lbx), np.inf)
-    g, lbg = [], []
-    if law == "stribeck":  # fs >= fc; fv and fc bounded by lbx
-        for c in range(n):
-            g.append(phi[c * k + 1] - phi[c * k])
-            lbg.append(0.0)
-    solver = ca.nlpsol(
-        "arm_fit", "ipopt", {"x": ca.vertcat(x, phi), "f": objective, "g": ca.vertcat(*g)},
-        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 3000},
-    )
-    sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
-    status = str(solver.stats()["return_status"])
-    if status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
-        raise MbctlError(f"the physically consistent fit did not converge (IPOPT: {status})")
-    values = ca.Function("theta", [x], [theta_free])(sol["x"][: 10 * nfree])
-    theta = theta_prior.copy()
-    theta[free_mask] = np.asarray(values, dtype=float).ravel()
-    return theta, np.asarray(sol["x"][10 * nfree :], dtype=float).ravel(), status

@@ -15,19 +15,21 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mbctl.config.actuator import OPTIONAL, REQUIRED, SERVO_FRICTION_LAWS
+from mbctl.dynamics.actuator import SMOOTHING, STALL_PARAMETERS, ServoFirmware
 from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
-from mbctl.dynamics.model.robot import load_robot
+from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
 from mbctl.fileio import atomic_output
 from mbctl.identification.fitting import FrictionFit
 from mbctl.identification.presliding import PreslidingFit
 from mbctl.identification.processing import ProcessedLog
 
-__all__ = ["IdentificationResult", "actuator_table", "check_copy_target", "friction_table", "format_report", "result_json", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
+__all__ = ["IdentificationResult", "actuator_table", "check_copy_target", "friction_table", "format_report", "result_json", "servo_table_values", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
 
 ORDER = ("fc", "fs", "vs", "delta", "fv", "sigma0", "sigma1")
 
@@ -338,3 +340,24 @@ def _finite(x: object) -> object:
     if isinstance(x, (list, tuple)):
         return [_finite(v) for v in x]
     return x
+
+
+def servo_table_values(robot: RobotModel, joint: str, parameters: Mapping[str, float], firmware: ServoFirmware) -> dict[str, float]:
+    """The numbers of ``joint``'s ``[joints.<name>.actuator]`` table after a servo fit: the fitted
+    motor, armature and stall ``parameters`` (SI: N·m/A, ohm, kg·m², A, ohm, N·m) over the firmware
+    settings of the robot's existing table, else of ``firmware`` (the logs' servo)."""
+    spec = robot.spec.joints.get(joint) if robot.spec is not None else None
+    if spec is not None and spec.actuator is not None:
+        firmware = {k: v for k, v in spec.actuator.values.items() if k not in ("kt", "R", "armature")}
+    else:
+        m = firmware
+        firmware = {"vin": m.vin, "kp": m.kp, "divisor": m.divisor, "pwm_limit": m.pwm_limit, "pwm_max": m.pwm_max, "counts": float(m.counts)}
+        if m.current_limit is not None:
+            firmware["current_limit"] = m.current_limit
+        if m.supply_resistance:
+            firmware["supply_resistance"] = m.supply_resistance
+        if m.torque_saturation is not None:
+            firmware["torque_saturation"] = m.torque_saturation
+        if m.friction_smoothing != SMOOTHING:
+            firmware["friction_smoothing"] = m.friction_smoothing
+    return {**firmware, **{k: parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in parameters}}

@@ -1,16 +1,9 @@
 """Position-controlled servos identified from logs of ordinary motions, by simulation error.
 
-Model of a hobby servo (Dynamixel-type firmware) in its own position mode, driving a
-one-joint bench: a pendulum of point mass ``m`` (kg) at length ``l`` (m), angle ``theta``
-(rad) from hanging down, counter-clockwise positive. The servo (DC motor with back-EMF,
-the firmware's clipped P loop, armature, gearbox friction) is the shared model of
-:mod:`mbctl.dynamics.actuator`, the one the simulated plant uses; here it drives::
-
-    (m l^2 + J_a) domega/dt = tau_servo(theta, omega, goal(, z)) - m g l sin(theta)
-
-stepped semi-implicitly (:func:`mbctl.dynamics.actuator.servo_step`; with LuGre friction the
-bristle deflection ``z`` is a third state, relaxed at the first sample). The logged goal is
-held between samples (zero-order hold, as the firmware gets it).
+The bench and the logs are :mod:`mbctl.identification.servo_log`; the simulated servo
+(the shared model of :mod:`mbctl.dynamics.actuator` driving the bench pendulum) is
+:mod:`mbctl.identification.servo_model`. Both are re-exported here, the module the command
+line and the documentation name.
 
 The parameters are fitted to the measured positions of whole logs, each simulated open
 loop from its first sample: least squares with the exact Jacobian of the simulation
@@ -22,28 +15,17 @@ understate the real uncertainty (compare fits on separate logs).
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbctl.dynamics.actuator import SERVO_LAWS, STALL_PARAMETERS, ServoActuator, ServoFirmware, servo_step
+from mbctl.dynamics.actuator import STALL_PARAMETERS
 from mbctl.errors import DataError, InputError
-from mbctl.hardware.runlog import log_table
-
-if TYPE_CHECKING:
-    import casadi as ca
-
-    from mbctl.dynamics.model.robot import RobotModel
-
-# casadi and the code generator load when a model is built, so that the
-# command line (which lists LAWS) starts without them
+from mbctl.identification.servo_log import ServoLog, ServoModel, bench_model, read_run_log, read_servo_log
+from mbctl.identification.servo_model import LAWS, parameter_names, residual_function, simulate_actuator, simulate_servo, simulated_current
 
 __all__ = [
     "LAWS",
@@ -60,8 +42,6 @@ __all__ = [
     "simulate_servo",
     "simulated_current",
 ]
-
-GRAVITY = 9.81  # m/s^2
 
 # name -> (lower bound, upper bound, first start, unit); kt, R, armature ranges as BAM searches them
 PARAMETERS: dict[str, tuple[float, float, float, str]] = {
@@ -83,285 +63,6 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
 LIMIT_SEEN = 0.01
 LUGRE_MIN_FC = 1e-4  # N m: LuGre's lower bound of fc (g(omega) > 0 at every speed)
-# the laws of the shared servo model, with friction to fit
-LAWS: dict[str, tuple[str, ...]] = {law: names for law, names in SERVO_LAWS.items() if law != "none"}
-
-
-@dataclass(frozen=True)
-class ServoModel:
-    """The bench and the servo's firmware (SI units; ``kp`` in firmware units).
-
-    Attributes:
-        mass: Pendulum point mass (kg).
-        length: Its distance from the axis (m).
-        firmware: The servo's firmware and supply, of the shared servo model: the duty is
-            ``pwm = clip(kp * e / divisor, +-pwm_limit)`` (``e`` the error in encoder counts),
-            the voltage ``V = pwm / pwm_max * vin``, the current at most ``current_limit`` (A)
-            (XL330: pwm_limit = pwm_max = 885, divisor 256 as observed).
-    """
-
-    mass: float
-    length: float
-    firmware: ServoFirmware
-
-
-def bench_model(robot: RobotModel, joint: str) -> ServoModel:
-    """The bench of a one-joint robot whose joint has a servo (``[joints.<joint>.actuator]``):
-    the pendulum of the same inertia ``I`` (kg m^2, without the servo's armature) and gravity
-    moment ``G`` (``g(q) = G sin q``, N m), ``l = I g / G``, ``m = G / (g l)``; the firmware of
-    the servo's table. ``q = 0`` must hang down.
-
-    Raises:
-        ConfigError: Naming the file and field, if the robot is not such a bench.
-    """
-    import pinocchio as pin
-
-    from mbctl.dynamics.actuator import robot_servos
-    from mbctl.errors import ConfigError
-
-    servos = robot_servos(robot)
-    if joint not in servos:
-        raise ConfigError(f"joint {joint!r} has no servo (expected a [joints.{joint}.actuator] table)", file=robot.source, field=f"joints.{joint}.actuator")
-    if robot.nv != 1:
-        raise ConfigError(f"a servo bench has one joint; {robot.name} has {robot.nv}", file=robot.source, field="joints")
-    firmware = servos[joint].firmware
-    if firmware.gear_ratio != 1:
-        raise ConfigError("a servo bench drives its joint directly (gear_ratio 1)", file=robot.source, field=f"joints.{joint}.actuator.gear_ratio")
-    data = robot.create_data()
-    inertia = float(pin.crba(robot.model, data, robot.configuration(np.zeros(1)))[0, 0])
-    moments = [float(pin.computeGeneralizedGravity(robot.model, data, robot.configuration(np.array([a])))[0]) for a in (0.0, math.pi / 2)]
-    if abs(moments[0]) > 1e-9 * max(1.0, abs(moments[1])) or not moments[1] > 0:
-        raise ConfigError("a servo bench is a pendulum hanging down at q = 0 (gravity moment G sin q, G > 0)", file=robot.source, field="urdf")
-    length = inertia * GRAVITY / moments[1]
-    return ServoModel(mass=moments[1] / (GRAVITY * length), length=length, firmware=firmware)
-
-
-@dataclass(frozen=True)
-class ServoLog:
-    """One logged motion: times (s), measured and goal positions (rad), the bench and firmware,
-    and whether torque was on at each sample (off: the motor carries no current; default on)."""
-
-    name: str
-    t: np.ndarray
-    position: np.ndarray
-    goal: np.ndarray
-    model: ServoModel
-    enabled: np.ndarray | None = None
-
-
-def read_servo_log(path: str | Path) -> ServoLog:
-    """A log in BAM's JSON format (``.json`` or ``.json.gz``): ``mass``, ``length``, ``kp``,
-    ``vin`` and ``entries`` of ``timestamp``, ``position``, ``goal_position`` and, optionally,
-    ``torque_enable``.
-
-    Raises:
-        InputError: Naming the file and the field, for a missing or bad value.
-    """
-    path = Path(path)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError, EOFError) as exc:
-        raise InputError(f"cannot read the log ({exc})", file=path) from None
-    if not isinstance(doc, dict):
-        raise InputError("expected a JSON object", file=path)
-    numbers = {}
-    for key in ("mass", "length", "kp", "vin"):
-        value = doc.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise InputError(f"needs a positive number, got {value!r}", file=path, field=key)
-        numbers[key] = float(value)
-    entries = doc.get("entries")
-    if not isinstance(entries, list) or len(entries) < 10:
-        raise InputError("needs a list of at least 10 samples", file=path, field="entries")
-    columns = {}
-    for key in ("timestamp", "position", "goal_position"):
-        try:
-            columns[key] = np.array([float(e[key]) for e in entries])
-        except (KeyError, TypeError, ValueError):
-            raise InputError("every sample needs a number here", file=path, field=f"entries.{key}") from None
-        if not np.isfinite(columns[key]).all():
-            raise InputError("must be finite", file=path, field=f"entries.{key}")
-    t = columns["timestamp"]
-    dt = np.diff(t)
-    if not (dt > 0).all() or np.ptp(dt) > 1e-6 * max(1.0, dt.mean()) + 1e-9:
-        raise InputError("samples must be at a constant, increasing time step", file=path, field="entries.timestamp")
-    model = ServoModel(mass=numbers["mass"], length=numbers["length"], firmware=ServoFirmware(kp=numbers["kp"], vin=numbers["vin"]))
-    name = path.name.removesuffix(".gz").removesuffix(".json")
-    enabled = np.array([bool(e.get("torque_enable", True)) for e in entries])
-    return ServoLog(name=name, t=t - t[0], position=columns["position"], goal=columns["goal_position"], model=model, enabled=enabled)
-
-
-def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
-    """A servo log from an mbctl run log (NPZ, :mod:`mbctl.hardware.runlog`) of a position-mode
-    run (:func:`mbctl.hardware.replay.replay_positions`): ``t``, the measured ``q.<joint>`` and
-    the goal sent after each measurement, ``q_ref.<joint>`` (rad; NaN: torque off until the
-    next row); the bench and firmware are ``model``'s. Rows whose read failed (``read_ok`` 0) are dropped; samples not at a
-    constant step are resampled to their median step (positions linearly, goals held).
-
-    Raises:
-        DataError: Naming the file and the column, for a missing or non-finite column or
-            fewer than 10 samples.
-    """
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            columns, data = log_table(npz)
-    except (OSError, ValueError, KeyError) as exc:
-        raise DataError(f"cannot read the run log ({exc})", file=path) from None
-    picked = {}
-    for key in ("t", f"q.{joint}", f"q_ref.{joint}"):
-        if key not in columns:
-            raise DataError(f"missing column (joint {joint!r}?)", file=path, field=key)
-        picked[key] = data[:, columns.index(key)]
-    if "read_ok" in columns:
-        keep = data[:, columns.index("read_ok")] == 1
-        picked = {k: v[keep] for k, v in picked.items()}
-    for key, values in picked.items():
-        if not (np.isfinite(values) | (key.startswith("q_ref.") & np.isnan(values))).all():
-            raise DataError("must be finite", file=path, field=key)
-    t, position, goal = picked["t"], picked[f"q.{joint}"], picked[f"q_ref.{joint}"]
-    enabled = np.isfinite(goal)
-    goal = np.where(enabled, goal, position)  # a motor that is off follows no goal
-    if len(t) < 10 or not (np.diff(t) > 0).all():
-        raise DataError("needs at least 10 samples at increasing times", file=path, field="t")
-    dt = np.diff(t)
-    step = float(np.median(dt))
-    if np.ptp(dt) > 1e-6 * step:
-        grid = t[0] + step * np.arange(int(np.floor((t[-1] - t[0]) / step + 1e-9)) + 1)
-        position = np.interp(grid, t, position)
-        held = np.searchsorted(t, grid, side="right") - 1  # the goal in force at each grid time
-        goal, enabled, t = goal[held], enabled[held], grid
-    return ServoLog(name=path.name.removesuffix(".npz"), t=t - t[0], position=position, goal=goal, model=model, enabled=enabled)
-
-
-def _name(*parts: str) -> str:
-    """A CasADi function name (letters, digits, single underscores) from ``parts``."""
-    text = "_".join("".join(c if c.isalnum() else "_" for c in part) for part in parts)
-    while "__" in text:
-        text = text.replace("__", "_")
-    return text.strip("_")
-
-
-def _states(law: str) -> int:
-    """Simulation states of ``law``: ``theta``, ``omega`` and, for LuGre, the bristle ``z``."""
-    return 3 if law == "lugre" else 2
-
-
-def _names(law: str, stall: Sequence[str] = ()) -> tuple[str, ...]:
-    """The model's parameters in fit order: the law's (:data:`LAWS`), then the stall's fitted ones."""
-    return (*LAWS[law], *stall)
-
-
-def _step(law: str, model: ServoModel, h: float, stall: Sequence[str] = ()) -> ca.Function:
-    """``(x = [theta, omega(, z)], [goal, on, p...]) -> x'``: one semi-implicit step of ``h`` seconds
-    (``on`` 1 with torque on, 0 with the motor off) of :func:`mbctl.dynamics.actuator.servo_step`;
-    ``p`` the parameters of :func:`_names` (``stall``'s replace the firmware's values)."""
-    import casadi as ca
-
-    names = _names(law, stall)
-    x, u = ca.SX.sym("x", _states(law)), ca.SX.sym("u", 2 + len(names))
-    theta, omega, goal, on = x[0], x[1], u[0], u[1]
-    p = dict(zip(names, ca.vertsplit(u[2:])))
-    theta_next, omega_next, z_next = servo_step(
-        model.firmware,
-        law,
-        p,
-        theta,
-        omega,
-        goal,
-        on,
-        inertia=model.mass * model.length**2,
-        load=-model.mass * GRAVITY * model.length * ca.sin(theta),
-        h=h,
-        z=x[2] if law == "lugre" else 0.0,
-    )
-    return ca.Function("servo_step", [x, u], [ca.vertcat(theta_next, omega_next, *([z_next] if law == "lugre" else []))])
-
-
-def _initial(law: str, log: ServoLog) -> np.ndarray:
-    """The simulation's start: the first measured position, at rest, bristles relaxed."""
-    return np.concatenate([[log.position[0]], np.zeros(_states(law) - 1)])
-
-
-def _trajectory(law: str, log: ServoLog, substeps: int, stall: Sequence[str] = ()) -> ca.Function:
-    """``(p, offset) -> theta`` (n,): the log simulated open loop from its first sample; the
-    encoder ``offset`` (rad) is added to every simulated position (measured = true + offset)."""
-    import casadi as ca
-
-    dt = float(log.t[1] - log.t[0])
-    step = _step(law, log.model, dt / substeps, stall)
-    n = len(log.t) - 1
-    many = step.mapaccum("servo_run", n * substeps)
-    p, offset = ca.MX.sym("p", len(_names(law, stall))), ca.MX.sym("offset")
-    goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
-    on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
-    x0 = ca.DM(_initial(law, log))
-    shift = ca.vertcat(offset, ca.DM.zeros(_states(law) - 1))
-    inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(p, 1, n * substeps))
-    states = many(x0 - shift, inputs)
-    theta = ca.horzcat(x0[0] - offset, states[0, substeps - 1 :: substeps]).T + offset
-    return ca.Function(_name("servo", law, *stall, log.name), [p, offset], [theta])
-
-
-def _sensitivities(law: str, log: ServoLog, substeps: int, fit_offset: bool, stall: Sequence[str] = ()) -> ca.Function:
-    """``z -> (theta, dtheta/dz)``: :func:`_trajectory` with its forward sensitivities, propagated
-    with the state in one step function (``S' = (dx'/dx) S + dx'/dz``), so the simulation's
-    shared terms are computed once per step for all parameters (a LuGre bristle state is one
-    more row of ``x`` and ``S``)."""
-    import casadi as ca
-
-    names = _names(law, stall)
-    nx = _states(law)
-    nz = len(names) + (1 if fit_offset else 0)
-    dt = float(log.t[1] - log.t[0])
-    step = _step(law, log.model, dt / substeps, stall)
-    x, S, u = ca.SX.sym("x", nx), ca.SX.sym("S", nx, nz), ca.SX.sym("u", 2 + len(names))
-    x_next = step(x, u)
-    B = ca.jacobian(x_next, u[2:])
-    if fit_offset:  # the offset enters as the goal minus the offset
-        B = ca.horzcat(B, -ca.jacobian(x_next, u[0]))
-    S_next = ca.mtimes(ca.jacobian(x_next, x), S) + B
-    augmented = ca.Function("servo_sens_step", [ca.vertcat(x, ca.vec(S)), u], [ca.vertcat(x_next, ca.vec(S_next))])
-    n = len(log.t) - 1
-    many = augmented.mapaccum("servo_sens_run", n * substeps)
-    z = ca.MX.sym("z", nz)
-    offset = z[-1] if fit_offset else 0.0
-    goals = ca.DM(np.repeat(log.goal[:-1], substeps)).T
-    on = np.ones(n) if log.enabled is None else log.enabled[:-1].astype(float)
-    inputs = ca.vertcat(goals - offset, ca.DM(np.repeat(on, substeps)).T, ca.repmat(z[: len(names)], 1, n * substeps))
-    S0 = np.zeros((nx, nz))
-    if fit_offset:
-        S0[0, -1] = -1.0  # the true start is the first measurement minus the offset
-    x0 = ca.vertcat(log.position[0] - offset, ca.DM.zeros(nx - 1))
-    states = many(ca.vertcat(x0, ca.DM(S0.reshape(-1, order="F"))), inputs)[:, substeps - 1 :: substeps]
-    theta = ca.horzcat(x0[0], states[0, :]).T + offset
-    dtheta = ca.horzcat(ca.DM(S0[0:1, :].T), states[nx::nx, :]).T  # S[0, j] is row nx + j nx (column-major)
-    if fit_offset:
-        dtheta = ca.horzcat(dtheta[:, :-1], dtheta[:, -1] + 1.0)
-    return ca.Function(_name("servo_sens", law, *stall, log.name), [z], [theta, dtheta])
-
-
-def simulate_servo(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
-    """Positions (rad) of ``log`` simulated open loop with ``parameters`` (of ``law``, plus
-    an optional ``offset`` and the stall's ``current_limit``, ``supply_resistance`` and
-    ``torque_saturation``, which replace the log's firmware values), from its first sample, the goals as input."""
-    stall = tuple(n for n in STALL_PARAMETERS if n in parameters)
-    f = _trajectory(law, log, substeps, stall)
-    p = [parameters[name] for name in _names(law, stall)]
-    return np.asarray(f(p, parameters.get("offset", 0.0))).ravel()
-
-
-def simulate_actuator(log: ServoLog, servo: ServoActuator, *, substeps: int = 5) -> np.ndarray:
-    """Positions (rad) of ``log`` simulated open loop with a robot's servo (as its
-    ``[joints.<name>.actuator]`` table gives it, :func:`mbctl.dynamics.actuator.robot_servos`):
-    the servo's motor, armature, friction law, stall (``current_limit``, ``supply_resistance``,
-    ``torque_saturation``) and ``friction_smoothing``, with the log's own firmware loop (``kp``,
-    ``vin``, ...) and bench. A model fitted at one gain is judged so on logs of another."""
-    carried = {n: getattr(servo.firmware, n) for n in (*STALL_PARAMETERS, "friction_smoothing")}
-    model = dataclasses.replace(log.model, firmware=dataclasses.replace(log.model.firmware, **carried))
-    return simulate_servo(dataclasses.replace(log, model=model), servo.law, dict(servo.parameters), substeps=substeps)
 
 
 @dataclass(frozen=True)
@@ -398,41 +99,6 @@ class ServoFit:
     def simulated(self, log: ServoLog) -> np.ndarray:
         """The log's positions as this model simulates them (rad)."""
         return simulate_servo(log, self.law, self.parameters, substeps=self.substeps)
-
-
-def simulated_current(log: ServoLog, law: str, parameters: dict[str, float], *, substeps: int = 5) -> np.ndarray:
-    """The motor current (A) along ``log`` simulated with ``parameters``, from the simulated
-    positions and their central-difference speeds (:func:`mbctl.dynamics.actuator.servo_current`;
-    0 with the torque off)."""
-    from mbctl.dynamics.actuator import servo_current
-
-    theta = simulate_servo(log, law, parameters, substeps=substeps) - parameters.get("offset", 0.0)
-    omega = np.gradient(theta, log.t)
-    p = {n: parameters[n] for n in ("kt", "R", *STALL_PARAMETERS) if n in parameters}
-    current, _ = servo_current(log.model.firmware, p, log.goal - parameters.get("offset", 0.0) - theta, omega)
-    return current * (1.0 if log.enabled is None else log.enabled)
-
-
-def residual_function(law: str, logs: Sequence[ServoLog], *, fit_offset: bool = False, substeps: int = 5, jacobian: bool = True, stall: Sequence[str] = ()):
-    """Compiled ``z -> (r, dr/dz)`` (or ``z -> r``): the stacked simulation errors (rad) of every
-    log, ``z`` the parameters of ``law`` in :data:`LAWS` order, then the fitted ``stall``
-    parameters (:data:`mbctl.dynamics.actuator.STALL_PARAMETERS`), then the offset; the
-    Jacobian from forward sensitivities (:func:`_sensitivities`)."""
-    import casadi as ca
-
-    from mbctl.dynamics.codegen import compile_function
-
-    stall = tuple(stall)
-    names = _names(law, stall)
-    z = ca.MX.sym("z", len(names) + (1 if fit_offset else 0))
-    offset = z[-1] if fit_offset else 0.0
-    if jacobian:
-        runs = [_sensitivities(law, log, substeps, fit_offset, stall)(z) for log in logs]
-        r = ca.vertcat(*(theta - ca.DM(log.position) for (theta, _), log in zip(runs, logs)))
-        outputs = [r, ca.vertcat(*(dtheta for _, dtheta in runs))]
-    else:
-        outputs = [ca.vertcat(*(_trajectory(law, log, substeps, stall)(z[: len(names)], offset) - ca.DM(log.position) for log in logs))]
-    return compile_function(ca.Function(_name("servo_fit" if jacobian else "servo_error", law, *stall, str(len(logs))), [z], outputs))
 
 
 def _standard_errors(J: np.ndarray, cost: float, rcond: float = 1e-9) -> list[float]:
@@ -549,7 +215,7 @@ def fit_servo(
     if unknown:
         raise InputError(f"unknown stall parameter {unknown[0]!r} (expected: {', '.join(STALL_PARAMETERS)})", field="--stall")
     start_time = time.perf_counter()
-    names = _names(law, stall) + (("offset",) if fit_offset else ())
+    names = parameter_names(law, stall) + (("offset",) if fit_offset else ())
     span = {n: PARAMETERS[n][:2] for n in names} | dict(bounds or {})
     if not set(span) <= set(names) or not all(lo <= hi for lo, hi in span.values()):
         bad = next(n for n, (lo, hi) in span.items() if n not in names or lo > hi)
@@ -574,7 +240,7 @@ def fit_servo(
             substeps=substeps,
             seed=seed,
             stall=stall,
-            bounds={n: b for n, b in (bounds or {}).items() if n in _names("stribeck", stall) or n == "offset"},
+            bounds={n: b for n, b in (bounds or {}).items() if n in parameter_names("stribeck", stall) or n == "offset"},
         )
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))

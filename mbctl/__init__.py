@@ -11,7 +11,9 @@ One robot description (URDF + TOML overlay) serves every workflow::
 The layers are subpackages: :mod:`mbctl.dynamics` (models, friction, constraints,
 flexibility, simulation), :mod:`mbctl.ctrl` (controllers, trajectories, code
 generation), :mod:`mbctl.hardware` (drives, simulated plant, real-time loop),
-:mod:`mbctl.identification` (friction experiments and fits) and :mod:`mbctl.cli`.
+:mod:`mbctl.identification` (friction experiments and fits), :mod:`mbctl.study`
+(parameter studies), :mod:`mbctl.viz` (plots, animations and a live view of the
+results) and :mod:`mbctl.cli`, each importing only those before it.
 The names below are imported on first use, so ``import mbctl`` stays cheap.
 """
 

@@ -101,6 +101,21 @@ def test_every_identified_body_is_physically_consistent(simulated_runs):
 
 
 @pytest.mark.slow
+def test_log_cholesky_coordinates_give_back_the_body():
+    """The consistent fit's parametrisation: a UR5 body's log-Cholesky coordinates give back its ten parameters and its pseudo-inertia (round-off)."""
+    import casadi as ca
+
+    from mbctl.identification.arm_consistent import body_from_log_cholesky, log_cholesky
+
+    theta_all = inertial_parameters(load_robot("ur5"))
+    for b in range(len(theta_all) // 10):
+        theta = theta_all[10 * b : 10 * b + 10]
+        x = ca.SX.sym("x", 10)
+        back, J = ca.Function("body", [x], list(body_from_log_cholesky(x)))(log_cholesky(theta))
+        np.testing.assert_allclose(np.asarray(back).ravel(), theta, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(J), pseudo_inertia(theta), rtol=1e-10, atol=1e-12)
+
+
 def test_payload_mass_recovered_within_two_percent(simulated_runs):
     """With the arm known, the identified payload on the last body is the plant's 2.0 kg within 2 %, at its centre of mass."""
     truth_toml, log = simulated_runs["payload"]

@@ -176,7 +176,7 @@ def test_stiff_block_solves_equal_the_dense_solve(spec, start):
     x = pm.state(traj.q[50], traj.dq[50])
     x[robot.nv : pm.n] = 1e-4 * np.random.default_rng(2).standard_normal(pm.n - robot.nv)
     h = 1e-4
-    update = pm._stiff_update()
+    update = pm.stiff_update()
     rng = np.random.default_rng(3)
     r = rng.standard_normal(2 * pm.n) * np.r_[np.full(pm.n, 1e-2), np.full(pm.n, 1e3)]
     dense = np.linalg.solve(np.eye(2 * pm.n) - GAMMA * h * _stiff_jacobian(pm, x[: pm.n]), r)

@@ -3,30 +3,13 @@
 The robot obeys ``M(q) ddq + h(q, dq) = Q + Q_c`` subject to the stacked constraint
 rows ``A ddq = b`` with ``A = Phi_q`` and ``b`` = the stabilized right-hand side
 (:class:`Baumgarte`). ``Q`` collects the force elements (friction, later springs and
-drives), ``Q_c`` is the generalized constraint force (N·m or N per DOF). Writing
-``f = Q - h``:
-
-- ``"lagrange"``: the index-1 KKT system
-  ``[[M, A^T], [A, 0]] [ddq; lambda] = [f; b]``. **Sign convention:**
-  ``Q_c = -A^T lambda``; a row's ``lambda`` is the force (N, N·m) that pushes the
-  system towards decreasing ``Phi``. Redundant rows are eliminated first (the rows
-  named in ``eliminate``, or those QR with column pivoting of ``A^T`` finds dependent
-  at the initial state); their multipliers are zero.
-- ``"udwadia-kalaba"``: with ``M = L L^T`` (Cholesky), ``a = M^-1 f``,
-  ``X = A L^-T``: ``ddq = a + L^-T X^+ (b - A a)``, ``Q_c = L X^+ (b - A a)``, the
-  Moore–Penrose inverse handling redundant rows. The minimum-norm multipliers
-  ``lambda = -(X X^T)^+ (b - A a)`` satisfy ``Q_c = -A^T lambda`` and are reported.
-  Only this solver offers the damped (robust) mode: near singular configurations
-  ``X^+`` uses ``s/(s^2 + mu^2)`` with ``mu = damping*s_max`` instead of ``1/s``.
-- ``"nullspace"``: independent coordinates. The coordinates split into dependent
-  ``q_d`` (r of them) and independent ``q_i``, picked by QR with column pivoting of
-  ``A`` at every evaluation or named by the user; with ``V = [I; -A_d^-1 A_i]``
-  (a basis of the null space of ``A``) and a particular solution ``ddq_p``
-  (``A_d ddq_p,d = b``, ``ddq_p,i = 0``) the reaction-free equations are
-  ``V^T M V ddq_i = V^T (f - M ddq_p)``. ``Q_c = M ddq - f``; no multipliers.
-
-All three give the same ``ddq`` for consistent constraints, and the Lagrange and
-Udwadia–Kalaba forces agree (for independent rows, also their multipliers).
+drives), ``Q_c = -A^T lambda`` is the generalized constraint force (N·m or N per DOF;
+**sign convention**: a row's multiplier ``lambda`` is the force, N or N·m, that pushes the
+system towards decreasing ``Phi``). ``solver`` picks Lagrange (KKT), Udwadia–Kalaba or the
+null space of ``A`` (independent coordinates); their formulas are in
+:mod:`mbctl.dynamics.constraints.solvers`. All three give the same ``ddq`` for consistent
+constraints, and the Lagrange and Udwadia–Kalaba forces agree (for independent rows, also
+their multipliers).
 
 **Checks.** At every evaluation the singular values ``s_1 >= s_2 >= ...`` of ``A``
 are compared with the rank ``r`` found at the initial state: ``s_r < tolerance*s_1``
@@ -38,25 +21,9 @@ evaluations use damped least squares). A residual ``|A ddq - b|`` above
 ``consistency_tolerance`` (relative) means the rows contradict each other and
 raises :class:`InconsistentConstraintsError`.
 
-**Load-dependent friction: the algebraic loop.** Friction whose dry part scales with a
-joint's normal load makes ``Q`` depend on the reaction wrenches, which depend on
-``ddq`` and ``lambda``, which depend on ``Q``. It is resolved exactly at every
-evaluation, without lagging or iterating the whole solve: at a given state the force
-is affine in the normal loads, ``Q = Q0 + B N`` (``B`` column i: minus the friction
-coefficient — ``sigma0*z + sigma1*dz/dt`` for LuGre, a function of the state — on the
-joint's DOF); the solution is affine in ``Q`` (the factored solver's linear part) and
-the wrenches are affine in the solution (RNEA at ``(q, dq)``, loop-closure forces as
-external forces), so ``W(N) = W0 + sum_i N_i W_i`` from ``1 + k`` RNEA calls, and the k
-loads solve ``N = loads(W(N))`` — norms of wrench components, one equation per
-load-dependent joint — by Newton's method to ``loop_tolerance`` (the loads are nearly
-affine in themselves, so the first step from zero lands on the answer and the second
-evaluation confirms it). A plain
-fixed point would not do: right after a velocity reversal LuGre's bristle-damping
-term ``sigma1*dz/dt ~ sigma1*v`` can make the effective coefficient exceed 1 and the
-iteration diverge. When no consistent loads exist (a Painlevé-type paradox of too
-much friction) the run stops with :class:`ReactionLoopError`. Elements take part
-through ``reaction_joints``, ``load_terms`` and ``loads_and_gradient``
-(:class:`mbctl.dynamics.forces.ForceElement`).
+**Load-dependent friction.** Friction whose dry part scales with a joint's normal load makes
+``Q`` depend on the reaction wrenches, which depend on ``ddq`` and ``lambda``: the loop is solved
+exactly at every evaluation (:mod:`mbctl.dynamics.constraints.normal_loads`).
 
 **Unactuated DOF.** The part of ``Q_c`` due to programmed constraints,
 ``-A_prog^T lambda_prog`` (minimum-norm multipliers for the null-space solver), is
@@ -66,7 +33,6 @@ what the drives must supply; its components on unactuated joints are reported
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,14 +41,15 @@ import pinocchio as pin
 import scipy.linalg
 import scipy.linalg.lapack
 
+from mbctl.dynamics.constraints import assembly
 from mbctl.dynamics.constraints.constraint_set import ConstraintSet
 from mbctl.dynamics.constraints.errors import (
     InconsistentConstraintsError,
-    ReactionLoopError,
     SingularConstraintError,
 )
-from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError, ConstraintValues
-from mbctl.dynamics.constraints.loops import acts_on_bodies
+from mbctl.dynamics.constraints.kinds import Constraint, ConstraintEvaluationError
+from mbctl.dynamics.constraints.normal_loads import NormalLoads
+from mbctl.dynamics.constraints.rank import RowSetup, Where, row_setup, singular_error
 from mbctl.dynamics.constraints.solvers import (
     SOLVERS,
     Factored,
@@ -139,16 +106,6 @@ class ConstrainedState:
     normal_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-@dataclass
-class _Setup:
-    """Decisions taken once, at the first evaluation (the initial state)."""
-
-    rank: int
-    kept: np.ndarray  # rows given to lagrange / nullspace
-    eliminated: tuple[str, ...] = field(default_factory=tuple)
-    orientation: int = 0  # sign of det(A[kept]) when the constraints fix every DOF, else 0
-
-
 class ConstrainedDynamics:
     """The dynamics of a robot under a constraint set, built once and evaluated many times.
 
@@ -176,10 +133,6 @@ class ConstrainedDynamics:
         max_loop_iterations: Newton steps allowed for them.
 
     A :class:`ConstrainedDynamics` owns one pinocchio ``Data``: use one per thread.
-
-    Attributes:
-        loop_iterations: Steps of the load loop of load-dependent friction summed over
-            all evaluations so far (diagnostics: divide by the evaluations).
     """
 
     def __init__(
@@ -210,13 +163,11 @@ class ConstrainedDynamics:
         self.singularity = singularity or SingularityPolicy()
         self.consistency_tolerance = consistency_tolerance
         if self.singularity.action == "damped" and solver != "udwadia-kalaba":
-            raise ConfigError(
-                f"the damped mode needs solver = \"udwadia-kalaba\", not {solver!r}", file=source, field="simulation.singularity.action"
-            )
+            raise ConfigError(f'the damped mode needs solver = "udwadia-kalaba", not {solver!r}', file=source, field="simulation.singularity.action")
         self.independent: np.ndarray | None = None
         if independent is not None:
             if solver != "nullspace":
-                raise ConfigError("independent coordinates apply to solver = \"nullspace\" only", file=source, field="simulation.independent")
+                raise ConfigError('independent coordinates apply to solver = "nullspace" only', file=source, field="simulation.independent")
             idx = []
             for name in independent:
                 try:
@@ -245,21 +196,15 @@ class ConstrainedDynamics:
         self._continuous = np.array([(j.idx_q, j.idx_v) for j in robot.joints if j.continuous], dtype=int).reshape(-1, 2)
         self._prog = self.constraints.programmed
         self._lower = np.tril_indices(robot.nv, -1)
-        self._setup: _Setup | None = None
+        self._setup: RowSetup | None = None
         self.evaluations = 0
-        # elements that need joint reactions, and the joints (pinocchio ids) they need
-        self._reactive = [(k, f) for k, f in enumerate(self.forces) if f.reaction_joints]
-        self._reaction_ids = sorted({j for _, f in self._reactive for j in f.reaction_joints})
-        self._reaction_rows = {k: [self._reaction_ids.index(j) for j in f.reaction_joints] for k, f in self._reactive}
-        self._rdata = robot.model.createData()
-        self._model0 = pin.Model(robot.model)
-        self._model0.gravity = pin.Motion.Zero()
-        self._rdata0 = self._model0.createData()
         self.loop_tolerance = loop_tolerance
         self.max_loop_iterations = max_loop_iterations
-        self.loop_iterations = 0
-        self._body_forces = any(acts_on_bodies(c) for c in self.constraints)
-        if self._reactive and self._body_forces and solver == "nullspace":
+        reactive = any(f.reaction_joints for f in self.forces)
+        self._loads = (
+            NormalLoads(robot, self.constraints, self.forces, self.state_slices, self.configuration, loop_tolerance, max_loop_iterations) if reactive else None
+        )
+        if self._loads is not None and self._loads.body_forces and solver == "nullspace":
             raise ConfigError(
                 "load-dependent friction needs the loop-closure multipliers for the joint reactions; the nullspace "
                 "solver gives none (use lagrange or udwadia-kalaba)",
@@ -272,6 +217,11 @@ class ConstrainedDynamics:
     @property
     def rows(self) -> tuple[str, ...]:
         return self.constraints.rows
+
+    @property
+    def loop_iterations(self) -> int:
+        """Steps of the load loop of load-dependent friction summed over all evaluations so far."""
+        return 0 if self._loads is None else self._loads.iterations
 
     @property
     def rank(self) -> int:
@@ -288,7 +238,7 @@ class ConstrainedDynamics:
         """Rows dropped by the Lagrange and null-space solvers."""
         return self._require_setup().eliminated
 
-    def _require_setup(self) -> _Setup:
+    def _require_setup(self) -> RowSetup:
         if self._setup is None:
             raise RuntimeError("evaluate or initialize the dynamics first")
         return self._setup
@@ -339,60 +289,21 @@ class ConstrainedDynamics:
             SingularConstraintError: If the initial state is already near-singular.
         """
         q, dq = np.asarray(q, dtype=float), np.asarray(dq, dtype=float)
-        ks = self.kinematics(q, dq)
-        cv = self._evaluate_constraints(ks, t)
-        A = cv.jac
-        m = self.constraints.m
-        if m == 0:
-            self._setup = _Setup(rank=0, kept=np.arange(0))
-            return
-        U, s, _ = np.linalg.svd(A)
-        rank = int(np.sum(s > self.rank_tolerance * s[0])) if s[0] > 0 else 0
-        if rank == 0:
-            raise self._error(SingularConstraintError, f"constraint Jacobian is zero at t = {t:.6g} s, q = ({self.describe(q)})")
-        if s[rank - 1] < self.singularity.tolerance * s[0] and self.singularity.action == "stop":
-            raise self._singular(t, q, A, s, rank)
-        rows = self.constraints.rows
-        if rank < m:
-            # rows the Jacobian cannot move independently must agree already: U_p^T Phi = 0, U_p^T dPhi = 0
-            Up = U[:, rank:]
-            dphi = A @ dq + cv.phi_t
-            residual = np.abs(Up.T @ np.nan_to_num(cv.phi)).max() + np.abs(Up.T @ dphi).max()
-            if residual > self.consistency_tolerance:
-                weight = np.abs(Up).max(axis=1)
-                involved = ", ".join(rows[i] for i in np.flatnonzero(weight > 0.3 * weight.max()))
-                raise self._error(
-                    InconsistentConstraintsError,
-                    f"inconsistent constraints at t = {t:.6g} s: the Jacobian has rank {rank} for {m} rows (redundant "
-                    f"rows or a singular configuration) and rows {involved} cannot hold together (residual "
-                    f"{residual:.3g}) at q = ({self.describe(q)})",
-                )
-        if self.eliminate is not None:
-            kept = np.setdiff1d(np.arange(m), self.eliminate)
-            r_kept = np.linalg.matrix_rank(A[kept], tol=self.rank_tolerance * s[0]) if len(kept) else 0
-            if len(kept) != rank or r_kept != rank:
-                raise ConfigError(
-                    f"eliminating {len(self.eliminate)} row(s) leaves {len(kept)} rows of rank {r_kept}; the constraints "
-                    f"have rank {rank} of {m} rows, so eliminate exactly {m - rank} rows whose removal keeps the rank",
-                    file=self.robot.source,
-                    field="simulation.eliminate",
-                )
-        elif rank < m:
-            _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
-            kept = np.sort(piv[:rank])
-        else:
-            kept = np.arange(m)
-        if self.independent is not None and len(self.independent) != self.robot.nv - rank:
-            raise ConfigError(
-                f"{len(self.independent)} independent coordinates named, but the constraints (rank {rank}) leave "
-                f"{self.robot.nv - rank}",
-                file=self.robot.source,
-                field="simulation.independent",
-            )
-        eliminated = tuple(rows[i] for i in np.setdiff1d(np.arange(m), kept)) if self.solver != "udwadia-kalaba" else ()
-        # fully constrained: the motion must stay on the branch (sign of det A) it starts on
-        orientation = int(np.sign(np.linalg.det(A[kept]))) if rank == self.robot.nv else 0
-        self._setup = _Setup(rank=rank, kept=kept, eliminated=eliminated, orientation=orientation)
+        cv = self._evaluate_constraints(self.kinematics(q, dq), t)
+        self._setup = row_setup(
+            cv.jac,
+            cv.phi,
+            cv.jac @ dq + cv.phi_t,
+            self.rows,
+            nv=self.robot.nv,
+            solver=self.solver,
+            rank_tolerance=self.rank_tolerance,
+            singularity=self.singularity,
+            consistency_tolerance=self.consistency_tolerance,
+            eliminate=self.eliminate,
+            independent=self.independent,
+            where=Where(t, q, self.describe(q), self.robot.source),
+        )
 
     def _evaluate_constraints(self, ks: KinematicState, t: float):
         try:
@@ -400,36 +311,13 @@ class ConstrainedDynamics:
         except ConstraintEvaluationError as exc:
             raise self._error(SingularConstraintError, f"at t = {t:.6g} s: {exc}") from None
 
-    def _singular(
-        self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False
-    ) -> SingularConstraintError:
-        U, _, _ = np.linalg.svd(A)
-        u = np.abs(U[:, rank - 1])
-        involved = ", ".join(self.rows[i] for i in np.flatnonzero(u > 0.3 * u.max()))
-        if crossed:
-            what = (
-                f"the motion passed through a singular configuration of the constraint Jacobian just before t = {t:.6g} s "
-                f"(its determinant changed sign; rows involved: {involved}; s_{rank}/s_1 = {s[rank - 1] / s[0]:.3g} now)"
-            )
-        else:
-            what = (
-                f"constraint Jacobian is near-singular at t = {t:.6g} s (singular values s_{rank}/s_1 = "
-                f"{s[rank - 1] / s[0]:.3g} < tolerance {self.singularity.tolerance:g}; rows involved: {involved})"
-            )
-        return SingularConstraintError(
-            f"{what} at q = ({self.describe(q)}); the constraints cannot be followed there "
-            "(set simulation.singularity.action = \"damped\" to continue with damped least squares)",
-            file=self.robot.source,
-            field="constraints",
-            time=t,
-            q=q,
-        )
+    def _singular(self, t: float, q: np.ndarray, A: np.ndarray, s: np.ndarray, rank: int, crossed: bool = False) -> SingularConstraintError:
+        where = Where(t, q, self.describe(q), self.robot.source)
+        return singular_error(A, s, rank, self.rows, self.singularity.tolerance, where, crossed=crossed)
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(
-        self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None
-    ) -> ConstrainedState:
+    def evaluate(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray | None = None, *, normal_loads: np.ndarray | None = None) -> ConstrainedState:
         """Accelerations, constraint forces and violations at time ``t`` and state ``(q, dq, s)``.
 
         ``normal_loads`` freezes the loads of load-dependent friction at the given values
@@ -478,15 +366,13 @@ class ConstrainedDynamics:
 
         try:
             solve = self._factor(M, A, b, singular)
-            if not self._reactive:
+            if self._loads is None:
                 ddq, force, lam = solve(f + applied)
             else:
-                ddq, force, lam, Q_r, loads = self._solve_with_reactions(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
+                ddq, force, lam, Q_r, loads = self._loads.solve(solve, t, q, dq, s, ks, f + applied, state_rate, normal_loads)
                 applied = applied + Q_r
         except np.linalg.LinAlgError as exc:
-            raise self._error(
-                SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}"
-            ) from None
+            raise self._error(SingularConstraintError, f"at t = {t:.6g} s, q = ({self.describe(q)}): {self.solver} failed: {exc}") from None
 
         if m and not singular:
             res = np.abs(A @ ddq - b)
@@ -537,118 +423,6 @@ class ConstrainedDynamics:
         inner = lagrange_factor(M, A[kept], b[kept]) if self.solver == "lagrange" else nullspace_factor(M, A[kept], b[kept], self.independent)
         return inner if len(kept) == m else KeptRows(inner, kept, m)
 
-    def reaction_wrenches(
-        self, ks: KinematicState, ddq: np.ndarray, lam: np.ndarray, *, linear: bool = False, qp: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Reaction wrenches ((k, 6), joint frames, N then N·m) of the joints the force
-        elements name in ``reaction_joints``, at the state of ``ks`` with accelerations
-        ``ddq`` and multipliers ``lam``: RNEA with the loop-closure forces as external forces.
-        ``linear=True`` gives only the part linear in ``(ddq, lam)`` (no gravity, velocity terms);
-        ``qp`` is the pinocchio configuration of ``ks.q`` if already at hand."""
-        model, data = (self._model0, self._rdata0) if linear else (self._model, self._rdata)
-        qp = self.configuration(ks.q) if qp is None else qp
-        v = np.zeros(self.robot.nv) if linear else ks.dq
-        if self._body_forces:
-            fext, _ = self.constraints.loop_forces(ks, lam)
-            pin.rnea(model, data, qp, v, ddq, pin.StdVec_Force(fext))
-        else:
-            pin.rnea(model, data, qp, v, ddq)
-        return np.array([data.f[j].vector for j in self._reaction_ids]).reshape(-1, 6)
-
-    def _solve_with_reactions(
-        self,
-        solve: Factored,
-        t: float,
-        q: np.ndarray,
-        dq: np.ndarray,
-        s: np.ndarray,
-        ks: KinematicState,
-        f0: np.ndarray,
-        state_rate: np.ndarray,
-        frozen: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Solve the dynamics together with the normal loads (module docstring).
-
-        The load-dependent forces are ``Q0 + B N``; the solution is affine in them and the
-        wrenches are affine in the solution, so ``W(N) = W0 + sum_i N_i W_i`` and the loads
-        solve ``N = loads(W(N))``, k equations, by Newton's method.
-
-        Returns ``(ddq, Q_c, lambda, Q_r, N)`` with ``Q_r = Q0 + B N`` the load-dependent
-        forces; with ``frozen`` loads, ``N = frozen`` and one solve.
-        """
-        Q0 = np.zeros(self.robot.nv)
-        blocks, columns = [], []
-        for k, element in self._reactive:
-            sl = self.state_slices[k]
-            Qe, Be, ds = element.load_terms(t, q, dq, s[sl])
-            Q0 += Qe
-            state_rate[sl] = ds
-            blocks.append((element, self._reaction_rows[k], len(columns)))
-            columns.append(Be)
-        B = np.column_stack(columns)
-        if frozen is not None:
-            Q_r = Q0 + B @ frozen
-            return (*solve(f0 + Q_r), Q_r, np.asarray(frozen, dtype=float))
-        active = np.flatnonzero(np.abs(B).max(axis=0) > 0)  # loads that change some force now
-        ddq, force, lam = solve(f0 + Q0)
-        qp = self.configuration(q)
-        W0 = self.reaction_wrenches(ks, ddq, lam, qp=qp)
-        n_loads = B.shape[1]
-        Wl = np.zeros((n_loads,) + W0.shape)
-        lin = None
-        if len(active):
-            lin = solve.linear(B[:, active])
-            for c, i in enumerate(active):
-                Wl[i] = self.reaction_wrenches(ks, lin[0][:, c], lin[2][:, c], linear=True, qp=qp)
-        Wl_flat = Wl.reshape(n_loads, -1)
-
-        def loads(N: np.ndarray, gradient: bool = False):
-            W = W0 + (N @ Wl_flat).reshape(W0.shape)
-            out = np.empty(n_loads)
-            G = np.zeros((n_loads, n_loads)) if gradient else None
-            for element, rows, start in blocks:
-                k = len(rows)
-                out[start : start + k], g = element.loads_and_gradient(W[rows], gradient)
-                if gradient:  # dN_r/dN_j = g_r . W_j[row r]
-                    G[start : start + k] = np.einsum("rc,jrc->rj", g, Wl[:, rows, :])
-            return out, G
-
-        # Newton from N = 0, then chord steps with the first Jacobian (refreshed only if
-        # they stall): the loads are nearly affine in N, so the chord converges at once
-        N = np.zeros(n_loads)
-        L, G = loads(N, gradient=True)
-        scale = max(1.0, np.abs(L).max())
-        residual = N - L
-        eye = np.eye(n_loads)
-        lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
-        previous = np.inf
-        for iteration in range(1, self.max_loop_iterations + 1):
-            N = N - scipy.linalg.lu_solve(lu, residual, check_finite=False)
-            L, _ = loads(N)
-            residual = N - L
-            size = np.abs(residual).max()
-            if size <= self.loop_tolerance * max(scale, np.abs(N).max()):
-                break
-            if size > 0.1 * previous:  # not contracting fast: a full Newton step next
-                _, G = loads(N, gradient=True)
-                lu = scipy.linalg.lu_factor(eye - G, check_finite=False)
-            previous = size
-        else:
-            raise ReactionLoopError(
-                f"{self.robot.source or self.robot.name}: no consistent joint normal loads at t = {t:.6g} s "
-                f"(load-dependent friction; residual {np.abs(residual).max():.3g} after {self.max_loop_iterations} "
-                "Newton steps): the friction coefficients, bristle damping sigma1 or journal radii are too large "
-                "for the loads to be determined (a Painleve-type inconsistency)"
-            )
-        self.loop_iterations += iteration
-        Q_r = Q0 + B @ N
-        if lin is not None:
-            x = N[active]
-            ddq = ddq + lin[0] @ x
-            force = force + lin[1] @ x
-            lam = lam + lin[2] @ x
-        return ddq, force, lam, Q_r, N
-
     # ------------------------------------------------------------------ initial states
 
     def assemble(
@@ -662,50 +436,33 @@ class ConstrainedDynamics:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Move ``(q, dq)`` onto the constraints at time ``t`` (consistent initial state).
 
-        Gauss–Newton on the position-level rows with minimum-norm steps
-        ``dq_free = -A_free^+ Phi`` (halved until the violation decreases) until
-        ``max|Phi| < tol``, then the minimum-norm velocity correction that makes
-        ``A dq + Phi_t = 0``; coordinates named in ``keep`` stay unchanged. A guess
-        near the wanted branch (e.g. elbow up) converges to that branch.
+        Gauss–Newton on the position-level rows to ``max|Phi| < tol``, then the minimum-norm
+        velocity correction (:func:`mbctl.dynamics.constraints.assembly.assemble`);
+        coordinates named in ``keep`` stay unchanged. A guess near the wanted branch (e.g.
+        elbow up) converges to that branch.
 
         Raises:
             InconsistentConstraintsError: If Newton does not converge.
         """
-        q = np.array(q, dtype=float)
-        dq = np.array(dq, dtype=float)
-        free = self._free_coordinates(keep)
-        pos = self.constraints.level == 2
-        for iteration in range(max_iterations + 1):
-            cv = self._evaluate_constraints(self.kinematics(q, dq), t)
-            err = float(np.abs(cv.phi[pos]).max()) if pos.any() else 0.0
-            if err < tol:
-                break
-            if iteration == max_iterations or not math.isfinite(err):
-                raise self._error(
-                    InconsistentConstraintsError,
-                    f"cannot assemble the initial state at t = {t:.6g} s: max |Phi| = {err:.3g} after {max_iterations} "
-                    "Newton steps (constraints contradict each other or are out of reach)",
-                )
-            step = np.linalg.lstsq(cv.jac[pos][:, free], -cv.phi[pos], rcond=1e-10)[0]
-            # backtracking: halve the Newton step until the violation decreases (far starts diverge otherwise)
-            for _ in range(30):
-                trial = q.copy()
-                trial[free] += step
-                trial_err = np.abs(self._evaluate_constraints(self.kinematics(trial, dq), t).phi[pos]).max()
-                if trial_err < err:
-                    break
-                step = 0.5 * step
-            q = trial
-        dphi = cv.jac @ dq + cv.phi_t
-        dq[free] -= np.linalg.lstsq(cv.jac[:, free], dphi, rcond=1e-10)[0]
-        dphi = cv.jac @ dq + cv.phi_t
-        if np.abs(dphi).max(initial=0.0) > 1e-9 * max(1.0, np.abs(dq).max()):
+
+        def rows(qq: np.ndarray, vv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            cv = self._evaluate_constraints(self.kinematics(qq, vv), t)
+            return cv.phi, cv.jac, cv.phi_t
+
+        found = assembly.assemble(rows, q, dq, position=self.constraints.level == 2, free=self._free_coordinates(keep), tol=tol, max_iterations=max_iterations)
+        if not found.converged:
             raise self._error(
                 InconsistentConstraintsError,
-                f"cannot assemble the initial velocities at t = {t:.6g} s: max |dPhi| = {np.abs(dphi).max():.3g} "
+                f"cannot assemble the initial state at t = {t:.6g} s: max |Phi| = {found.position_error:.3g} after "
+                f"{found.iterations} Newton steps (constraints contradict each other or are out of reach)",
+            )
+        if not found.consistent_velocity:
+            raise self._error(
+                InconsistentConstraintsError,
+                f"cannot assemble the initial velocities at t = {t:.6g} s: max |dPhi| = {found.velocity_error:.3g} "
                 "(velocity constraints contradict each other)",
             )
-        return q, dq
+        return found.q, found.dq
 
     def equilibrate(
         self,
@@ -715,28 +472,19 @@ class ConstrainedDynamics:
         tol: float = 1e-10,
         max_iterations: int = 50,
     ) -> np.ndarray:
-        """Static equilibrium on the constraints near ``q``: the configuration at rest where
-
-        ```
-        R(q, lambda) = Q(q, 0) - g(q) - A(q)^T lambda = 0     (rows of the free coordinates)
-        Phi(t, q) = 0                                         (position-level rows)
-        ```
-
-        with ``Q`` the force elements at rest in their initial states (springs; friction
-        is zero at rest), ``g`` the generalized gravity (N·m, N) and ``A^T lambda`` the
-        constraint forces: the programmed rows' multipliers are the drives' static
-        forces, the loop rows' the cut-joint reactions. Coordinates in ``keep`` are held
-        (their rows of ``R`` dropped). At such a state and at rest, with the targets at
-        rest, the constrained accelerations vanish. Newton's method on
-        ``(q_free, lambda)`` with minimum-norm steps (redundant rows allowed), ``dR/dq``
-        by central differences, the other blocks exact (``-A^T``, ``A``).
+        """Static equilibrium on the constraints near ``q``: ``Q(q, 0) - g(q) - A(q)^T lambda = 0`` on the
+        free coordinates and ``Phi(t, q) = 0`` (:func:`mbctl.dynamics.constraints.assembly.equilibrium`),
+        with the force elements at rest in their initial states (springs; friction is zero at rest): the
+        programmed rows' multipliers are the drives' static forces, the loop rows' the cut-joint
+        reactions. Coordinates in ``keep`` are held (their rows of ``R`` dropped). At such a state and
+        at rest, with the targets at rest, the constrained accelerations vanish.
 
         Args:
             t: Time (s) at which the targets are evaluated.
             q: Starting coordinates (rad, m), e.g. an assembled configuration.
             keep: Joints whose coordinates are held.
-            tol: Largest ``|R|`` accepted, relative to ``1 + max|Q - g|`` (N·m, N); the
-                position rows must also vanish to 1e-12 (m, rad).
+            tol: Largest ``|R|`` accepted, relative to ``1 + max(max|Q|, max|g|)`` at the
+                start (N·m, N); the position rows must also vanish to 1e-12 (m, rad).
             max_iterations: Newton steps allowed.
 
         Returns:
@@ -745,47 +493,19 @@ class ConstrainedDynamics:
         Raises:
             InconsistentConstraintsError: If Newton's method does not converge.
         """
-        nv = self.robot.nv
-        q = np.array(q, dtype=float)
-        zero = np.zeros(nv)
-        free = self._free_coordinates(keep)
-        pos = self.constraints.level == 2
-        elements = [(f, f.initial_state()) for f in self.forces if not f.reaction_joints]  # load-dependent friction is 0 at rest
+        zero = np.zeros(self.robot.nv)
 
-        def terms(qq: np.ndarray) -> tuple[np.ndarray, ConstraintValues]:
-            applied = np.zeros(nv)
-            for element, s0 in elements:
-                applied += element(t, qq, zero, s0)[0]
+        def rows(qq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cv = self._evaluate_constraints(self.kinematics(qq, zero), t)
-            gravity = pin.computeGeneralizedGravity(self._model, self._rdata, self.configuration(qq))
-            return applied - gravity, cv
+            return cv.jac, cv.phi
 
-        F, cv = terms(q)
-        lam = np.linalg.lstsq(cv.jac[:, free].T, F[free], rcond=None)[0]
-        scale = 1.0 + np.abs(F).max()
-        m = len(lam)
-        for _ in range(max_iterations + 1):
-            R = F[free] - cv.jac[:, free].T @ lam
-            residual = np.concatenate([R / scale, cv.phi[pos]])
-            if np.abs(R).max(initial=0.0) <= tol * scale and np.abs(cv.phi[pos]).max(initial=0.0) < 1e-12:
-                return q
-            J = np.zeros((len(free) + int(pos.sum()), len(free) + m))
-            for c, i in enumerate(free):
-                h = 1e-7 * max(1.0, abs(q[i]))
-                qp, qm = q.copy(), q.copy()
-                qp[i] += h
-                qm[i] -= h
-                (Fp, cvp), (Fm, cvm) = terms(qp), terms(qm)
-                J[: len(free), c] = ((Fp[free] - cvp.jac[:, free].T @ lam) - (Fm[free] - cvm.jac[:, free].T @ lam)) / (2 * h * scale)
-            J[: len(free), len(free) :] = -cv.jac[:, free].T / scale
-            J[len(free) :, : len(free)] = cv.jac[pos][:, free]
-            step = np.linalg.lstsq(J, -residual, rcond=1e-12)[0]
-            q[free] += step[: len(free)]
-            lam = lam + step[len(free) :]
-            F, cv = terms(q)
-        raise self._error(
-            InconsistentConstraintsError,
-            f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} Newton "
-            f"steps (force residual {np.abs(R).max(initial=0.0):.3g}, max |Phi| {np.abs(cv.phi[pos]).max(initial=0.0):.3g}); "
-            "is every free direction held by a spring or a constraint?",
-        )
+        rest = assembly.RestForces(self.robot, [f for f in self.forces if not f.reaction_joints], t)  # load-dependent friction is 0 at rest
+        found = assembly.equilibrium(rest, q, self._free_coordinates(keep), rows, position=self.constraints.level == 2, tol=tol, max_iterations=max_iterations)
+        if not found.converged:
+            raise self._error(
+                InconsistentConstraintsError,
+                f"no static equilibrium on the constraints found near the start at t = {t:.6g} s after {max_iterations} "
+                f"Newton steps (force residual {found.force_residual:.3g}, max |Phi| {found.position_error:.3g}); "
+                "is every free direction held by a spring or a constraint?",
+            )
+        return found.q

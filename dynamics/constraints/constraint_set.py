@@ -33,9 +33,7 @@ class ConstraintSet:
         self.rows = tuple(r for c in self.constraints for r in c.rows)
         self.m = len(self.rows)
         self.level = np.concatenate([[c.level] * c.size for c in self.constraints]).astype(int) if self.m else np.zeros(0, int)
-        self.programmed = (
-            np.concatenate([[c.programmed] * c.size for c in self.constraints]).astype(bool) if self.m else np.zeros(0, bool)
-        )
+        self.programmed = np.concatenate([[c.programmed] * c.size for c in self.constraints]).astype(bool) if self.m else np.zeros(0, bool)
         self.slices: dict[str, slice] = {}
         start = 0
         for c in self.constraints:
@@ -107,3 +105,27 @@ class ConstraintSet:
                 if fid == c.fid_b:
                     on_b.append(np.concatenate([frame.R.T @ w[:3], frame.R.T @ w[3:]]))
         return fext, on_b
+
+    def joint_wrenches(
+        self,
+        model: pin.Model,
+        data: pin.Data,
+        ks: KinematicState,
+        qp: np.ndarray,
+        dq: np.ndarray,
+        ddq: np.ndarray,
+        lam: np.ndarray | None,
+        joints: Sequence[int],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Wrenches ((len(joints), 6), N then N·m) the tree joints ``joints`` (pinocchio ids) transmit, parent
+        on child in the joint frame: RNEA of ``model`` (e.g. a gravity-free copy for the part linear in
+        ``(ddq, lam)``) at the pinocchio configuration ``qp`` and ``(dq, ddq)``, with the
+        :meth:`loop_forces` of the multipliers ``lam`` (none if None) as external forces; and the loops'
+        wrenches on B's bodies."""
+        if lam is None:
+            pin.rnea(model, data, qp, dq, ddq)
+            on_b = []
+        else:
+            fext, on_b = self.loop_forces(ks, lam)
+            pin.rnea(model, data, qp, dq, ddq, pin.StdVec_Force(fext))
+        return np.array([data.f[j].vector for j in joints]).reshape(-1, 6), on_b

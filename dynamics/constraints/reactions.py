@@ -37,7 +37,6 @@ import scipy.linalg
 
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.loops import LoopClosure, acts_on_bodies
-from mbctl.dynamics.model.frames import KinematicState
 
 __all__ = ["Reactions", "Solvability", "joint_reactions", "pair_matrix", "reaction_solvability"]
 
@@ -117,14 +116,6 @@ def _loops(system: ConstrainedDynamics) -> list[tuple[LoopClosure, slice]]:
     return [(c, cs.slices[c.name]) for c in cs if isinstance(c, LoopClosure)]
 
 
-def _loop_forces(
-    system: ConstrainedDynamics, ks: KinematicState, lam: np.ndarray
-) -> tuple[list[pin.Force], list[np.ndarray]]:
-    """External forces per joint (joint frames) from the loop multipliers, and each
-    loop's wrench on B's body (B's axes)."""
-    return system.constraints.loop_forces(ks, lam)
-
-
 def joint_reactions(
     system: ConstrainedDynamics,
     t: np.ndarray,
@@ -153,11 +144,10 @@ def joint_reactions(
     n = len(t)
     joint_wrench = np.empty((n, len(robot.joints), 6))
     loop_wrench = np.empty((n, len(loops), 6))
+    ids = [j.id for j in robot.joints]
     for k in range(n):
         ks = system.kinematics(q[k], dq[k])
-        fext, on_b = _loop_forces(system, ks, lam[k])
-        pin.rnea(model, data, system.configuration(q[k]), dq[k], ddq[k], pin.StdVec_Force(fext))
-        joint_wrench[k] = [data.f[j.id].vector for j in robot.joints]
+        joint_wrench[k], on_b = system.constraints.joint_wrenches(model, data, ks, system.configuration(q[k]), dq[k], ddq[k], lam[k], ids)
         if loops:
             loop_wrench[k] = on_b
     return Reactions(
@@ -193,15 +183,13 @@ def pair_matrix(system: ConstrainedDynamics, t: float, q: np.ndarray) -> tuple[n
     data0 = model0.createData()
     qp = system.configuration(q)
     G = np.zeros((nj, 6, m))
+    ids = [j.id for j in robot.joints]
     body_forces = [system.constraints.slices[c.name] for c in system.constraints if acts_on_bodies(c)]
     for sl in body_forces:
         for row in range(sl.start, sl.stop):
             unit = np.zeros(m)
             unit[row] = 1.0
-            fext, _ = _loop_forces(system, ks, unit)
-            pin.rnea(model0, data0, qp, zero, zero, pin.StdVec_Force(fext))
-            for i, j in enumerate(robot.joints):
-                G[i, :, row] = data0.f[j.id].vector
+            G[:, :, row] = system.constraints.joint_wrenches(model0, data0, ks, qp, zero, zero, unit, ids)[0]
     C = np.zeros((m + 6 * nj, robot.nv + 6 * nj))
     C[:m, : robot.nv] = A
     for i in range(nj):

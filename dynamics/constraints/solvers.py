@@ -2,7 +2,31 @@
 
 Each solver is factored once per evaluation (:class:`Factored`) and then solves for any
 applied force ``f = Q - h`` (N·m, N); ``linear`` gives the part linear in ``f``, which
-the load loop of load-dependent friction uses. Formulas: :mod:`mbctl.dynamics.constraints.constrained`.
+the load loop of load-dependent friction (:mod:`mbctl.dynamics.constraints.normal_loads`) uses.
+With the mass matrix ``M``, the rows' Jacobian ``A`` and right-hand side ``b``
+(:mod:`mbctl.dynamics.constraints.constrained`):
+
+- ``"lagrange"``: the index-1 KKT system
+  ``[[M, A^T], [A, 0]] [ddq; lambda] = [f; b]``. **Sign convention:**
+  ``Q_c = -A^T lambda``; a row's ``lambda`` is the force (N, N·m) that pushes the
+  system towards decreasing ``Phi``. Redundant rows are eliminated first (the rows
+  named in ``eliminate``, or those QR with column pivoting of ``A^T`` finds dependent
+  at the initial state); their multipliers are zero.
+- ``"udwadia-kalaba"``: with ``M = L L^T`` (Cholesky), ``a = M^-1 f``,
+  ``X = A L^-T``: ``ddq = a + L^-T X^+ (b - A a)``, ``Q_c = L X^+ (b - A a)``, the
+  Moore–Penrose inverse handling redundant rows. The minimum-norm multipliers
+  ``lambda = -(X X^T)^+ (b - A a)`` satisfy ``Q_c = -A^T lambda`` and are reported.
+  Only this solver offers the damped (robust) mode: near singular configurations
+  ``X^+`` uses ``s/(s^2 + mu^2)`` with ``mu = damping*s_max`` instead of ``1/s``.
+- ``"nullspace"``: independent coordinates. The coordinates split into dependent
+  ``q_d`` (r of them) and independent ``q_i``, picked by QR with column pivoting of
+  ``A`` at every evaluation or named by the user; with ``V = [I; -A_d^-1 A_i]``
+  (a basis of the null space of ``A``) and a particular solution ``ddq_p``
+  (``A_d ddq_p,d = b``, ``ddq_p,i = 0``) the reaction-free equations are
+  ``V^T M V ddq_i = V^T (f - M ddq_p)``. ``Q_c = M ddq - f``; no multipliers.
+
+All three give the same ``ddq`` for consistent constraints, and the Lagrange and
+Udwadia–Kalaba forces agree (for independent rows, also their multipliers).
 """
 
 from __future__ import annotations
@@ -231,9 +255,7 @@ def nullspace_factor(M: np.ndarray, A: np.ndarray, b: np.ndarray, independent: S
     return _Nullspace(M, A, b, independent)
 
 
-def nullspace(
-    M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray, independent: Sequence[int] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def nullspace(M: np.ndarray, f: np.ndarray, A: np.ndarray, b: np.ndarray, independent: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Independent-coordinate (null-space) solution; rows of ``A`` independent.
 
     Args:

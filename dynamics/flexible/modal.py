@@ -9,7 +9,8 @@ R(q) = Q(q, 0) - g(q) = 0        (rows and columns of the free coordinates only)
 ```
 
 while the others are held (a drive holding its joint). :func:`static_equilibrium`
-solves it by Newton's method with a finite-difference Jacobian. :func:`modes`
+solves it by Newton's method with a finite-difference Jacobian
+(:func:`mbctl.dynamics.constraints.assembly.equilibrium`, the constrained statics without rows). :func:`modes`
 linearizes about such a state,
 
 ```
@@ -33,6 +34,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
+from mbctl.dynamics.constraints.assembly import RestForces, central_differences, equilibrium
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import ForceElement
 from mbctl.dynamics.model.robot import RobotModel
@@ -88,14 +90,6 @@ def _forces(robot: RobotModel, forces: Sequence[ForceElement] | None) -> list[Fo
     return [ElasticForces(robot)] if forces is None else list(forces)
 
 
-def _residual(robot: RobotModel, data: pin.Data, forces: list[ForceElement], q: np.ndarray, dq: np.ndarray) -> np.ndarray:
-    """``Q(q, dq) - g(q)`` over every DOF (N·m, N)."""
-    Q = np.zeros(robot.nv)
-    for element in forces:
-        Q += element(0.0, q, dq, element.initial_state())[0]
-    return Q - pin.computeGeneralizedGravity(robot.model, data, robot.configuration(q))
-
-
 def static_equilibrium(
     robot: RobotModel,
     q0: np.ndarray,
@@ -105,56 +99,26 @@ def static_equilibrium(
     tol: float = 1e-10,
     max_iterations: int = 50,
 ) -> np.ndarray:
-    """The configuration near ``q0`` where the free coordinates are in static equilibrium.
+    """The configuration near ``q0`` where the free coordinates are in static equilibrium
+    (:func:`mbctl.dynamics.constraints.assembly.equilibrium` without constraint rows).
 
     Args:
         q0: Start (nv,); the other coordinates keep their values.
         free: Names of the coordinates to solve for (default: the unactuated ones).
         forces: Force elements (default: the robot's springs and dampers).
-        tol: Stop when ``max|R_free| <= tol*(1 + max|g|)`` (N·m, N).
+        tol: Stop when ``max|R_free| <= tol*(1 + max(max|Q|, max|g|))`` at the start (N·m, N).
 
     Raises:
         EquilibriumError: If Newton's method does not converge.
     """
-    idx = _free_indices(robot, free)
-    elements = _forces(robot, forces)
-    data = robot.create_data()
-    q = np.array(q0, dtype=float)
-    zero = np.zeros(robot.nv)
-    if not len(idx):
-        return q
-    scale = 1.0 + np.abs(pin.computeGeneralizedGravity(robot.model, data, robot.configuration(q))).max()
-    for _ in range(max_iterations):
-        R = _residual(robot, data, elements, q, zero)[idx]
-        err = np.abs(R).max()
-        if err <= tol * scale:
-            return q
-        K = _stiffness(robot, data, elements, q, idx)
-        step = np.linalg.solve(K, R)  # R + dR/dq dx = 0, dR/dq = -K
-        for _ in range(30):  # halve until the residual falls
-            trial = q.copy()
-            trial[idx] += step
-            if np.abs(_residual(robot, data, elements, trial, zero)[idx]).max() < err:
-                break
-            step *= 0.5
-        q = trial
-    raise EquilibriumError(
-        f"no static equilibrium of {robot.name} found near the start after {max_iterations} Newton steps "
-        f"(residual {err:.3g}); is every free coordinate held by a spring?"
-    )
-
-
-def _stiffness(robot: RobotModel, data: pin.Data, forces: list[ForceElement], q: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``K = -dR/dq`` on the free coordinates, central differences (step ~1e-7 rad or m)."""
-    zero = np.zeros(robot.nv)
-    K = np.empty((len(idx), len(idx)))
-    for c, i in enumerate(idx):
-        h = 1e-7 * max(1.0, abs(q[i]))
-        qp, qm = q.copy(), q.copy()
-        qp[i] += h
-        qm[i] -= h
-        K[:, c] = -(_residual(robot, data, forces, qp, zero)[idx] - _residual(robot, data, forces, qm, zero)[idx]) / (2 * h)
-    return K
+    rest = RestForces(robot, _forces(robot, forces))
+    found = equilibrium(rest, q0, _free_indices(robot, free), tol=tol, max_iterations=max_iterations)
+    if not found.converged:
+        raise EquilibriumError(
+            f"no static equilibrium of {robot.name} found near the start after {max_iterations} Newton steps "
+            f"(residual {found.force_residual:.3g}); is every free coordinate held by a spring?"
+        )
+    return found.q
 
 
 def modes(
@@ -171,12 +135,12 @@ def modes(
     """
     idx = _free_indices(robot, free)
     elements = _forces(robot, forces)
-    data = robot.create_data()
     q = np.asarray(q0, dtype=float)
-    M = pin.crba(robot.model, data, robot.configuration(q))
+    M = pin.crba(robot.model, robot.create_data(), robot.configuration(q))
     M = np.triu(M) + np.triu(M, 1).T
     M = M[np.ix_(idx, idx)]
-    K = _stiffness(robot, data, elements, q, idx)
+    rest = RestForces(robot, elements)
+    K = -central_differences(lambda qq: np.subtract(*rest(qq))[idx], q, idx)  # -dR/dq, R = Q(q, 0) - g(q)
     K = 0.5 * (K + K.T)  # conservative forces: symmetric up to the differencing error
     C = np.empty_like(K)
     for c, i in enumerate(idx):

@@ -51,7 +51,7 @@ Jacobian by forward differences (one generated function evaluating all 2n shifts
 ``"ros2"`` (the two-stage Rosenbrock-W method of :mod:`mbctl.dynamics.simulation.ros2`,
 fixed step, its Jacobian the exact stiff block ``[[0, I], [-G K~, -G D~]]`` of the elastic
 coordinates and spring joints at every step, :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`;
-see :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
+:mod:`mbctl.dynamics.flexible.planar_run`, bound as :meth:`PlanarFlexibleModel.simulate`). The stiff axial modes
 (tens of kHz) are damped by both, not resolved.
 """
 
@@ -59,65 +59,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import casadi as ca
 import numpy as np
 import pinocchio as pin
-import scipy.integrate
 import scipy.linalg
 
 from mbctl.config.simulation import Baumgarte
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.loops import LoopClosure
 from mbctl.dynamics.flexible.fem import FEMBeam
+from mbctl.dynamics.flexible.planar_run import FlexibleRun, PlanarFlexibleError, interpolate_force, simulate
 from mbctl.dynamics.model.edit import add_inertias, link_inertia, subtract_inertia
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled_constraints import cholesky, cholesky_solve
-from mbctl.errors import ConfigError, MbctlError
+from mbctl.errors import ConfigError
 
 __all__ = ["FlexibleRun", "PlanarFlexibleModel", "PlanarFlexibleError", "rigid_limit"]
-
-INTEGRATORS = ("radau", "ros2")
-
-# ROS2 steps per call into C at most: enough to make the return to Python rare, few enough that the
-# generated function compiles in seconds
-_CHUNK_STEPS = 100
-
-
-class PlanarFlexibleError(MbctlError):
-    """The integration of the planar flexible model failed (the message says where)."""
-
-
-@dataclass(frozen=True, eq=False)
-class FlexibleRun:
-    """A simulated run of a :class:`PlanarFlexibleModel` (one row per recorded sample).
-
-    Attributes:
-        t: Times (s), (N,).
-        q, v, a: Generalized coordinates, velocities, accelerations (N, n).
-        lam: Loop multipliers (N, m), N (``Q_c = -A^T lambda`` on the position rows ``p_A - p_B``).
-        phi: Loop violation (N, m) (m).
-        integrator: ``"radau"`` or ``"ros2"``.
-        steps: Integrator steps (ros2; 0 for radau); evaluations: right-hand-side evaluations; jacobians: Jacobian evaluations.
-        wall_s: Wall time of the integration (s), compile time excluded; compile_s: of the code generation.
-    """
-
-    t: np.ndarray
-    q: np.ndarray
-    v: np.ndarray
-    a: np.ndarray
-    lam: np.ndarray
-    phi: np.ndarray
-    integrator: str
-    steps: int
-    evaluations: int
-    jacobians: int
-    wall_s: float
-    compile_s: float
 
 
 def _rot(phi):
@@ -371,7 +331,7 @@ class PlanarFlexibleModel:
         # the same with the force on a line over one step, u_step = [u_a, u_b, t_a, t_b]: the form
         # the ROS2 steps take (one such column per step)
         t, u_step = ca.SX.sym("t"), ca.SX.sym("u_step", 2 * self.n + 2)
-        self.forced = ca.Function(f"{name}_forced", [t, x, u_step], [self.rhs(x, _interpolate(t, u_step, self.n))[0]], ["t", "x", "u_step"], ["xdot"])
+        self.forced = ca.Function(f"{name}_forced", [t, x, u_step], [self.rhs(x, interpolate_force(t, u_step, self.n))[0]], ["t", "x", "u_step"], ["xdot"])
         # forward-difference Jacobian df/dx, all 2n + 1 evaluations in one generated function
         # (the exact one, generated through the KKT solve, takes minutes of C compilation)
         xj, uj = ca.MX.sym("x", 2 * self.n), ca.MX.sym("u", self.n)
@@ -447,206 +407,17 @@ class PlanarFlexibleModel:
             x[self.n : self.n + self.n_joints] = dtheta
         return x
 
-    # ------------------------------------------------------------------ integration
-
-    def simulate(
-        self,
-        x0: np.ndarray,
-        t_out: np.ndarray,
-        force: Callable[[float], np.ndarray] | np.ndarray | None = None,
-        *,
-        integrator: str = "radau",
-        rtol: float = 1e-6,
-        atol: float = 1e-9,
-        step: float = 1e-4,
-        compiled_steps: bool = True,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> FlexibleRun:
-        """Integrate from ``x0`` at ``t_out[0]``, recording at ``t_out`` (s).
-
-        Args:
-            force: ``t -> Q`` (n,): generalized force on the coordinates (N·m on the joints), or its
-                samples at ``t_out`` (len(t_out), n), linear in between; default none. ``ros2``
-                takes it at ``t_out`` and linear in between in any case.
-            integrator: ``"radau"`` (adaptive, ``rtol``/``atol``, the Jacobian by forward differences)
-                or ``"ros2"`` (fixed ``step``, :mod:`mbctl.dynamics.simulation.ros2` with its
-                :class:`~mbctl.dynamics.simulation.ros2.StiffBlockUpdate`: ``J`` is the stiff block
-                ``da/dq_s = -G K_s``, ``da/dv_s = -G D_s`` of the elastic coordinates and spring
-                joints ``s`` at every step's state, ``G`` the coordinates' block of the KKT matrix's
-                inverse; the rest of the Jacobian (joint columns, Baumgarte terms, velocity
-                terms: eigenvalues far below ``1/step``) is left to the W-method, which keeps its
-                order with any ``J``). The force is interpolated linearly between the output times
-                (exact for torques sampled there).
-            compiled_steps: ``ros2`` with equally spaced ``t_out``: the steps run in generated C,
-                one call per output interval; otherwise the same arithmetic stepped in numpy.
-            progress: Called with ``(done, total)`` steps (``ros2``) about 20 times per run.
-
-        Raises:
-            ConfigError: For an unknown integrator or a bad step.
-            PlanarFlexibleError: If the integration fails or the state becomes non-finite.
-        """
-        if integrator not in INTEGRATORS:
-            raise ConfigError(f"unknown integrator {integrator!r} (expected one of: {', '.join(INTEGRATORS)})", field="integrator")
-        t_out = np.asarray(t_out, dtype=float)
-        start = time.perf_counter()
-        rhs = self.compiled("rhs")
-        compile_s = time.perf_counter() - start
-        counts = {"rhs": 0, "jac": 0}
-        if force is None or callable(force):
-            zero = np.zeros(self.n)
-
-            def u(t: float) -> np.ndarray:
-                return zero if force is None else force(t)
-
-            forces = np.array([u(tk) for tk in t_out]).reshape(len(t_out), self.n)
-        else:
-            forces = np.asarray(force, dtype=float)
-            if forces.shape != (len(t_out), self.n):
-                raise ValueError(f"force samples of shape {forces.shape}, expected ({len(t_out)}, {self.n}): one row per output time")
-
-            def u(t: float) -> np.ndarray:
-                k = min(max(int(np.searchsorted(t_out, t, side="right")) - 1, 0), len(t_out) - 2)
-                w = (t - t_out[k]) / (t_out[k + 1] - t_out[k])
-                return forces[k] + w * (forces[k + 1] - forces[k])
-
-        start = time.perf_counter()
-        if integrator == "radau":
-            jac = self.compiled("jac")
-            compile_s += time.perf_counter() - start
-            start = time.perf_counter()
-
-            def f(t: float, x: np.ndarray) -> np.ndarray:
-                counts["rhs"] += 1
-                return rhs(x, u(t))[0].ravel()
-
-            def J(t: float, x: np.ndarray) -> np.ndarray:
-                counts["jac"] += 1
-                counts["rhs"] += len(x) + 1
-                return np.asarray(jac(x, u(t))[0])
-
-            sol = scipy.integrate.solve_ivp(f, (t_out[0], t_out[-1]), x0, method="Radau", t_eval=t_out, jac=J, rtol=rtol, atol=atol)
-            if not sol.success or sol.y.shape[1] != len(t_out):
-                raise PlanarFlexibleError(f"Radau failed at t = {sol.t[-1]:.6g} s: {sol.message}")
-            X, steps = sol.y.T, 0  # scipy does not report its accepted steps
-        else:
-            if not (math.isfinite(step) and step > 0):
-                raise ConfigError(f"must be > 0, got {step!r}", field="step")
-            X, steps, compile_s, wall = self._ros2(x0, t_out, forces, step, compiled_steps, progress, counts, compile_s)
-        if integrator == "radau":
-            wall = time.perf_counter() - start
-        n, m = self.n, self.m
-        A = np.empty((len(t_out), n))
-        lam = np.empty((len(t_out), m))
-        phi = np.empty((len(t_out), m))
-        for k, xk in enumerate(X):
-            xdot, lk, pk = rhs(xk, forces[k])
-            A[k], lam[k], phi[k] = xdot.ravel()[n:], lk.ravel(), pk.ravel()
-        return FlexibleRun(
-            t=t_out,
-            q=X[:, :n].copy(),
-            v=X[:, n:].copy(),
-            a=A,
-            lam=lam,
-            phi=phi,
-            integrator=integrator,
-            steps=steps,
-            evaluations=counts["rhs"],
-            jacobians=counts["jac"],
-            wall_s=wall,
-            compile_s=compile_s,
-        )
-
-    def _ros2(self, x0, t_out, forces, step, compiled_steps, progress, counts, compile_s) -> tuple[np.ndarray, int, float, float]:
-        """ROS2 through :func:`mbctl.dynamics.simulation.ros2.integrate` with steps that land on every
-        output time, ``forces`` (N x n) given there: ``(X, steps, compile_s, wall_s)``."""
-        start = time.perf_counter()
-        update = self._stiff_update()
-        compile_s += time.perf_counter() - start
-        rhs = self.compiled("rhs")
-        spans = np.diff(t_out)
-        uniform = len(spans) > 0 and np.allclose(spans, spans[0], rtol=1e-9, atol=0.0)
-        counts_per_span = [max(1, math.ceil(span / step - 1e-9)) for span in (spans[:1] if uniform else spans)]
-
-        def per_step(first: int, samples: int, count: int) -> np.ndarray:
-            """``u_step`` columns of the ``count`` steps of each output interval ``first ... first + samples - 1``:
-            the force on the line between the interval's samples, at each step's ends."""
-            w0, w1 = np.arange(count) / count, np.arange(1, count + 1) / count
-            Fa, Fb = forces[first : first + samples], forces[first + 1 : first + samples + 1]
-            ta, tb = t_out[first : first + samples, None], t_out[first + 1 : first + samples + 1, None]
-
-            def at(w):
-                return (Fa[:, None, :] + w[None, :, None] * (Fb - Fa)[:, None, :]).reshape(samples * count, -1).T, (ta + w * (tb - ta)).reshape(1, -1)
-
-            (ua, t0), (ub, t1) = at(w0), at(w1)
-            return np.vstack([ua, ub, t0, t1])
-
-        def f(t: float, x: np.ndarray, u_step: np.ndarray) -> np.ndarray:
-            counts["rhs"] += 1
-            return rhs(x, _interpolate(t, u_step, self.n))[0].ravel()
-
-        records: list[np.ndarray] = []
-
-        def record(t: float, x: np.ndarray) -> None:
-            records.append(x)
-
-        def check(t: float, X: np.ndarray) -> None:
-            if not np.isfinite(X).all():
-                raise PlanarFlexibleError(f"the state became non-finite by t = {t:.6g} s: try a smaller step")
-
-        steps = 0
-        if uniform:
-            count = counts_per_span[0]
-            n = count * len(spans)
-            h = spans[0] / count
-            # several samples per call into C (fewer returns to Python), at most _CHUNK_STEPS steps
-            chunk = ros2.chunk_steps(n, count, n, _CHUNK_STEPS, several=True)
-            outputs = max(1, chunk // count)
-            advance = ros2.python_steps(f, update, outputs=outputs, per_step=(0,))
-            if compiled_steps:
-                start = time.perf_counter()
-                key = f"ros2x{chunk}o{outputs}"
-                if key not in self._compiled:
-                    self._compiled[key] = ros2.ros2_stepper(self.forced, chunk, update, outputs=outputs, per_step=(0,))
-                stepper = self._compiled[key]
-                compile_s += time.perf_counter() - start
-
-                def advance(t, x, h, taken, extra, inputs):
-                    counts["rhs"] += 2 * taken
-                    return stepper(t, x, h, *extra, *inputs)[0]
-
-            def extra(ta: float, tb: float) -> tuple[np.ndarray]:
-                first, offset = divmod(round((ta - t_out[0]) / h), count)
-                if chunk < count:  # a part of one output interval
-                    return (per_step(first, 1, count)[:, offset : offset + chunk],)
-                return (per_step(first, chunk // count, count),)
-
-            start = time.perf_counter()
-            ros2.integrate(
-                advance, update, x0, float(t_out[0]), h, n, chunk, every=count, refresh_every=n, record=record, check=check, extra=extra, progress=progress
-            )
-            steps = n
-        else:
-            start = time.perf_counter()
-            records.append(np.array(x0, dtype=float))
-            advance = ros2.python_steps(f, update, per_step=(0,))
-            for k, count in enumerate(counts_per_span):
-                X = advance(float(t_out[k]), records[-1], spans[k] / count, count, (per_step(k, 1, count),), ())
-                check(float(t_out[k + 1]), X)
-                records.append(X[:, -1])
-                steps += count
-                if progress is not None:
-                    progress(k + 1, len(spans))
-        return np.array(records), steps, compile_s, time.perf_counter() - start
-
-    def _stiff_update(self) -> ros2.StiffBlockUpdate:
+    def stiff_update(self) -> ros2.StiffBlockUpdate:
         """The ROS2 Jacobian of this model: its stiff block (built once)."""
         if self._update is None:
             self._update = ros2.StiffBlockUpdate(self.kkt, self.stiffness_matrix, self.damping_matrix, self.compiled("kkt"))
         return self._update
 
+    def ros2_stepper(self, chunk: int, outputs: int) -> CompiledFunction:
+        """``chunk`` ROS2 steps of :attr:`forced` in generated C recording ``outputs`` states (built once per shape)."""
+        key = f"ros2x{chunk}o{outputs}"
+        if key not in self._compiled:
+            self._compiled[key] = ros2.ros2_stepper(self.forced, chunk, self.stiff_update(), outputs=outputs, per_step=(0,))
+        return self._compiled[key]
 
-def _interpolate(t, u_step, n: int):
-    """The force at ``t`` on the line from ``u_a`` at ``t_a`` to ``u_b`` at ``t_b``, ``u_step = [u_a, u_b,
-    t_a, t_b]`` (numpy or CasADi)."""
-    ua, ub, ta, tb = u_step[:n], u_step[n : 2 * n], u_step[2 * n], u_step[2 * n + 1]
-    return ua + (ub - ua) * ((t - ta) / (tb - ta))
+    simulate = simulate  # planar_run.simulate(model, ...) as a method

@@ -80,6 +80,7 @@ __all__ = [
     "constrained_solution",
     "constraint_rows",
     "loop_wrenches",
+    "wrench_maps",
     "spd_solve",
     "stabilized",
     "symmetric_eigenvalues",
@@ -389,7 +390,7 @@ def loop_wrenches(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, 
                 e = ca.vertcat(R @ e[:3], R @ e[3:])
             pushes.append((c.frame, e))
         else:
-            gA, gB = _wrench_maps(c, sym, q)
+            gA, gB = wrench_maps(c, sym, q)
             pushes += [(c.frames[0], -(gA.T @ lam_c)), (c.frames[1], -(gB.T @ lam_c))]
         for frame, w in pushes:
             body = int(model.frames[model.getFrameId(frame)].parentJoint)
@@ -402,7 +403,7 @@ def loop_wrenches(system: ConstrainedDynamics, sym: SymbolicDynamics, q: ca.SX, 
     return ca.horzcat(*out).T if out else ca.SX(0, 6)
 
 
-def _wrench_maps(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> tuple[ca.SX, ca.SX]:
+def wrench_maps(c: LoopClosure, sym: SymbolicDynamics, q: ca.SX) -> tuple[ca.SX, ca.SX]:
     """``(g_A, g_B)`` (rows x 6) of :meth:`LoopClosure.wrench_maps` (world axes, at the frames' origins)."""
     a, b = c.frames
     pA, pB = sym.frame_position(a)(q), sym.frame_position(b)(q)

@@ -223,10 +223,11 @@ def simulate_setup(
     backend: str = "auto",
     sink: Callable[[SimulationResult], None] | None = None,
     batch_samples: int = 4096,
+    watch: Callable[[float, np.ndarray], None] | None = None,
 ) -> SimulationResult:
     """Integrate ``system`` from ``(q0, dq0)`` over ``setup.duration`` (s) with the setup's integrator,
-    steps and tolerances on ``backend``, the records kept or handed to ``sink`` in batches;
-    see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
+    steps and tolerances on ``backend``, the records kept or handed to ``sink`` in batches, each
+    recorded ``(t, q)`` shown to ``watch``; see :func:`mbctl.dynamics.simulation.integrate.simulate`."""
     return simulate(
         system,
         q0,
@@ -243,4 +244,5 @@ def simulate_setup(
         backend=backend,
         sink=sink,
         batch_samples=batch_samples,
+        watch=watch,
     )

@@ -49,6 +49,8 @@ __all__ = [
 PerJoint = float | dict[str, float]
 """One number for every actuated joint, or numbers by joint name."""
 
+JOINT_LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
+"""The joint-space control laws (:mod:`mbctl.ctrl.controllers`)."""
 CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")
 FRICTION_VELOCITIES = ("desired", "measured")
 GAIN_KEYS = ("kp", "kd")

@@ -91,6 +91,8 @@ __all__ = [
 KINDS = ("frame_position", "frame_orientation", "joint_linear", "loop", "frame_velocity", "frame_offset")
 SOLVERS = ("udwadia-kalaba", "lagrange", "nullspace")
 INTEGRATORS = ("rk4", "ros2", "radau", "bdf", "lsoda", "rk45", "dop853")
+BACKENDS = ("auto", "compiled", "python")
+"""What runs a simulation's steps (:func:`mbctl.dynamics.simulation.integrate.simulate`)."""
 PLANES = ("xy", "yz", "zx")
 _COMMON = ("name", "kind")
 _FIELDS = {

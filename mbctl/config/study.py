@@ -29,62 +29,66 @@ durations = [2.0]                 # s per move
 rate_hz = 500.0                   # samples per second
 ```
 
-Workflow tables (all fields optional unless marked): ``[feedforward]`` ``model`` ("robot",
-or "plant": the simulated plant's truth, its friction and payload), ``lugre`` ("dynamic",
-"steady"); ``[simulate]`` ``duration``, ``step`` (s), ``integrator``, ``backend``
-("auto" default, "compiled", "python"); ``[run]`` ``controller``, ``rate_hz``, ``duration`` (s), ``compiled`` (default true);
-``[identify]`` ``joint`` (required), ``law`` ("stribeck", "coulomb-viscous"), ``count``,
-``min_speed``, ``max_speed``.
+Workflow tables (all fields optional unless marked), parsed into :class:`FeedforwardStudy`,
+:class:`SimulateStudy`, :class:`RunStudy` and :class:`IdentifyStudy` (their fields, defaults and
+units are documented there); every named choice (model, lugre mode, integrator, backend,
+controller, law) is checked here, the joint name against the robot by the workflow.
 
 The runs are every combination of the grid axes (declaration order, the last varying
 fastest) times ``samples`` Monte Carlo draws; a study with no distribution runs its
 grid once. Run ``i`` is row ``i`` of that list. Only the parsing lives here; the
 robot-dependent checks (paths exist and are numbers, every sample gives a valid robot)
-are made by :func:`mbctl.study.engine.prepare` before any run (with :func:`check_paths` and
-:func:`sample_spec` here).
+are made by :func:`mbctl.study.engine.prepare` before any run (with
+:func:`mbctl.config.study_samples.check_paths` and :func:`~mbctl.config.study_samples.sample_spec`).
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
 from mbctl.budget import Budget, check_memory, format_count, memory_budget
 from mbctl.bundled import resolve_config
-from mbctl.config.robot import RobotSpec, robot_spec_from_table
-from mbctl.errors import ConfigError, InputError
+from mbctl.config.control import JOINT_LAWS
+from mbctl.config.simulation import BACKENDS, INTEGRATORS
+from mbctl.config.study_samples import merge_tables
+from mbctl.errors import InputError
 from mbctl.tomlfields import Table, read_toml
 
 __all__ = [
+    "BACKENDS",
+    "CONTROLLERS",
     "DISTRIBUTIONS",
+    "FEEDFORWARD_MODELS",
+    "IDENTIFY_LAWS",
+    "LUGRE_MODES",
     "STUDY_KEYS",
     "WORKFLOWS",
     "Distribution",
+    "FeedforwardStudy",
     "Grid",
+    "IdentifyStudy",
     "ParameterSpec",
+    "RunStudy",
+    "SimulateStudy",
     "StudySpec",
-    "apply_values",
-    "check_paths",
-    "merge_tables",
+    "StudyTrajectory",
+    "WorkflowSettings",
     "read_study",
-    "sample_spec",
 ]
 
 WORKFLOWS = ("feedforward", "simulate", "run", "identify")
 DISTRIBUTIONS = ("uniform", "normal", "lognormal")
 STUDY_KEYS = ("robot", "workflow", "samples", "seed", "runs_per_task", "quantities", "overrides", "parameters", "trajectory", *WORKFLOWS)
-_WORKFLOW_KEYS = {
-    "feedforward": ("model", "lugre"),
-    "simulate": ("duration", "step", "integrator", "backend"),
-    "run": ("controller", "rate_hz", "duration", "compiled"),
-    "identify": ("joint", "law", "count", "min_speed", "max_speed"),
-}
-_TEXT_KEYS = ("model", "lugre", "integrator", "backend", "controller", "law", "joint")  # checked by the workflow against the robot
+FEEDFORWARD_MODELS = ("robot", "plant")
+LUGRE_MODES = ("dynamic", "steady")
+CONTROLLERS = JOINT_LAWS  # a lock-step run drives the joint-space laws
+IDENTIFY_LAWS = ("stribeck", "coulomb-viscous")  # the static laws a constant-speed fit gives
 _DISTRIBUTION_ARGS = {"uniform": ("low", "high"), "normal": ("mean", "std"), "lognormal": ("median", "sigma")}
 
 
@@ -118,6 +122,104 @@ class ParameterSpec:
 
 
 @dataclass(frozen=True, eq=False)
+class StudyTrajectory:
+    """``[trajectory]`` (the ``feedforward`` and ``run`` workflows): a trajectory CSV, or
+    rest-to-rest quintic moves through waypoints.
+
+    Attributes:
+        file: The trajectory CSV (resolved against the study's folder), or None for moves.
+        waypoints: (moves + 1, DOF) positions (rad, m) in the robot's joint order (its
+            length checked against the robot by the workflow), or None with a file.
+        durations: Length of each move (s, > 0), or None with a file.
+        rate_hz: Samples per second of the moves (Hz, > 0).
+    """
+
+    file: Path | None = None
+    waypoints: np.ndarray | None = None
+    durations: np.ndarray | None = None
+    rate_hz: float = 500.0
+
+
+@dataclass(frozen=True)
+class FeedforwardStudy:
+    """``[feedforward]``: inverse dynamics with friction along the study's trajectory.
+
+    Attributes:
+        model: ``"robot"``: the robot description's own friction and payload; ``"plant"``:
+            the simulated plant's truth (``[plant]``: its friction and payload).
+        lugre: LuGre joints: ``"dynamic"`` integrates the bristle state along the samples,
+            ``"steady"`` uses the steady-state (Stribeck, ``delta = 2``) curve.
+    """
+
+    model: Literal["robot", "plant"] = "robot"
+    lugre: Literal["dynamic", "steady"] = "dynamic"
+
+
+@dataclass(frozen=True)
+class SimulateStudy:
+    """``[simulate]``: the robot's ``[[constraints]]`` and ``[simulation]``, with these replacing
+    the robot's own values where given (None: the robot's ``[simulation]`` value).
+
+    Attributes:
+        duration: Simulated time (s, > 0).
+        step: Integrator step (s, > 0).
+        integrator: One of :data:`mbctl.config.simulation.INTEGRATORS`.
+        backend: ``"auto"`` (the compiled core where it covers the system), ``"compiled"``
+            or ``"python"`` (the interpreted reference).
+    """
+
+    duration: float | None = None
+    step: float | None = None
+    integrator: str | None = None
+    backend: Literal["auto", "compiled", "python"] = "auto"
+
+
+@dataclass(frozen=True)
+class RunStudy:
+    """``[run]``: a lock-step closed-loop run against the simulated plant.
+
+    Attributes:
+        controller: One of :data:`CONTROLLERS` (its gains are checked against the robot's
+            ``[control]`` by the workflow).
+        rate_hz: Control rate (Hz, > 0).
+        duration: Length of the run (s, > 0), or None for the trajectory's length.
+        compiled: The law and the plant's steps in generated C (False: interpreted, the same
+            arithmetic).
+    """
+
+    controller: Literal["feedforward", "computed-torque", "pd-gravity", "pd-feedforward"] = "computed-torque"
+    rate_hz: float = 1000.0
+    duration: float | None = None
+    compiled: bool = True
+
+
+@dataclass(frozen=True)
+class IdentifyStudy:
+    """``[identify]``: a constant-speed experiment on the simulated plant, then a fit.
+
+    Attributes:
+        joint: The joint identified (required; checked against the robot by the workflow).
+        law: The fitted law, one of :data:`IDENTIFY_LAWS`.
+        count: Speeds per direction (>= 2), or None for the robot's ``[identification]`` plan.
+        min_speed, max_speed: Slowest and fastest speed (rad/s or m/s, > 0), or None for the plan's.
+    """
+
+    joint: str
+    law: Literal["stribeck", "coulomb-viscous"] = "stribeck"
+    count: int | None = None
+    min_speed: float | None = None
+    max_speed: float | None = None
+
+    def plan_overrides(self) -> dict[str, float]:
+        """The given ``count``, ``min_speed`` and ``max_speed``, for
+        :func:`mbctl.identification.config.identification_settings`."""
+        return {k: v for k in ("count", "min_speed", "max_speed") if (v := getattr(self, k)) is not None}
+
+
+WorkflowSettings: TypeAlias = FeedforwardStudy | SimulateStudy | RunStudy | IdentifyStudy
+
+
+@dataclass(frozen=True, eq=False)
 class StudySpec:
     """A parsed study file.
 
@@ -132,8 +234,8 @@ class StudySpec:
         seed: Seed of the draws.
         runs_per_task: Runs batched into one task, or None (sized from a timed run).
         quantities: Kinds of quantities kept, or None for all of the workflow's.
-        trajectory: The ``[trajectory]`` table's fields (``file`` resolved), or None.
-        settings: The workflow table's fields (SI units).
+        trajectory: The ``[trajectory]`` table, parsed, or None.
+        settings: The workflow's table, parsed (its spec class's defaults where the table is silent).
         digest: SHA-256 of the study and robot files (resume refuses a changed study).
         robot_name: The bundled robot's name, if the study names one (workers on other
             machines find their own copy), else None.
@@ -148,8 +250,8 @@ class StudySpec:
     seed: int
     runs_per_task: int | None
     quantities: tuple[str, ...] | None
-    trajectory: dict[str, Any] | None
-    settings: dict[str, Any]
+    trajectory: StudyTrajectory | None
+    settings: WorkflowSettings
     digest: str
     robot_name: str | None = None
 
@@ -161,18 +263,6 @@ class StudySpec:
     def field(self, path: str) -> str:
         """The study-file field of parameter ``path`` (for errors)."""
         return f"parameters.{path}"
-
-
-def merge_tables(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``base`` with ``extra`` merged in: tables merged key by key, other values replaced;
-    a table that names a ``law`` replaces the old table whole (a law's parameters belong to it)."""
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and "law" not in value:
-            out[key] = merge_tables(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _whole(t: Table, key: str, default: Any, minimum: int) -> Any:
@@ -231,14 +321,14 @@ def _parameter(t: Table, budget: Budget) -> Grid | Distribution:
     return Distribution(kind, a, b)
 
 
-def _trajectory(t: Table, study_dir: Path) -> dict[str, Any]:
+def _trajectory(t: Table, study_dir: Path) -> StudyTrajectory:
     if "file" in t:
         t.only(("file",))
         path = Path(t.string("file"))
         path = path if path.is_absolute() else study_dir / path
         if not path.is_file():
             raise t.error("file", f"no such file: {path}")
-        return {"file": path}
+        return StudyTrajectory(file=path)
     t.only(("waypoints", "durations", "rate_hz"))
     rows = t.get("waypoints")
     if not isinstance(rows, list) or len(rows) < 2:
@@ -248,30 +338,58 @@ def _trajectory(t: Table, study_dir: Path) -> dict[str, Any]:
     durations = t.vector("durations", len(rows) - 1)
     if np.any(durations <= 0):
         raise t.error("durations", "must all be > 0")
-    rate = t.number("rate_hz", 500.0)
-    if not rate > 0:
-        raise t.error("rate_hz", "must be > 0")
-    return {"waypoints": np.array(waypoints), "durations": durations, "rate_hz": rate}
+    return StudyTrajectory(waypoints=np.array(waypoints), durations=durations, **_given(rate_hz=_positive(t, "rate_hz")))
 
 
-def _settings(t: Table, workflow: str) -> dict[str, Any]:
-    t.only(_WORKFLOW_KEYS[workflow])
-    out: dict[str, Any] = {}
-    for key in _WORKFLOW_KEYS[workflow]:
-        if key not in t:
-            continue
-        if key == "compiled":
-            out[key] = t.boolean(key)
-        elif key in _TEXT_KEYS:
-            out[key] = t.string(key)
-        elif key == "count":
-            out[key] = _whole(t, key, None, 2)
-        else:
-            number = t.number(key)
-            if not (math.isfinite(number) and number > 0):
-                raise t.error(key, f"must be > 0, got {number:g}")
-            out[key] = number
-    return out
+def _positive(t: Table, key: str) -> float | None:
+    """``key`` as a finite number > 0, or None where the table is silent."""
+    if key not in t:
+        return None
+    number = t.number(key)
+    if not number > 0:
+        raise t.error(key, f"must be > 0, got {number:g}")
+    return number
+
+
+def _choice(t: Table, key: str, choices: tuple[str, ...]) -> str | None:
+    return t.string(key, choices=choices) if key in t else None
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The settings the table gives: the spec class's defaults stand for the others."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+_SETTINGS: dict[str, type[WorkflowSettings]] = {"feedforward": FeedforwardStudy, "simulate": SimulateStudy, "run": RunStudy, "identify": IdentifyStudy}
+
+
+def _settings(t: Table, workflow: str) -> WorkflowSettings:
+    """The workflow's table ``t`` (empty if the study has none) as its spec class."""
+    t.only([f.name for f in dataclasses.fields(_SETTINGS[workflow])])
+    if workflow == "feedforward":
+        return FeedforwardStudy(**_given(model=_choice(t, "model", FEEDFORWARD_MODELS), lugre=_choice(t, "lugre", LUGRE_MODES)))
+    if workflow == "simulate":
+        return SimulateStudy(
+            **_given(
+                duration=_positive(t, "duration"),
+                step=_positive(t, "step"),
+                integrator=_choice(t, "integrator", INTEGRATORS),
+                backend=_choice(t, "backend", BACKENDS),
+            )
+        )
+    if workflow == "run":
+        compiled = t.boolean("compiled") if "compiled" in t else None
+        return RunStudy(
+            **_given(controller=_choice(t, "controller", CONTROLLERS), rate_hz=_positive(t, "rate_hz"), duration=_positive(t, "duration"), compiled=compiled)
+        )
+    if "joint" not in t:
+        raise t.error("joint", "missing required field (the joint to identify)")
+    return IdentifyStudy(
+        t.string("joint"),
+        **_given(
+            law=_choice(t, "law", IDENTIFY_LAWS), count=_whole(t, "count", None, 2), min_speed=_positive(t, "min_speed"), max_speed=_positive(t, "max_speed")
+        ),
+    )
 
 
 def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
@@ -284,7 +402,7 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
             ``samples``) than ``budget`` holds at :data:`RUN_BYTES` plus two doubles per parameter
             each (the field named is the largest factor). Whether the parameter
             paths name numbers in the robot description is checked by
-            :func:`mbctl.study.engine.prepare` (:func:`check_paths`).
+            :func:`mbctl.study.engine.prepare` (:func:`mbctl.config.study_samples.check_paths`).
     """
     import hashlib
 
@@ -326,11 +444,9 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
     trajectory = _trajectory(root.table("trajectory"), path.parent) if "trajectory" in root else None
     if workflow in ("feedforward", "run") and trajectory is None:
         raise root.error("trajectory", f"missing required table (the {workflow} workflow follows a trajectory)")
-    settings = _settings(root.table(workflow), workflow) if workflow in root else {}
-    if workflow == "identify" and "joint" not in settings:
-        raise root.error("identify.joint", "missing required field (the joint to identify)")
+    settings = _settings(root.table(workflow) if workflow in root else Table({}, root.file, workflow), workflow)
     digest = hashlib.sha256()
-    for f in (path, robot_file, *([trajectory["file"]] if trajectory and "file" in trajectory else [])):
+    for f in (path, robot_file, *([trajectory.file] if trajectory is not None and trajectory.file is not None else [])):
         digest.update(Path(f).read_bytes())
     return StudySpec(
         source=path,
@@ -347,50 +463,3 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
         digest=digest.hexdigest(),
         robot_name=None if local.is_file() or Path(name).suffix or len(Path(name).parts) != 1 else name,
     )
-
-
-def _parent(document: dict[str, Any], path: str) -> tuple[Any, str | int]:
-    """The container holding ``path``'s last key, and that key (KeyError if absent)."""
-    node: Any = document
-    parts = path.split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    return node, (int(last) if isinstance(node, list) else last)
-
-
-def check_paths(study: StudySpec) -> None:
-    """Every varied path names a number in the robot description (with the study's overrides).
-
-    Raises:
-        ConfigError: Naming the study file and ``parameters.<path>``.
-    """
-    for p in study.parameters:
-        try:
-            node, key = _parent(study.document, p.path)
-            value = node[key]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ConfigError(f"no such field in {study.robot.name} (nor in the study's overrides)", file=study.source, field=study.field(p.path)) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"is not a number in {study.robot.name} (got {value!r})", file=study.source, field=study.field(p.path))
-
-
-def apply_values(document: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
-    """A copy of ``document`` with each dotted path set to its value."""
-    out = copy.deepcopy(document)
-    for path, value in values.items():
-        node, key = _parent(out, path)
-        node[key] = float(value)
-    return out
-
-
-def sample_spec(study: StudySpec, values: dict[str, float]) -> RobotSpec:
-    """The robot spec of one run: ``values`` written into the description and parsed.
-
-    Raises:
-        ConfigError: From the robot's own checks, naming the robot file and field.
-    """
-    robot = study.robot
-    if not robot.exists() and study.robot_name is not None:  # a worker elsewhere: its own copy of the bundled robot
-        robot = resolve_config(study.robot_name)
-    return robot_spec_from_table(Table(apply_values(study.document, values), robot, ""))

@@ -8,7 +8,7 @@ numbers: grid points differ only by their grid values).
 
 A run's robot is built by writing its values into a copy of the parsed robot
 description and parsing that copy through the ordinary spec path
-(:func:`mbctl.config.study.sample_spec`, then
+(:func:`mbctl.config.study_samples.sample_spec`, then
 :func:`mbctl.dynamics.model.robot.build_robot`), so every check a robot file gets, a
 sample gets too.
 """

@@ -35,7 +35,8 @@ import numpy as np
 
 from mbctl.budget import Budget
 from mbctl.config.robot import read_robot_spec
-from mbctl.config.study import StudySpec, check_paths, sample_spec
+from mbctl.config.study import StudySpec
+from mbctl.config.study_samples import check_paths, sample_spec
 from mbctl.dynamics.model.robot import build_robot
 from mbctl.errors import ConfigError, InputError, MbctlError
 from mbctl.fileio import atomic_output

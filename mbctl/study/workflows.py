@@ -1,9 +1,10 @@
 """What one run of a study does, and the numbers it keeps (quantities of interest).
 
 Each workflow is three functions of the run's robot and the study's :class:`Context`:
-``quantities`` (column names, fixed before the first run), ``check`` (the settings the
-workflow needs, raising ``InputError`` before any run) and ``run`` (one run ->
-:class:`RunOutput`). They call the library functions the commands call:
+``quantities`` (column names, fixed before the first run), ``check`` (what of the settings
+needs the robot: joint names, gains, memory; raising ``InputError`` before any run; the
+settings themselves are parsed and their choices checked by :mod:`mbctl.config.study`) and
+``run`` (one run -> :class:`RunOutput`). They call the library functions the commands call:
 
 - ``feedforward`` (:func:`mbctl.ctrl.feedforward.feedforward` along the study's trajectory;
   ``model = "plant"`` takes the simulated plant's truth, its friction and payload):
@@ -36,11 +37,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from mbctl.budget import Budget, check_memory, format_count, memory_budget
-from mbctl.config.study import StudySpec
+from mbctl.config.study import FeedforwardStudy, IdentifyStudy, RunStudy, SimulateStudy, StudySpec, WorkflowSettings
 from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory, sample_count, trajectory_bytes
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError, InputError
@@ -82,6 +84,17 @@ class Workflow:
     run: Callable[[RobotModel, Context], RunOutput]
 
 
+S = TypeVar("S", bound=WorkflowSettings)
+
+
+def _settings(ctx: Context, kind: type[S]) -> S:
+    """The study's workflow settings, as the spec class its workflow parsed them into."""
+    settings = ctx.study.settings
+    if not isinstance(settings, kind):
+        raise TypeError(f"a {ctx.study.workflow} study holds {type(settings).__name__}, not {kind.__name__}")
+    return settings
+
+
 def _within_budget(study: StudySpec, estimate: float, budget: Budget | None, what: str, field: str) -> None:
     """``check_memory`` with the refusal placed in the study file."""
     try:
@@ -99,23 +112,25 @@ def make_context(study: StudySpec, robot: RobotModel, budget: Budget | None = No
     traj = None
     if study.trajectory is not None:
         tr = study.trajectory
-        if "file" in tr:
-            traj = read_trajectory(tr["file"], robot.joint_names)
-        else:
-            if tr["waypoints"].shape[1] != len(robot.joint_names):
+        if tr.file is not None:
+            traj = read_trajectory(tr.file, robot.joint_names)
+        elif tr.waypoints is not None and tr.durations is not None:
+            if tr.waypoints.shape[1] != len(robot.joint_names):
                 raise ConfigError(
-                    f"needs {len(robot.joint_names)} positions per waypoint ({', '.join(robot.joint_names)}), got {tr['waypoints'].shape[1]}",
-                    file=study.source, field="trajectory.waypoints",
+                    f"needs {len(robot.joint_names)} positions per waypoint ({', '.join(robot.joint_names)}), got {tr.waypoints.shape[1]}",
+                    file=study.source,
+                    field="trajectory.waypoints",
                 )
-            samples = sample_count(float(np.sum(tr["durations"])), tr["rate_hz"])
-            what = f"the trajectory ({format_count(samples)} samples at {tr['rate_hz']:g} Hz)"
+            samples = sample_count(float(np.sum(tr.durations)), tr.rate_hz)
+            what = f"the trajectory ({format_count(samples)} samples at {tr.rate_hz:g} Hz)"
             _within_budget(study, trajectory_bytes(samples, len(robot.joint_names)), budget, what, "trajectory.durations")
-            traj = quintic_rest_to_rest(tr["waypoints"], tr["durations"], tr["rate_hz"], robot.joint_names)
+            traj = quintic_rest_to_rest(tr.waypoints, tr.durations, tr.rate_hz, robot.joint_names)
     band_t = np.linspace(traj.t[0], traj.t[-1], BAND_SAMPLES) if traj is not None and study.workflow == "feedforward" else None
     return Context(study=study, trajectory=traj, band_t=band_t, budget=budget)
 
 
 # --- feed-forward ---------------------------------------------------------------------------
+
 
 def _ff_quantities(robot: RobotModel, ctx: Context) -> list[str]:
     names = robot.actuated_names
@@ -123,7 +138,7 @@ def _ff_quantities(robot: RobotModel, ctx: Context) -> list[str]:
 
 
 def _ff_robot(robot: RobotModel, ctx: Context) -> RobotModel:
-    if ctx.study.settings.get("model", "robot") == "plant":
+    if _settings(ctx, FeedforwardStudy).model == "plant":
         from mbctl.hardware.sim import truth_model
 
         return truth_model(robot)[0]
@@ -131,18 +146,13 @@ def _ff_robot(robot: RobotModel, ctx: Context) -> RobotModel:
 
 
 def _ff_check(robot: RobotModel, ctx: Context) -> None:
-    s = ctx.study.settings
-    if s.get("model", "robot") not in ("robot", "plant"):
-        raise ConfigError(f"unknown value {s['model']!r} (expected robot or plant)", file=ctx.study.source, field="feedforward.model")
-    if s.get("lugre", "dynamic") not in ("dynamic", "steady"):
-        raise ConfigError(f"unknown value {s['lugre']!r} (expected dynamic or steady)", file=ctx.study.source, field="feedforward.lugre")
     _ff_robot(robot, ctx)
 
 
 def _ff_run(robot: RobotModel, ctx: Context) -> RunOutput:
     from mbctl.ctrl.feedforward import feedforward
 
-    ff = feedforward(_ff_robot(robot, ctx), ctx.trajectory, lugre=ctx.study.settings.get("lugre", "dynamic"))
+    ff = feedforward(_ff_robot(robot, ctx), ctx.trajectory, lugre=_settings(ctx, FeedforwardStudy).lugre)
     values: dict[str, float] = {}
     stats = ff.stats()
     for s in stats:
@@ -158,11 +168,12 @@ def _ff_run(robot: RobotModel, ctx: Context) -> RunOutput:
 
 # --- simulate -------------------------------------------------------------------------------
 
+
 def _sim_setup(robot: RobotModel, ctx: Context):
     from mbctl.dynamics.simulation.setup import simulation_setup
 
-    s = ctx.study.settings
-    overrides = {k: s[k] for k in ("duration", "step", "integrator") if k in s}
+    s = _settings(ctx, SimulateStudy)
+    overrides = {k: v for k in ("duration", "step", "integrator") if (v := getattr(s, k)) is not None}
     return dataclasses.replace(simulation_setup(robot), **overrides)
 
 
@@ -171,18 +182,14 @@ def _sim_quantities(robot: RobotModel, ctx: Context) -> list[str]:
 
 
 def _sim_check(robot: RobotModel, ctx: Context) -> None:
-    from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
+    from mbctl.dynamics.simulation.integrate import recorded_samples, sample_bytes
     from mbctl.dynamics.simulation.setup import build_dynamics
 
-    s = ctx.study.settings
-    if s.get("integrator", INTEGRATORS[0]) not in INTEGRATORS:
-        raise ConfigError(f"unknown value {s['integrator']!r} (expected one of: {', '.join(INTEGRATORS)})", file=ctx.study.source, field="simulate.integrator")
-    if s.get("backend", "auto") not in ("python", "compiled", "auto"):
-        raise ConfigError(f"unknown value {s['backend']!r} (expected python, compiled or auto)", file=ctx.study.source, field="simulate.backend")
+    s = _settings(ctx, SimulateStudy)
     setup = _sim_setup(robot, ctx)
     system = build_dynamics(robot, setup)
     samples = recorded_samples(setup.duration, setup.step, setup.output_step, setup.integrator)
-    field = "simulate.step" if "step" in s and "duration" not in s else "simulate.duration"
+    field = "simulate.step" if s.step is not None and s.duration is None else "simulate.duration"
     _within_budget(ctx.study, samples * sample_bytes(system), ctx.budget, f"one run ({format_count(samples)} samples)", field)
 
 
@@ -194,7 +201,7 @@ def _sim_run(robot: RobotModel, ctx: Context) -> RunOutput:
     q0, dq0 = initial_state(robot, setup, system)
     # compiled where the core covers the system: the robot's numbers are an input of the
     # generated code, so a worker compiles once per structure, not once per run
-    result = simulate_setup(system, q0, dq0, setup, backend=ctx.study.settings.get("backend", "auto"))
+    result = simulate_setup(system, q0, dq0, setup, backend=_settings(ctx, SimulateStudy).backend)
     viol = result.violation()
     values = {
         "drift_max": float(viol.max()),
@@ -211,16 +218,14 @@ def _sim_run(robot: RobotModel, ctx: Context) -> RunOutput:
 
 # --- closed-loop run ------------------------------------------------------------------------
 
+
 def _run_options(ctx: Context):
     from mbctl.hardware.session import SessionOptions
 
-    s = ctx.study.settings
+    s = _settings(ctx, RunStudy)
     # compiled by default: the law and the plant's steps take each run's numbers as inputs, so
     # a worker compiles them once per model structure (the task-space law: once per model)
-    return SessionOptions(
-        plant="sim", law=s.get("controller", "computed-torque"), rate_hz=s.get("rate_hz", 1000.0), duration_s=s.get("duration"),
-        lockstep=True, compiled=s.get("compiled", True),
-    )
+    return SessionOptions(plant="sim", law=s.controller, rate_hz=s.rate_hz, duration_s=s.duration, lockstep=True, compiled=s.compiled)
 
 
 def _run_quantities(robot: RobotModel, ctx: Context) -> list[str]:
@@ -229,13 +234,10 @@ def _run_quantities(robot: RobotModel, ctx: Context) -> list[str]:
 
 
 def _run_check(robot: RobotModel, ctx: Context) -> None:
-    from mbctl.ctrl.controllers import LAWS
     from mbctl.ctrl.settings import control_settings
     from mbctl.hardware.sim import truth_model
 
-    law = ctx.study.settings.get("controller", "computed-torque")
-    if law not in LAWS:
-        raise ConfigError(f"unknown controller {law!r} (expected one of: {', '.join(LAWS)})", file=ctx.study.source, field="run.controller")
+    law = _settings(ctx, RunStudy).controller
     settings = control_settings(robot)
     if law != "feedforward":
         settings.require("computed-torque" if law == "computed-torque" else "pd")
@@ -268,24 +270,18 @@ _FITTED = {"stribeck": ("fc", "fs", "vs", "fv"), "coulomb-viscous": ("fc", "fv")
 
 
 def _id_quantities(robot: RobotModel, ctx: Context) -> list[str]:
-    names = _FITTED[ctx.study.settings.get("law", "stribeck")]
+    names = _FITTED[_settings(ctx, IdentifyStudy).law]
     return [f"{k}.{p}" for k in ("fit", "stderr", "error") for p in names] + ["residual_rms"]
-
-
-def _id_overrides(ctx: Context) -> dict:
-    return {k: ctx.study.settings[k] for k in ("count", "min_speed", "max_speed") if k in ctx.study.settings}
 
 
 def _id_check(robot: RobotModel, ctx: Context) -> None:
     from mbctl.hardware.sim import truth_model
     from mbctl.identification.config import identification_settings
 
-    s = ctx.study.settings
-    if s.get("law", "stribeck") not in _FITTED:
-        raise ConfigError(f"unknown value {s['law']!r} (expected one of: {', '.join(_FITTED)})", file=ctx.study.source, field="identify.law")
-    if s["joint"] not in robot.joint_names:
-        raise ConfigError(f"no joint {s['joint']!r} (joints: {', '.join(robot.joint_names)})", file=ctx.study.source, field="identify.joint")
-    settings = identification_settings(robot, s["joint"], _id_overrides(ctx))
+    s = _settings(ctx, IdentifyStudy)
+    if s.joint not in robot.joint_names:
+        raise ConfigError(f"no joint {s.joint!r} (joints: {', '.join(robot.joint_names)})", file=ctx.study.source, field="identify.joint")
+    settings = identification_settings(robot, s.joint, s.plan_overrides())
     if settings.constant_speed is None:
         raise ConfigError(settings.constant_speed_problem, file=ctx.study.source, field="identify")
     truth_model(robot)
@@ -296,10 +292,10 @@ def _id_run(robot: RobotModel, ctx: Context) -> RunOutput:
     from mbctl.identification.accuracy import simulated_constant_speed
     from mbctl.identification.pipeline import identify
 
-    s = ctx.study.settings
-    joint, law = s["joint"], s.get("law", "stribeck")
+    s = _settings(ctx, IdentifyStudy)
+    joint, law = s.joint, s.law
     truth_robot, plant = truth_model(robot)
-    log = simulated_constant_speed(robot, joint, plant.seed, _id_overrides(ctx))
+    log = simulated_constant_speed(robot, joint, plant.seed, s.plan_overrides())
     result = identify(log, joint, law)
     friction = truth_robot.joint(joint).friction
     truth = friction.law if friction is not None else None

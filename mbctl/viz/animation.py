@@ -26,12 +26,14 @@ world placement ``oMi`` of its joint from :func:`pinocchio.forwardKinematics`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
@@ -43,7 +45,11 @@ from mbctl.dynamics.simulation.setup import constraint_set
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output
 
-__all__ = ["Trace", "animation_html", "body_placements", "write_animation"]
+if TYPE_CHECKING:
+    from meshcat.commands import SetObject, SetProperty, SetTransform
+    from meshcat.path import Path as ScenePath
+
+__all__ = ["Trace", "animation_html", "body_placements", "camera", "magnified", "robot_scene", "write_animation"]
 
 FPS = 30  # frames per second of the clip; the viewer interpolates between keyframes
 _COLORS = {"actuated": 0xE8742A, "passive": 0x9A9A9A, "elastic": 0x3C78D8}
@@ -121,8 +127,6 @@ def _body_points(robot: RobotModel) -> list[list[np.ndarray]]:
 def _visuals(robot: RobotModel, g) -> list[tuple[int, np.ndarray, object]]:
     """``(joint, placement in the joint frame, meshcat geometry)`` of the URDF's visual
     elements, or ``[]`` where it has none or pinocchio cannot load them (missing meshes)."""
-    import warnings
-
     urdf = Path(robot.urdf)
     try:
         with warnings.catch_warnings():
@@ -166,13 +170,78 @@ def _kind(robot: RobotModel, joint: int) -> str:
     return "actuated" if name in robot.actuated_names else "passive"
 
 
-def _magnified(robot: RobotModel, q: np.ndarray, magnification: float) -> np.ndarray:
+def magnified(robot: RobotModel, q: np.ndarray, magnification: float) -> np.ndarray:
+    """``q`` (n, nv) with the elastic DOF (deflections from the undeformed shape) times ``magnification``, as drawn."""
     if magnification == 1.0 or not robot.is_elastic:
         return q
     elastic = [robot.joint(n).idx_v for n in robot.elastic_names]
     out = np.array(q, dtype=float, copy=True)
     out[:, elastic] *= magnification
     return out
+
+
+@contextlib.contextmanager
+def meshcat_imports() -> Iterator[None]:
+    """Import meshcat's modules inside this block: its package import loads its server, written for an
+    older pyzmq, whose deprecation warnings say nothing to a user."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def robot_scene(
+    robot: RobotModel, layers: Sequence[tuple[str, float]] = (("robot", 1.0),)
+) -> tuple[list[SetObject | SetTransform], dict[str, list[ScenePath]]]:
+    """The MeshCat commands that draw ``robot`` once per layer ``(root, opacity)`` under
+    ``/meshcat/<root>`` (the robot, a translucent reference ghost), and per root the scene path
+    of each body's node (joints 1 .. njoints - 1, pinocchio order).
+
+    A body's shapes are given in its joint frame, so a ``SetTransform`` of the joint's world placement
+    ``oMi`` on its node draws the body where it is; shapes fixed to the world are placed here. Both the
+    animation pages and the live view (:mod:`mbctl.viz.live`) draw this scene. The URDF's visual
+    elements are loaded once for all layers (about 1 s for the UR5's meshes).
+    """
+    with meshcat_imports():
+        from meshcat import geometry as g
+        from meshcat.commands import SetObject, SetTransform
+        from meshcat.path import Path as ScenePath
+
+    radius = 0.025 * _size(robot)
+    visuals = _visuals(robot, g)
+    points = _body_points(robot)
+    commands: list = []
+    bodies: dict[str, list] = {}
+    for root, opacity in layers:
+        link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
+        for i, (j, T, geometry) in enumerate(visuals):
+            if j == 0:  # fixed to the world
+                path = ScenePath(("meshcat", root, f"base{i}"))
+                commands.append(SetObject(geometry, link_material, path))
+                commands.append(SetTransform(T, path))
+        bodies[root] = []
+        for j, pts in enumerate(points, start=1):
+            body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
+            # the URDF's visual elements of this body, else cylinders to the points it carries
+            shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
+            joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
+            commands.append(SetObject(g.Sphere((0.6 if shapes else 1.6) * radius), joint_material, body.append("joint")))
+            shapes = shapes or [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
+            for i, (T, geometry) in enumerate(shapes):
+                segment = body.append(f"link{i}")
+                commands.append(SetObject(geometry, link_material, segment))
+                commands.append(SetTransform(T, segment))
+            bodies[root].append(body)
+    return commands, bodies
+
+
+def camera(robot: RobotModel) -> SetProperty:
+    """The command that places the viewer's camera (it orbits the origin; viewer axes: y up) to see the whole robot."""
+    with meshcat_imports():
+        from meshcat.commands import SetProperty
+        from meshcat.path import Path as ScenePath
+
+    size = _size(robot)
+    return SetProperty("position", [1.1 * size, 0.8 * size, 1.1 * size], ScenePath(("Cameras", "default", "rotated", "<object>")))
 
 
 def animation_html(
@@ -196,11 +265,10 @@ def animation_html(
     Raises:
         InputError: For shapes that do not match the robot, or non-finite values.
     """
-    with warnings.catch_warnings():  # meshcat's package import loads its server, written for an older pyzmq
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with meshcat_imports():
         from meshcat import geometry as g
         from meshcat.animation import Animation, AnimationFrameVisualizer
-        from meshcat.commands import SetAnimation, SetObject, SetProperty, SetTransform
+        from meshcat.commands import SetAnimation, SetObject, SetTransform
         from meshcat.path import Path as ScenePath
 
     t = np.asarray(t, dtype=float)
@@ -217,45 +285,19 @@ def animation_html(
     # one keyframe per 1/FPS s of simulated time, from the nearest sample at or before it
     frames = np.arange(0, max(1, int(math.floor((t[-1] - t[0]) * FPS + 1e-9)) + 1))
     rows = np.clip(np.searchsorted(t, t[0] + frames / FPS, side="right") - 1, 0, len(t) - 1)
-    commands = []
-    size = _size(robot)
-    radius = 0.025 * size
-    points = _body_points(robot)
-    visuals = _visuals(robot, g)
     animation = Animation(default_framerate=FPS)
-
-    def add_robot(root: str, motion: np.ndarray, opacity: float) -> None:
-        placements = body_placements(robot, _magnified(robot, motion[rows], magnification))
-        link_material = g.MeshLambertMaterial(color=_LINK_COLOR, opacity=opacity, transparent=opacity < 1)
-        for i, (j, T, geometry) in enumerate(visuals):
-            if j == 0:  # fixed to the world
-                path = ScenePath(("meshcat", root, f"base{i}"))
-                commands.append(SetObject(geometry, link_material, path))
-                commands.append(SetTransform(T, path))
-        for j, pts in enumerate(points, start=1):
-            body = ScenePath(("meshcat", root, f"body{j:02d}_{robot.model.names[j]}"))
-            # the URDF's visual elements of this body, else cylinders to the points it carries
-            shapes = [(T, geometry) for k, T, geometry in visuals if k == j]
-            joint_material = g.MeshLambertMaterial(color=_COLORS[_kind(robot, j)], opacity=opacity, transparent=opacity < 1)
-            commands.append(SetObject(g.Sphere((0.6 if shapes else 1.6) * radius), joint_material, body.append("joint")))
-            shapes = shapes or [(_segment_transform(np.zeros(3), p), g.Cylinder(float(np.linalg.norm(p)), radius)) for p in pts]
-            for i, (T, geometry) in enumerate(shapes):
-                segment = body.append(f"link{i}")
-                commands.append(SetObject(geometry, link_material, segment))
-                commands.append(SetTransform(T, segment))
-            commands.append(SetTransform(placements[0, j - 1], body))  # the pose before the clip starts
+    layers = [("robot", q, 1.0)] + ([("reference", np.asarray(reference, dtype=float), 0.3)] if reference is not None else [])
+    commands, bodies = robot_scene(robot, [(root, opacity) for root, _, opacity in layers])
+    for root, motion, _ in layers:
+        placements = body_placements(robot, magnified(robot, motion[rows], magnification))
+        for j, body in enumerate(bodies[root]):
+            commands.append(SetTransform(placements[0, j], body))  # the pose before the clip starts
             for k, frame in enumerate(frames):
-                AnimationFrameVisualizer(animation, body, int(frame)).set_transform(placements[k, j - 1])
-
-    add_robot("robot", q, 1.0)
-    if reference is not None:
-        add_robot("reference", np.asarray(reference, dtype=float), 0.3)
+                AnimationFrameVisualizer(animation, body, int(frame)).set_transform(placements[k, j])
     for i, trace in enumerate(traces):
         line = g.Line(g.PointsGeometry(np.asarray(trace.points, dtype=float).T), g.LineBasicMaterial(color=_TRACE_COLORS[i % len(_TRACE_COLORS)]))
         commands.append(SetObject(line, path=ScenePath(("meshcat", "traces", trace.name))))
-    # the camera orbits the origin; placed (viewer axes: y up) to see the whole robot
-    camera = ScenePath(("Cameras", "default", "rotated", "<object>"))
-    commands.append(SetProperty("position", [1.1 * size, 0.8 * size, 1.1 * size], camera))
+    commands.append(camera(robot))
     commands.append(SetAnimation(animation, play=True))  # plays once on opening, then stays at the end
     return _page(commands, title, magnification if robot.is_elastic else None, float(t[-1] - t[0]))
 

@@ -31,7 +31,8 @@ from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.loop import RunSummary
 from mbctl.hardware.session import SessionOptions, run_session
-from mbctl.viz.plots import plot_feedforward, plot_run
+from mbctl.viz.feedforward import plot_feedforward
+from mbctl.viz.run import plot_run
 
 # SCARA joint waypoints (j1, j2, j3 in rad, j4 in m) and segment durations (s)
 DEMO_WAYPOINTS = np.array(
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n2. closed loop: computed torque at 1 kHz against the simulated plant ({traj.duration:.1f} s, {pace})")
     summary = run_session(robot, traj, SessionOptions(plant="sim", law="computed-torque", lockstep=args.lockstep), files["run log"])
     write_summary(files["run summary"], summary, controller="computed-torque", plant="sim")
-    plot_run(np.load(files["run log"]), summary, files["run plot"], title="SCARA: computed torque with friction feed-forward, simulated plant")
+    plot_run(files["run log"], files["run plot"], summary=summary, title="SCARA: computed torque with friction feed-forward, simulated plant")
     print(format_run(summary))
     print()
     for kind, path in files.items():

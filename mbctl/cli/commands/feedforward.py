@@ -31,7 +31,8 @@ from mbctl.dynamics.friction.laws import LAWS, simplify_law
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import DataError, InputError
 from mbctl.fileio import check_output
-from mbctl.viz.plots import FORMATS, plot_feedforward, plot_redundancy
+from mbctl.viz.feedforward import plot_feedforward, plot_redundancy
+from mbctl.viz.figures import FORMATS
 
 FRICTION_CHOICES = ("config", "none", *LAWS)
 

@@ -3,7 +3,7 @@
 For a planar closed chain with ``[flexible.<link>] method = "fem"`` levers, a programmed
 end-effector path and ``[actuation]`` (``configs/rrr3_flexible.toml``): the rigid motion
 and its drive torques in every distribution mode asked for, each fed into the flexible
-model; writes the figures (:data:`mbctl.viz.plots.FLEXFEED_PLOTS`) and ``flexfeed.json``
+model; writes the figures (:data:`mbctl.viz.variants.FLEXFEED_PLOTS`) and ``flexfeed.json``
 (RMS and peak per mode, the stiff-limit check, the FEM/RFE cross-check, wall times) into
 ``--out-dir``. See :mod:`mbctl.ctrl.flexible_feedforward`.
 """
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from mbctl.config.robot import read_robot_spec
     from mbctl.ctrl.flexible_feedforward import STUDY_MODES, flexible_feedforward, summary_table
     from mbctl.fileio import atomic_output, check_output
-    from mbctl.viz.plots import FLEXFEED_PLOTS, plot_flexfeed
+    from mbctl.viz.variants import FLEXFEED_PLOTS, plot_flexfeed
 
     if not args.out_dir.is_dir():
         raise InputError("output directory does not exist", file=args.out_dir)

@@ -14,7 +14,7 @@ from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
 from mbctl.identification.fitting import STATIC_LAWS
 from mbctl.identification.servo import LAWS as SERVO_LAWS
-from mbctl.viz.plots import FORMATS, plot_identification
+from mbctl.viz.figures import FORMATS
 
 # Each step imports its own stack when it runs: fitting a log needs neither pinocchio
 # nor the hardware layer.
@@ -305,6 +305,8 @@ def fit_logs(args: argparse.Namespace) -> int:
             tmp.write_text(json.dumps(result_json(result), indent=2) + "\n")
         print(f"wrote {args.summary}")
     if args.plot is not None:
+        from mbctl.viz.fits import plot_identification
+
         plot_identification(result, args.plot, title=f"{args.joint}: {result.law.name} from {args.log.name}")
         print(f"wrote {args.plot}")
     if args.out is None:
@@ -313,68 +315,10 @@ def fit_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def servo_logs(tokens: list[str], field: str, bench=None, joint: str | None = None):
-    """Logs named on the command line: files (BAM JSON; run logs .npz with the ``bench`` model of
-    ``joint``), or bundled logs with an optional ``@kp=N`` filter."""
-    from mbctl.bundled import bundled_servo_logs
-    from mbctl.errors import ConfigError
-    from mbctl.identification.servo import read_run_log, read_servo_log
-
-    logs = []
-    for token in tokens:
-        if Path(token).is_file():
-            if token.endswith(".npz"):
-                if bench is None:
-                    raise InputError("a run log (.npz) needs --config and --joint (the bench and its servo)", file=token)
-                logs.append(read_run_log(token, joint, bench))
-            else:
-                logs.append(read_servo_log(token))
-            continue
-        name, _, selector = token.partition("@")
-        try:
-            found = [read_servo_log(p) for p in bundled_servo_logs(name)]
-        except ConfigError as exc:
-            raise InputError(exc.reason, field=field) from None
-        if selector:
-            key, _, value = selector.partition("=")
-            if key != "kp":
-                raise InputError(f"unknown selector {selector!r} (expected kp=N)", field=field)
-            try:
-                kp = float(value)
-            except ValueError:
-                raise InputError(f"expected kp=N, got {selector!r}", field=field) from None
-            found = [log for log in found if log.model.firmware.kp == kp]
-            if not found:
-                raise InputError(f"no bundled log of {name} has kp = {value}", field=field)
-        logs.extend(found)
-    return logs
-
-
-def _servo_table_values(robot, joint: str, fit, first_log) -> dict[str, float]:
-    """The actuator table's numbers: the fitted motor, armature and stall parameters, the firmware
-    of the robot's existing table (else of the first log)."""
-    from mbctl.dynamics.actuator import SMOOTHING, STALL_PARAMETERS
-
-    spec = robot.spec.joints.get(joint) if robot.spec is not None else None
-    if spec is not None and spec.actuator is not None:
-        firmware = {k: v for k, v in spec.actuator.values.items() if k not in ("kt", "R", "armature")}
-    else:
-        m = first_log.model.firmware
-        firmware = {"vin": m.vin, "kp": m.kp, "divisor": m.divisor, "pwm_limit": m.pwm_limit, "pwm_max": m.pwm_max, "counts": float(m.counts)}
-        if m.current_limit is not None:
-            firmware["current_limit"] = m.current_limit
-        if m.supply_resistance:
-            firmware["supply_resistance"] = m.supply_resistance
-        if m.torque_saturation is not None:
-            firmware["torque_saturation"] = m.torque_saturation
-        if m.friction_smoothing != SMOOTHING:
-            firmware["friction_smoothing"] = m.friction_smoothing
-    return {**firmware, **{k: fit.parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in fit.parameters}}
-
-
 def fit_servo_logs(args: argparse.Namespace) -> int:
     from mbctl.dynamics.actuator import STALL_PARAMETERS
     from mbctl.identification.servo import PARAMETERS, fit_servo
+    from mbctl.identification.servo_log import read_servo_logs
 
     for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
         if path:
@@ -399,7 +343,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
             raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
         if any(t.endswith(".npz") for t in [*args.logs, *args.validate]):
             bench = bench_model(robot, args.joint)
-    logs, held_out = servo_logs(args.logs, "LOG", bench, args.joint), servo_logs(args.validate, "--validate", bench, args.joint)
+    logs, held_out = read_servo_logs(args.logs, "LOG", bench, args.joint), read_servo_logs(args.validate, "--validate", bench, args.joint)
     fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=args.stall)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
     for name, value in fit.parameters.items():
@@ -429,13 +373,13 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
     if args.plot:
-        from mbctl.viz.plots import plot_servo_fit
+        from mbctl.viz.fits import plot_servo_fit
 
         plot_servo_fit(fit, [*logs, *held_out], args.plot)
     if robot is not None:
-        from mbctl.identification.report import actuator_table, write_servo_robot_copy
+        from mbctl.identification.report import actuator_table, servo_table_values, write_servo_robot_copy
 
-        values = _servo_table_values(robot, args.joint, fit, logs[0])
+        values = servo_table_values(robot, args.joint, fit.parameters, logs[0].model.firmware)
         friction = {k: v for k, v in fit.parameters.items() if k not in ("kt", "R", "armature", "offset", *STALL_PARAMETERS)}
         if "offset" in fit.parameters:
             warn("the encoder offset is not part of the actuator table (set the drive's zero_count)")
@@ -522,9 +466,9 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(arm_fit_json(fit, validation), indent=2))
     if args.plot:
-        from mbctl.viz.plots import plot_arm_fit
+        from mbctl.viz.fits import plot_arm_fit
 
-        plot_arm_fit(fitted + [log for _, log in held_out], [predict_torques(robot, fit.theta, fit.friction, log) for log in fitted + [log for _, log in held_out]], args.plot)
+        plot_arm_fit(robot, fit, fitted + [log for _, log in held_out], args.plot)
     if args.write_back:
         write_arm_robot_copy(args.config, args.write_back, fit, args.logs, force=args.force)
     written = [p for p in (args.out, args.plot, args.write_back) if p]

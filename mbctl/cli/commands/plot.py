@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mbctl.errors import DataError, InputError
 from mbctl.fileio import CsvTable, check_output, read_csv
-from mbctl.viz.plots import FORMATS, plot_torque_tables
+from mbctl.viz.feedforward import plot_torque_tables
+from mbctl.viz.figures import FORMATS
 
 
 def drive_table(path: Path) -> CsvTable:
@@ -54,6 +55,6 @@ def run(args: argparse.Namespace) -> int:
     if len(labels) != len(args.tables):
         raise InputError(f"{len(labels)} labels for {len(args.tables)} files", field="--labels")
     tables = [drive_table(p) if p.suffix == ".npz" else read_csv(p) for p in args.tables]
-    plot_torque_tables(tables, labels, args.out, args.title)
+    plot_torque_tables(tables, labels, args.out, title=args.title)
     print(f"wrote {args.out}")
     return 0

@@ -28,6 +28,7 @@ from mbctl.budget import check_disk, check_memory, check_read, format_count
 from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
+from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -41,7 +42,8 @@ from mbctl.fileio import atomic_output, check_output
 from mbctl.hardware.loop import PHASES, RunSummary, run_footprint
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
-from mbctl.viz.plots import FORMATS, plot_run
+from mbctl.viz.figures import FORMATS
+from mbctl.viz.run import plot_run
 
 CONTROLLERS = {
     "computed-torque": "computed-torque",
@@ -75,6 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary", type=Path, required=True, help="run summary to write (.json)")
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
     add_view_arguments(p, animate=True)
+    add_view_option(p)
     p.set_defaults(run=run)
 
 
@@ -127,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
     robot = load_robot(args.config)
     check_log_animation(robot, args.animate)
+    check_run_view(robot, args)
     check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
     check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
@@ -146,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
+    view = open_view(robot, args, log=args.log)
     summary = run_session(robot, traj, options, args.log)
     extra = {}
     if task is not None and summary.cycles:
@@ -159,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         }
     write_summary(args.summary, summary, controller=args.controller, plant=plant, **extra)
     if args.plot:
-        plot_run(np.load(args.log), summary, args.plot, title=f"{robot.name}: {args.controller} on {plant}")
+        plot_run(args.log, args.plot, summary=summary, title=f"{robot.name}: {args.controller} on {plant}")
     if args.animate and summary.cycles:
         animate_log(robot, args.log, args)
     print(format_run(summary))
@@ -170,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
         )
     print(f"wrote {', '.join(str(p) for p in (args.log, args.summary, args.plot, args.animate) if p)}")
+    close_view(view)
     return exit_code(summary)
 
 

@@ -28,10 +28,10 @@ from mbctl.cli.arguments import budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
+from mbctl.cli.view import add_view_option, close_view, open_view
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.actuator import robot_servos
 from mbctl.dynamics.constraints.analysis import analyse_constraints
-from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import (
     joint_reactions,
     pair_matrix,
@@ -48,7 +48,8 @@ from mbctl.dynamics.simulation.setup import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import NpzParts, atomic_output, check_output
-from mbctl.viz.plots import FORMATS, plot_reactions, plot_simulation
+from mbctl.viz.figures import FORMATS
+from mbctl.viz.simulation import plot_reactions, plot_simulation
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(lugre > stribeck > coulomb-viscous; default: config)",
     )
     add_view_arguments(p, animate=True)
+    add_view_option(p)
     p.set_defaults(run=run)
 
 
@@ -209,24 +211,6 @@ def read_run(path: Path, run: SimulationResult) -> SimulationResult:
         return dataclasses.replace(run, **{key: data[key] for key in recorded_arrays(run)})
 
 
-def _body_paths(robot, result: SimulationResult) -> list | None:
-    """The world paths of the bodies with mass when there are too many passive coordinates
-    to draw (e.g. a mechanism in absolute coordinates), else None."""
-    if sum(not j.actuated for j in robot.joints) <= 8:
-        return None
-    import pinocchio as pin
-
-    from mbctl.viz.animation import frame_paths
-
-    model = robot.model
-    bodies = [
-        f.name
-        for f in model.frames
-        if f.type == pin.FrameType.BODY and model.inertias[f.parentJoint].mass > 0 and f.placement.isIdentity()
-    ]
-    return frame_paths(robot, result.q, bodies)
-
-
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -261,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         analysis = analyse_constraints(system, q0, 0.0, rtol=setup.rank_tolerance, reactions=False)
         print(format_mobility(analysis, len(robot.elastic_names)), flush=True)
 
+    view = open_view(robot, args)
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
     tally = RunTally()
@@ -279,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
 
         result = simulate_setup(
             system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend,
-            sink=record, batch_samples=batch_samples(system, args.reactions),
+            sink=record, batch_samples=batch_samples(system, args.reactions), watch=(lambda t, q: view.show(q, t)) if view else None,
         )  # fmt: skip
         elapsed = time.perf_counter() - start - result.compile_s
         extra = {**name_arrays(result), "config": np.array(str(Path(args.config).resolve()))}  # config: so that mbctl animate finds the robot
@@ -292,29 +277,18 @@ def run(args: argparse.Namespace) -> int:
     if system.redundancy > 0:
         C, groups = pair_matrix(system, 0.0, q0)
         uniqueness = reaction_solvability(C, groups, rtol=setup.rank_tolerance).unique
-
-    tool = next((c for c in system.constraints if isinstance(c, FramePosition)), None)
-    tool_rows = list(range(system.constraints.slices[tool.name].start, system.constraints.slices[tool.name].stop)) if tool else []
     summary = build_summary(args.config, robot.name, setup, system, result, tally, q0, dq0, elapsed, uniqueness)
 
     if args.summary:
         with atomic_output(args.summary) as tmp:
             tmp.write_text(json.dumps(summary, indent=2) + "\n")
     if args.plot:
-        plot_simulation(
-            result,
-            args.plot,
-            title=f"{robot.name}: {setup.solver}, {setup.integrator}, "
-            + (f"Baumgarte {setup.baumgarte.form} alpha={setup.baumgarte.alpha:g} beta={setup.baumgarte.beta:g}" if setup.baumgarte else "no stabilization"),
-            tool_rows=tool_rows,
-            tool_label=f"frame {tool.frame}" if tool else "tool",
-            joints=[n for n in robot.joint_names if n not in robot.elastic_names] if robot.is_elastic else None,
-        )
+        plot_simulation(result, args.plot, robot=robot)
     if args.plot_reactions:
         friction = {"config": "friction as configured", "none": "no friction"}.get(args.friction, f"{args.friction} friction")
         title = f"{robot.name}: {friction}" if any(j.friction for j in robot.joints) or args.friction != "config" else robot.name
         r = joint_reactions(system, result.t, result.q, result.dq, result.ddq, result.lam)
-        plot_reactions(result, r, robot, args.plot_reactions, title=title, paths=_body_paths(robot, result))
+        plot_reactions(result, robot, args.plot_reactions, reactions=r, title=title)
     if args.animate:
         write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
 
@@ -334,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.plot_reactions, args.animate) if p]
     print(f"wrote {', '.join(written)}")
+    close_view(view)
     return 0
 
 

@@ -24,8 +24,6 @@ from mbctl.errors import InputError
 if TYPE_CHECKING:
     from mbctl.study.engine import Plan, SweepResult
 
-PLOT_LIMIT = 12  # scatter figures: one per varied parameter, at most this many
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", help="study TOML file (docs/sweep.md) or the name of a bundled study (ur5_payload)")
@@ -90,7 +88,7 @@ def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> t
         The summary (what ``summary.json`` holds) and the files written.
     """
     from mbctl.study.summary import read_table, summarize, torque_bands, write_summary
-    from mbctl.viz.plots import plot_sweep_histograms, plot_sweep_scatter, plot_torque_bands
+    from mbctl.viz.sweep import plot_sweep
 
     columns = read_table(out / "runs.parquet")
     summary = summarize(plan, columns, wall_s)
@@ -101,16 +99,7 @@ def write_results(plan: Plan, out: Path, wall_s: float, plots: bool = True) -> t
         written.append(out / "bands.npz")
     if not plots or summary["ok"] == 0:
         return summary, written
-    name = plan.study.robot.stem
-    for path in plan.design.paths[:PLOT_LIMIT]:
-        target = out / f"scatter-{path}.png"
-        plot_sweep_scatter(columns, path, plan.quantities, target, f"{name}: {plan.study.workflow} quantities against {path} ({summary['ok']} runs)")
-        written.append(target)
-    plot_sweep_histograms(columns, plan.quantities, out / "histograms.png", f"{name}: {plan.study.workflow} quantities ({summary['ok']} runs)")
-    written.append(out / "histograms.png")
-    if bands is not None:
-        plot_torque_bands(bands, out / "torque-bands.png", f"{name}: drive torque percentiles over {bands.runs} runs (N·m; N for prismatic joints)")
-        written.append(out / "torque-bands.png")
+    written += plot_sweep(columns, out, title=f"{plan.study.robot.stem}: {plan.study.workflow}", bands=bands)
     return summary, written
 
 

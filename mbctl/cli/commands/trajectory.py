@@ -31,7 +31,8 @@ from mbctl.dynamics.simulation.setup import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
-from mbctl.viz.plots import FORMATS, plot_trajectory
+from mbctl.viz.feedforward import plot_trajectory
+from mbctl.viz.figures import FORMATS
 
 
 def parse_numbers(text: str, option: str) -> np.ndarray:

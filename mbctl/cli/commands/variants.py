@@ -35,7 +35,7 @@ from mbctl.dynamics.simulation.variants import (
 )
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
-from mbctl.viz.plots import VARIANT_PLOTS, plot_variants
+from mbctl.viz.variants import VARIANT_PLOTS, plot_variants
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
