@@ -17,16 +17,14 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.batch import map_rows
-from mbctl.dynamics.friction.laws import LuGre
 from mbctl.dynamics.inverse import (
     InverseDynamicsResult,
     Progress,
     check_samples,
-    lugre_states,
+    lugre_trajectory,
 )
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
-from mbctl.errors import DataError
 
 __all__ = ["CasadiInverseDynamics"]
 
@@ -67,9 +65,6 @@ class CasadiInverseDynamics:
         _, rigid, friction, wrench, load = full.call(ins)
         outs = [rigid, friction] + ([wrench] if reactions else []) + ([load] if self._loaded else [])
         self._function = ca.Function("inverse_dynamics", ins, outs)
-        self._lugre_joints = [
-            j for j in robot.joints if lugre == "dynamic" and j.friction is not None and isinstance(j.friction.law, LuGre)
-        ]
 
     def __call__(
         self,
@@ -86,25 +81,10 @@ class CasadiInverseDynamics:
             DataError: For wrongly shaped or non-finite inputs, or missing sample
                 times when LuGre states are integrated.
         """
-        robot = self.robot
-        q, dq, ddq = check_samples(robot.nv, q, dq, ddq)
-        n = q.shape[0]
-        z = np.zeros((n, robot.nv))
-        state = None
-        if self._lugre_joints:
-            if t is None:
-                raise DataError("sample times are needed to integrate LuGre states (or use lugre='steady')", field="t")
-            state = np.full((n, robot.nv), np.nan)
-            for j in self._lugre_joints:
-                z[:, j.idx_v] = state[:, j.idx_v] = lugre_states(j.friction.law, dq[:, j.idx_v], np.asarray(t, dtype=float))
+        q, dq, ddq = check_samples(self.robot.nv, q, dq, ddq)
+        state = lugre_trajectory(self.robot, dq, t) if self.lugre == "dynamic" else None
+        z = np.zeros_like(dq) if state is None else np.nan_to_num(state, nan=0.0)
         outs = map_rows(self._function, [q, dq, ddq, z], threads=self.threads, chunk=self.chunk, progress=progress)
-        tau_rigid, tau_friction = outs[0], outs[1]
-        return InverseDynamicsResult(
-            joint_names=robot.joint_names,
-            tau=tau_rigid + tau_friction,
-            tau_rigid=tau_rigid,
-            tau_friction=tau_friction,
-            joint_wrench=outs[2] if self.reactions else None,
-            normal_load=outs[-1] if self._loaded else None,
-            friction_state=state,
+        return InverseDynamicsResult.of(
+            self.robot, outs[0], outs[1], joint_wrench=outs[2] if self.reactions else None, normal_load=outs[-1] if self._loaded else None, friction_state=state
         )

@@ -66,12 +66,27 @@ from typing import TYPE_CHECKING, Any
 
 from mbctl.config.actuator import OPTIONAL, SERVO_FRICTION_LAWS, ActuatorSpec
 from mbctl.dynamics.backend import namespace
+from mbctl.dynamics.friction.laws import lugre_force, lugre_rate, lugre_z_step, smoothed_dry, smoothed_dry_slope, stribeck_level
 from mbctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["FIRMWARE_OPTIONAL", "SERVO_LAWS", "SMOOTHING", "STALL_PARAMETERS", "ServoActuator", "ServoFirmware", "robot_servos", "servo_actuator", "servo_current", "servo_step", "servo_torque", "servo_z_step", "stall_torque"]
+__all__ = [
+    "FIRMWARE_OPTIONAL",
+    "SERVO_LAWS",
+    "SMOOTHING",
+    "STALL_PARAMETERS",
+    "ServoActuator",
+    "ServoFirmware",
+    "robot_servos",
+    "servo_actuator",
+    "servo_current",
+    "servo_step",
+    "servo_torque",
+    "servo_z_step",
+    "stall_torque",
+]
 
 # the optional firmware and supply fields of the table, as ServoFirmware names them
 FIRMWARE_OPTIONAL = tuple(k for k in OPTIONAL if k != "armature")
@@ -79,9 +94,7 @@ FIRMWARE_OPTIONAL = tuple(k for k in OPTIONAL if k != "armature")
 STALL_PARAMETERS = ("current_limit", "supply_resistance", "torque_saturation")
 SMOOTHING = 0.02  # rad/s: eps of tanh(omega/eps), the regularised sign of the dry friction
 # law -> the parameters the model needs: motor, armature, then the friction law's
-SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {law: ("kt", "R", "armature", *names) for law, names in SERVO_FRICTION_LAWS.items()}
-)
+SERVO_LAWS: Mapping[str, tuple[str, ...]] = MappingProxyType({law: ("kt", "R", "armature", *names) for law, names in SERVO_FRICTION_LAWS.items()})
 
 
 @dataclass(frozen=True)
@@ -115,9 +128,14 @@ class ServoFirmware:
 
     def __post_init__(self) -> None:
         checks = {
-            "kp": self.kp >= 0, "vin": self.vin > 0, "divisor": self.divisor > 0, "pwm_max": self.pwm_max > 0,
-            "pwm_limit": 0 < self.pwm_limit <= self.pwm_max, "counts": self.counts > 0,
-            "current_limit": self.current_limit is None or self.current_limit > 0, "gear_ratio": self.gear_ratio != 0,
+            "kp": self.kp >= 0,
+            "vin": self.vin > 0,
+            "divisor": self.divisor > 0,
+            "pwm_max": self.pwm_max > 0,
+            "pwm_limit": 0 < self.pwm_limit <= self.pwm_max,
+            "counts": self.counts > 0,
+            "current_limit": self.current_limit is None or self.current_limit > 0,
+            "gear_ratio": self.gear_ratio != 0,
             "supply_resistance": self.supply_resistance >= 0,
             "torque_saturation": self.torque_saturation is None or self.torque_saturation > 0,
             "friction_smoothing": self.friction_smoothing > 0,
@@ -127,7 +145,12 @@ class ServoFirmware:
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise ConfigError(f"must be a finite number, got {value!r}", field=name)
             if not ok:
-                rule = {"pwm_limit": "must be > 0 and <= pwm_max", "gear_ratio": "must not be 0", "kp": "must be >= 0", "supply_resistance": "must be >= 0"}.get(name, "must be > 0")
+                rule = {
+                    "pwm_limit": "must be > 0 and <= pwm_max",
+                    "gear_ratio": "must not be 0",
+                    "kp": "must be >= 0",
+                    "supply_resistance": "must be >= 0",
+                }.get(name, "must be > 0")
                 raise ConfigError(f"{rule}, got {value!r}", field=name)
 
 
@@ -188,9 +211,7 @@ def servo_actuator(spec: ActuatorSpec) -> ServoActuator:
     """
     v = spec.values
     try:
-        firmware = ServoFirmware(
-            kp=v["kp"], vin=v["vin"], **{k: v[k] for k in FIRMWARE_OPTIONAL if k in v}
-        )
+        firmware = ServoFirmware(kp=v["kp"], vin=v["vin"], **{k: v[k] for k in FIRMWARE_OPTIONAL if k in v})
         return ServoActuator(firmware, spec.law, {"kt": v["kt"], "R": v["R"], "armature": v.get("armature", 0.0), **spec.friction})
     except ConfigError as exc:
         raise exc.located(file=spec.file, prefix=spec.field) from None
@@ -218,8 +239,8 @@ def robot_servos(robot: RobotModel) -> dict[str, ServoActuator]:
 
 
 def _stribeck(p: Mapping[str, Any], omega: Any, ns: Any) -> Any:
-    """``g(omega) = fc + (fs - fc) exp(-(omega/vs)^2)`` (N m)."""
-    return p["fc"] + (p["fs"] - p["fc"]) * ns.exp(-((omega / p["vs"]) ** 2))
+    """``g(omega) = fc + (fs - fc) exp(-(omega/vs)^2)`` (N m), :func:`~mbctl.dynamics.friction.laws.stribeck_level`."""
+    return stribeck_level(ns, omega, p["fc"], p["fs"], p["vs"])
 
 
 def servo_z_step(law: str, p: Mapping[str, Any], z: Any, omega: Any, h: Any) -> Any:
@@ -229,9 +250,7 @@ def servo_z_step(law: str, p: Mapping[str, Any], z: Any, omega: Any, h: Any) -> 
     if law != "lugre":
         return z
     ns = namespace(z, omega, h, *p.values())
-    g = _stribeck(p, omega, ns)
-    z_ss = ns.sign(omega) * g / p["sigma0"]
-    return z_ss + (z - z_ss) * ns.exp(-p["sigma0"] * ns.abs(omega) * h / g)
+    return lugre_z_step(ns, z, omega, h, p["sigma0"], _stribeck(p, omega, ns))
 
 
 def _stall_values(firmware: ServoFirmware, p: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -302,14 +321,13 @@ def servo_torque(
     if law == "none":
         return g * tau_m, g**2 * on * emf_damping
     if law == "lugre":
-        rate = omega - p["sigma0"] * ns.abs(omega) * z / _stribeck(p, omega, ns)
-        tau = tau_m - (p["sigma0"] * z + p["sigma1"] * rate) - p["fv"] * omega
+        rate = lugre_rate(ns, omega, z, p["sigma0"], _stribeck(p, omega, ns))
+        tau = tau_m - lugre_force(z, rate, p["sigma0"], p["sigma1"]) - p["fv"] * omega
         return g * tau, g**2 * (on * emf_damping + p["fv"] + p["sigma1"])
-    level = p["fc"] + (_stribeck(p, omega, ns) - p["fc"] if "fs" in p else 0.0)
+    level = _stribeck(p, omega, ns) if "fs" in p else p["fc"]
     dry = level + (p["mu"] * ns.abs(tau_m) if "mu" in p else 0.0)
-    sign = ns.tanh(omega / smoothing)
-    tau = tau_m - dry * sign - p["fv"] * omega
-    damping = on * emf_damping + p["fv"] + dry * (1 - sign**2) / smoothing
+    tau = tau_m - smoothed_dry(ns, dry, omega, smoothing) - p["fv"] * omega
+    damping = on * emf_damping + p["fv"] + smoothed_dry_slope(ns, dry, omega, smoothing)
     return g * tau, g**2 * damping
 
 

@@ -28,21 +28,29 @@ which :class:`~mbctl.dynamics.constraints.constrained.ConstrainedDynamics` resol
 in the normal loads) and :meth:`~ForceElement.loads_and_gradient`. ``JointFriction(robot, loads=True)``
 accepts load-dependent joints for that purpose; by default (semi-implicit plant
 steppers) they are refused.
+
+The formulas are module functions over a backend namespace (:mod:`mbctl.dynamics.backend`):
+:func:`friction_terms`, :func:`friction_damping`, :func:`normal_load`, :func:`elastic_forces` and
+:func:`elastic_diagonal` evaluate floats or numpy arrays here and build the compiled core's CasADi
+expressions (:mod:`mbctl.dynamics.simulation.compiled_forces`), so both paths share every line.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from mbctl.dynamics.friction.laws import CoulombViscous, LuGre
+from mbctl.dynamics.backend import NUMPY, SCALAR
+from mbctl.dynamics.friction.laws import LuGre, lugre_force, lugre_rate, smoothed_dry, smoothed_dry_slope
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
 
-__all__ = ["ForceElement", "JointFriction"]
+__all__ = ["ForceElement", "JointFriction", "elastic_diagonal", "elastic_forces", "friction_damping", "friction_terms", "normal_load", "place_terms"]
 
 
 class ForceElement(ABC):
@@ -165,41 +173,16 @@ class JointFriction(ForceElement):
         return self.loads_and_gradient(wrenches, gradient=False)[0]
 
     def loads_and_gradient(self, W: np.ndarray, gradient: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6); a zero
-        component of a force or moment contributes a zero (sub)gradient."""
-        n = self._load_axes
-        k = len(n)
-        W3 = W.reshape(k, 2, 3)  # force, moment
-        along = np.einsum("kj,kpj->kp", n, W3)
-        normal = W3 - along[:, :, None] * n[:, None, :]
-        size = np.sqrt(np.einsum("kpj,kpj->kp", normal, normal))
-        N = np.einsum("kp,kp->k", self._radial, size) + np.einsum("kp,kp->k", self._axial, np.abs(along))
-        if not gradient:
-            return N, None
-        unit = normal / np.where(size > 0, size, 1.0)[:, :, None]
-        G = self._radial[:, :, None] * unit + (self._axial * np.sign(along))[:, :, None] * n[:, None, :]
-        return N, G.reshape(k, 6)
+        """``(N, dN/dW)``: loads (k,) and, if asked, their gradients (k, 6), by :func:`normal_load`
+        for every joint and part (force, moment) at once."""
+        k = len(self._load_axes)
+        parts, G = normal_load(NUMPY, self._load_axes[:, None, :], W.reshape(k, 2, 3), self._radial[:, :, None], self._axial[:, :, None])
+        return parts.sum(axis=(1, 2)), G.reshape(k, 6) if gradient else None
 
     def _terms(self, dq: np.ndarray, s: np.ndarray) -> tuple[list[tuple[int, int, float, float]], np.ndarray]:
-        """Per friction joint ``(idx_v, load slot or -1, mu, fv*v)`` with the friction
-        ``F = load*mu + fv*v`` (``mu`` the law's dry part at unit load), and the LuGre
-        rates. Plain float arithmetic: this runs several times per evaluation."""
-        out = []
-        for i, law, slot in self._static:
-            v = float(dq[i])
-            if isinstance(law, CoulombViscous):
-                level = law.fc
-            else:
-                level = law.fc + (law.fs - law.fc) * math.exp(-(abs(v / law.vs) ** law.delta))
-            out.append((i, slot, level * math.tanh(v / self.smoothing), law.fv * v))
-        ds = np.empty(len(self._lugre))
-        for k, (i, law, slot) in enumerate(self._lugre):
-            v, z = float(dq[i]), float(s[k])
-            g = law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2))
-            rate = v - law.sigma0 * abs(v) * z / g
-            ds[k] = rate
-            out.append((i, slot, law.sigma0 * z + law.sigma1 * rate, law.fv * v))
-        return out, ds
+        """:func:`friction_terms` on Python floats (this runs several times per evaluation)."""
+        terms, rates = friction_terms(SCALAR, self._static, self._lugre, dq.tolist(), np.asarray(s, dtype=float).tolist(), self.smoothing)
+        return terms, np.array(rates, dtype=float)
 
     def __call__(self, t: float, q: np.ndarray, dq: np.ndarray, s: np.ndarray, loads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Friction forces and bristle rates; ``loads`` are the normal loads of the
@@ -217,14 +200,7 @@ class JointFriction(ForceElement):
         load-independent joints), ``B[:, i]`` minus the dry friction coefficient of
         load-dependent joint i on its DOF (a function of the state)."""
         terms, ds = self._terms(dq, s)
-        Q0 = np.zeros(self.nv)
-        B = np.zeros((self.nv, len(self._load_dofs)))
-        for i, slot, mu, viscous in terms:
-            if slot < 0:
-                Q0[i] = -(mu + viscous)
-            else:
-                Q0[i] = -viscous
-                B[i, slot] = -mu
+        Q0, B = place_terms(terms, np.zeros(self.nv), np.zeros((self.nv, len(self._load_dofs))))
         return Q0, B, ds
 
     def evaluate(self, t, q, dq, s, kinematics=None, wrenches=None):
@@ -236,35 +212,121 @@ class JointFriction(ForceElement):
         laws (the Stribeck level's own slope left out, so it stays >= 0), and the
         presliding damping ``sigma1 + fv`` for LuGre joints."""
         C = np.zeros(self.nv)
-        for i, law, _ in self._static:
-            v = float(dq[i])
-            level = float(law.steady(v, 1.0)) - law.fv * v  # the dry level at |v|
-            C[i] = level * (1.0 - math.tanh(v / self.smoothing) ** 2) / self.smoothing + law.fv
-        for i, law, _ in self._lugre:
-            C[i] = law.sigma1 + law.fv
+        for i, c in friction_damping(SCALAR, self._static, self._lugre, dq.tolist(), self.smoothing):
+            C[i] = c
         return C
 
     def step_states(self, dq: np.ndarray, s: np.ndarray, dt: float) -> np.ndarray:
         """The bristle states ``dt`` seconds later at the velocities held (exact, any ``dt``)."""
-        return np.array([float(law.z_step(float(s[k]), float(dq[i]), dt)) for k, (i, law, _) in enumerate(self._lugre)])
+        return np.array([law.z_step(float(s[k]), float(dq[i]), dt, SCALAR) for k, (i, law, _) in enumerate(self._lugre)], dtype=float)
 
     def state_jacobian(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``d(dz/dt)/dz = -sigma0*|v|/g(v)`` (1/s) of every bristle state."""
-        out = np.empty(len(self._lugre))
-        for k, (i, law, _) in enumerate(self._lugre):
-            v = float(dq[i])
-            out[k] = -law.sigma0 * abs(v) / (law.fc + (law.fs - law.fc) * math.exp(-((v / law.vs) ** 2)))
-        return out
+        return np.array([-law.decay(float(dq[i]), SCALAR) for i, law, _ in self._lugre], dtype=float)
 
     def state_stiffness(self, dq: np.ndarray, s: np.ndarray) -> tuple[float, str]:
         """Largest ``sigma0*|v|/g(v)`` (1/s) over the LuGre joints: the bristle states' decay rate."""
         worst, name = 0.0, ""
         for k, (i, law, _) in enumerate(self._lugre):
-            v = float(dq[i])
-            rate = law.sigma0 * abs(v) / float(law.g(v))
+            rate = law.decay(float(dq[i]), SCALAR)
             if rate > worst:
                 worst, name = rate, self.state_names[k]
         return worst, name
+
+
+def normal_load(xp: Any, axis: Any, x: Any, radial: Any, axial: Any) -> tuple[Any, Any]:
+    """One part ``x`` (the force, N, or the moment, N·m; joint frame) of a load-dependent joint's
+    equivalent normal load and its gradient with respect to ``x``, over the backend ``xp``:
+
+    ``radial |x - (n.x) n| + axial |n.x|`` and ``radial u + axial sgn(n.x) n`` with ``u`` the unit
+    normal part (0 where it vanishes: a zero subgradient); ``n`` the unit ``axis``; ``radial``,
+    ``axial`` the load model's coefficients of the normal and axial magnitudes
+    (:func:`_load_coefficients`). The load is the sum over force and moment. Vectors may be
+    stacked along leading axes (numpy: the last axis holds the 3 components) or CasADi columns.
+    """
+    along = xp.rowdot(axis, x)
+    normal = x - along * axis
+    size = xp.sqrt(xp.rowdot(normal, normal))
+    return radial * size + axial * xp.abs(along), radial * (normal / xp.where(size > 0, size, 1.0)) + axial * xp.sign(along) * axis
+
+
+def friction_terms(
+    xp: Any, static: Sequence[tuple[int, Any, int]], lugre: Sequence[tuple[int, Any, int]], dq: Any, z: Any, smoothing: float
+) -> tuple[list[tuple[int, int, Any, Any]], list[Any]]:
+    """The friction of :class:`JointFriction`, over the backend ``xp`` (floats for the
+    interpreted element, CasADi for the compiled core): per joint ``(idx_v, load slot or -1,
+    mu, fv*v)`` with ``F = load*mu + fv*v``, and the LuGre rates ``dz/dt``.
+
+    ``mu = level(v)*tanh(v/v_eps)`` for static laws (``v_eps = smoothing``), ``sigma0*z +
+    sigma1*dz/dt`` with ``dz/dt = v - sigma0*|v|*z/g(v)`` for LuGre. ``static`` and ``lugre``
+    are ``(idx_v, law, load slot)`` as the element's ``_static`` and ``_lugre`` (the laws'
+    fields may be symbols); ``dq`` the velocities, ``z`` the bristle states in ``lugre`` order.
+    """
+    terms, rates = [], []
+    for i, law, slot in static:
+        v = dq[i]
+        terms.append((i, slot, smoothed_dry(xp, law.level(v, xp), v, smoothing), law.fv * v))
+    for k, (i, law, slot) in enumerate(lugre):
+        v = dq[i]
+        rate = lugre_rate(xp, v, z[k], law.sigma0, law.g(v, xp))
+        rates.append(rate)
+        terms.append((i, slot, lugre_force(z[k], rate, law.sigma0, law.sigma1), law.fv * v))
+    return terms, rates
+
+
+def place_terms(terms: Sequence[tuple[int, int, Any, Any]], Q0: Any, B: Any) -> tuple[Any, Any]:
+    """Fill ``Q0`` (nv) and ``B`` (nv x loads) from :func:`friction_terms` so that the generalized
+    friction force is ``Q = Q0 + B N`` for normal loads ``N``; numpy arrays or CasADi matrices."""
+    for i, slot, mu, viscous in terms:
+        if slot < 0:
+            Q0[i] = -(mu + viscous)
+        else:
+            Q0[i] = -viscous
+            B[i, slot] = -mu
+    return Q0, B
+
+
+def friction_damping(
+    xp: Any, static: Sequence[tuple[int, Any, int]], lugre: Sequence[tuple[int, Any, int]], dq: Any, smoothing: float
+) -> list[tuple[int, Any]]:
+    """``(idx_v, dF/dv)`` per friction joint (N·m·s/rad, N·s/m), as :meth:`JointFriction.damping`:
+    ``level(v)*(1 - tanh^2(v/v_eps))/v_eps + fv`` for static laws (the level's own slope left out,
+    so it stays >= 0), the presliding damping ``sigma1 + fv`` for LuGre; arguments as
+    :func:`friction_terms`."""
+    out = []
+    for i, law, _ in static:
+        v = dq[i]
+        out.append((i, smoothed_dry_slope(xp, law.level(v, xp), v, smoothing) + law.fv))
+    out.extend((i, law.sigma1 + law.fv) for i, law, _ in lugre)
+    return out
+
+
+def elastic_forces(Q: Any, q: Any, dq: Any, idx: Sequence[int], k: Any, c: Any, supports: Sequence[tuple[Any, ...]]) -> Any:
+    """Add the spring–damper forces of :class:`~mbctl.dynamics.flexible.elastic.ElasticForces` to ``Q``
+    (N·m, N), on numpy arrays or CasADi matrices:
+
+    - sde springs and dampers ``Q_i -= k_i d_i + c_i d_dot_i`` on the DOF ``idx`` (``k``, ``c``
+      vectors in that order);
+    - per base support point ``(p, J, p0, S, D)``: ``Q += J^T (-S (p - p0) - D J dq)``, with ``p`` its
+      position (m, world), ``J = dp/dq`` and ``S``, ``D`` the per-axis stiffness (N/m) and damping
+      (N·s/m). Whoever calls supplies ``p`` and ``J`` (pinocchio numbers or symbolic kinematics).
+    """
+    if len(idx):
+        Q[idx] -= k * q[idx] + c * dq[idx]
+    for p, J, p0, S, D in supports:
+        Q += J.T @ (-S * (p - p0) - D * (J @ dq))
+    return Q
+
+
+def elastic_diagonal(out: Any, idx: Sequence[int], sde: Any, supports: Sequence[tuple[Any, Any]]) -> Any:
+    """Add the diagonal of ``-dQ/dq`` (``sde = k``, supports ``(J, S)``) or ``-dQ/d(dq)`` (``c``,
+    ``(J, D)``) of :func:`elastic_forces` to ``out``: the sde coefficients on their DOF plus
+    ``diag(J^T C J) = sum_r C_r J_r^2`` per support point (``J`` 3 x nv)."""
+    if len(idx):
+        out[idx] += sde
+    for J, C in supports:
+        out += sum((C[r] * J[r, :] * J[r, :]).T for r in range(3))
+    return out
 
 
 def _load_coefficients(joint) -> np.ndarray:

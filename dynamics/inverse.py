@@ -34,7 +34,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.model.wrenches import WrenchModel, rnea_batch
 from mbctl.errors import DataError
 
-__all__ = ["InverseDynamics", "InverseDynamicsResult", "check_samples", "inverse_dynamics", "lugre_states"]
+__all__ = ["InverseDynamics", "InverseDynamicsResult", "check_samples", "inverse_dynamics", "lugre_states", "lugre_trajectory"]
 
 Progress = Callable[[int, int], None]
 
@@ -64,6 +64,12 @@ class InverseDynamicsResult:
     joint_wrench: np.ndarray | None = None
     normal_load: np.ndarray | None = None
     friction_state: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, robot: RobotModel, tau_rigid: np.ndarray, tau_friction: np.ndarray, **optional: np.ndarray | None) -> InverseDynamicsResult:
+        """The result of ``robot``'s rigid and friction parts (``tau`` their sum); ``optional``: the
+        other fields."""
+        return cls(joint_names=robot.joint_names, tau=tau_rigid + tau_friction, tau_rigid=tau_rigid, tau_friction=tau_friction, **optional)
 
 
 class InverseDynamics:
@@ -146,8 +152,7 @@ class InverseDynamics:
         wrench_of = {j.name: i for i, j in enumerate(self._wrench_joints)}
         tau_friction = np.zeros((n, robot.nv))
         normal_load = np.full((n, robot.nv), np.nan) if any(j.friction and j.friction.load for j in robot.joints) else None
-        integrates = self.lugre == "dynamic" and any(j.friction and j.friction.is_dynamic for j in robot.joints)
-        state = np.full((n, robot.nv), np.nan) if integrates else None
+        state = lugre_trajectory(robot, dq, t) if self.lugre == "dynamic" else None
         for j in robot.joints:
             if j.friction is None:
                 continue
@@ -157,23 +162,13 @@ class InverseDynamics:
                 load = j.friction.load.normal_load(wrench[:, wrench_of[j.name]], j.axis, j.kind)
                 normal_load[:, j.idx_v] = load
             law = j.friction.law
-            if isinstance(law, LuGre) and self.lugre == "dynamic":
-                if t is None:
-                    raise DataError("sample times are needed to integrate LuGre states (or use lugre='steady')", field="t")
-                z = lugre_states(law, v, np.asarray(t, dtype=float))
-                state[:, j.idx_v] = z
-                tau_friction[:, j.idx_v] = law.torque(v, z, load)
+            if isinstance(law, LuGre) and state is not None:
+                tau_friction[:, j.idx_v] = law.torque(v, state[:, j.idx_v], load)
             else:
                 tau_friction[:, j.idx_v] = law.steady(v, motion_direction(v, ddq[:, j.idx_v]), load)
 
-        return InverseDynamicsResult(
-            joint_names=robot.joint_names,
-            tau=tau_rigid + tau_friction,
-            tau_rigid=tau_rigid,
-            tau_friction=tau_friction,
-            joint_wrench=wrench if self.reactions else None,
-            normal_load=normal_load,
-            friction_state=state,
+        return InverseDynamicsResult.of(
+            robot, tau_rigid, tau_friction, joint_wrench=wrench if self.reactions else None, normal_load=normal_load, friction_state=state
         )
 
 
@@ -193,6 +188,24 @@ def check_samples(nv: int, *arrays: np.ndarray, names: tuple[str, ...] = ("q", "
     return out
 
 
+def lugre_trajectory(robot: RobotModel, dq: np.ndarray, t: np.ndarray | None) -> np.ndarray | None:
+    """Bristle states (N, nv) of the robot's LuGre joints along the sampled velocities ``dq``
+    (:func:`lugre_states`), NaN for the other joints; None without LuGre joints.
+
+    Raises:
+        DataError: Without sample times ``t`` (s) while there are LuGre joints.
+    """
+    joints = [j for j in robot.joints if j.friction is not None and j.friction.is_dynamic]
+    if not joints:
+        return None
+    if t is None:
+        raise DataError("sample times are needed to integrate LuGre states (or use lugre='steady')", field="t")
+    state = np.full(dq.shape, np.nan)
+    for j in joints:
+        state[:, j.idx_v] = lugre_states(j.friction.law, dq[:, j.idx_v], np.asarray(t, dtype=float))
+    return state
+
+
 def lugre_states(law: LuGre, v: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Bristle states along sampled velocities, from ``z = 0`` at the first sample.
 
@@ -202,7 +215,7 @@ def lugre_states(law: LuGre, v: np.ndarray, t: np.ndarray) -> np.ndarray:
     if t.shape != v.shape or np.any(np.diff(t) <= 0):
         raise DataError("sample times must be strictly increasing, one per sample", field="t")
     v_mid = 0.5 * (v[1:] + v[:-1])
-    decay = np.exp(-law.sigma0 * np.abs(v_mid) * np.diff(t) / law.g(v_mid))
+    decay = np.exp(-law.decay(v_mid) * np.diff(t))
     drive = ((1.0 - decay) * law.z_steady(v_mid)).tolist()
     z = [0.0] * len(v)
     zk = 0.0

@@ -41,240 +41,29 @@ import numpy as np
 
 from mbctl.dynamics.friction.laws import LuGre, motion_direction
 from mbctl.dynamics.model.robot import Joint, RobotModel
+from mbctl.dynamics.symbolic_algebra import (
+    JointMotion,
+    Mat,
+    Placement,
+    Scalar,
+    Vec,
+    add,
+    body_inertia,
+    const,
+    cross,
+    dot,
+    function_name,
+    matmul,
+    matvec,
+    mul,
+    scale,
+    sx,
+    vadd,
+    vsub,
+    zero,
+)
 
 __all__ = ["SymbolicDynamics", "body_inertia"]
-
-Scalar = Any  # a Python float (a constant) or a casadi.SX scalar
-Vec = list  # three Scalars
-Mat = list  # three rows of three Scalars
-
-_SNAP = 1e-14  # numeric noise in URDF-derived constants (cos(pi/2) = 6e-17) becomes exact 0 or +-1
-
-
-# ---------------------------------------------------------------------------------
-# element-wise algebra on floats and SX scalars; floats fold, zeros and ones vanish
-
-
-def _const(x: float) -> float:
-    x = float(x)
-    for exact in (0.0, 1.0, -1.0):
-        if abs(x - exact) < _SNAP:
-            return exact
-    return x
-
-
-def _is(x: Scalar, value: float) -> bool:
-    return isinstance(x, float) and x == value
-
-
-def _mul(a: Scalar, b: Scalar) -> Scalar:
-    if _is(a, 0.0) or _is(b, 0.0):
-        return 0.0
-    if _is(a, 1.0):
-        return b
-    if _is(b, 1.0):
-        return a
-    if _is(a, -1.0):
-        return -b
-    if _is(b, -1.0):
-        return -a
-    return a * b
-
-
-def _add(a: Scalar, b: Scalar) -> Scalar:
-    if _is(a, 0.0):
-        return b
-    if _is(b, 0.0):
-        return a
-    return a + b
-
-
-def _sub(a: Scalar, b: Scalar) -> Scalar:
-    if _is(b, 0.0):
-        return a
-    if _is(a, 0.0):
-        return -b
-    return a - b
-
-
-def _sum(terms: Sequence[Scalar]) -> Scalar:
-    out: Scalar = 0.0
-    for t in terms:
-        out = _add(out, t)
-    return out
-
-
-def _dot(a: Vec, b: Vec) -> Scalar:
-    return _sum([_mul(x, y) for x, y in zip(a, b)])
-
-
-def _vadd(a: Vec, b: Vec) -> Vec:
-    return [_add(x, y) for x, y in zip(a, b)]
-
-
-def _vsub(a: Vec, b: Vec) -> Vec:
-    return [_sub(x, y) for x, y in zip(a, b)]
-
-
-def _scale(s: Scalar, a: Vec) -> Vec:
-    return [_mul(s, x) for x in a]
-
-
-def _cross(a: Vec, b: Vec) -> Vec:
-    return [
-        _sub(_mul(a[1], b[2]), _mul(a[2], b[1])),
-        _sub(_mul(a[2], b[0]), _mul(a[0], b[2])),
-        _sub(_mul(a[0], b[1]), _mul(a[1], b[0])),
-    ]
-
-
-def _matvec(R: Mat, x: Vec) -> Vec:
-    return [_dot(row, x) for row in R]
-
-
-def _matTvec(R: Mat, x: Vec) -> Vec:
-    return [_dot([R[0][c], R[1][c], R[2][c]], x) for c in range(3)]
-
-
-def _matmul(A: Mat, B: Mat) -> Mat:
-    return [[_dot(A[r], [B[0][c], B[1][c], B[2][c]]) for c in range(3)] for r in range(3)]
-
-
-def _transpose(A: Mat) -> Mat:
-    return [[A[c][r] for c in range(3)] for r in range(3)]
-
-
-def _zero() -> Vec:
-    return [0.0, 0.0, 0.0]
-
-
-def _function_name(prefix: str, name: str) -> str:
-    """A valid CasADi function name (letters, digits, single underscores) for a frame."""
-    clean = "".join(c if c.isalnum() else "_" for c in f"{prefix}_{name}")
-    while "__" in clean:
-        clean = clean.replace("__", "_")
-    return clean.strip("_")
-
-
-def _sx(values: Sequence[Scalar]) -> ca.SX:
-    return ca.vertcat(*[ca.SX(v) if isinstance(v, float) else v for v in values]) if values else ca.SX(0, 1)
-
-
-# ---------------------------------------------------------------------------------
-# one joint: its motion about/along its axis
-
-
-class _JointMotion:
-    """Rotation about (or translation along) a unit axis by a symbolic DOF value.
-
-    An axis along a coordinate direction rotates only the two components normal
-    to it (4 products instead of 9 plus the Rodrigues terms).
-    """
-
-    def __init__(self, joint: Joint, q: Scalar):
-        self.kind = joint.kind
-        self.axis = [_const(a) for a in joint.axis]
-        self.q = q
-        nonzero = [k for k in range(3) if self.axis[k] != 0.0]
-        self.aligned = nonzero[0] if len(nonzero) == 1 and abs(self.axis[nonzero[0]]) == 1.0 else None
-        if self.kind == "revolute":
-            self.c = ca.cos(q)
-            s = ca.sin(q)
-            # a rotation by q about -e_k is one by -q about +e_k: fold the sign into s
-            self.s = -s if self.aligned is not None and self.axis[self.aligned] < 0 else s
-        else:
-            self.offset = _scale(q, self.axis)
-
-    def rotate(self, x: Vec, inverse: bool) -> Vec:
-        """``R_J x`` (or ``R_J^T x`` when ``inverse``)."""
-        c, s = self.c, (-self.s if inverse else self.s)
-        if self.aligned is not None:
-            k = self.aligned
-            i, j = (k + 1) % 3, (k + 2) % 3
-            out = [0.0, 0.0, 0.0]
-            out[k] = x[k]
-            out[i] = _sub(_mul(c, x[i]), _mul(s, x[j]))
-            out[j] = _add(_mul(s, x[i]), _mul(c, x[j]))
-            return out
-        # Rodrigues: R x = c x + s (a x x) + (1 - c)(a . x) a
-        a = self.axis
-        along = _mul(1 - c, _dot(a, x))
-        return _vadd(_vadd(_scale(c, x), _scale(s, _cross(a, x))), _scale(along, a))
-
-    def rotation(self) -> Mat:
-        """``R_J`` as a 3x3 matrix (columns are the rotated unit vectors)."""
-        if self.kind != "revolute":
-            return [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
-        cols = [self.rotate([1.0 if r == k else 0.0 for r in range(3)], inverse=False) for k in range(3)]
-        return _transpose(cols)
-
-    def motion_inv(self, lin: Vec, ang: Vec) -> tuple[Vec, Vec]:
-        """``X_J^-1 (lin, ang)``: a motion vector from the pre-joint frame to the joint frame."""
-        if self.kind == "revolute":
-            return self.rotate(lin, inverse=True), self.rotate(ang, inverse=True)
-        return _vsub(lin, _cross(self.offset, ang)), ang
-
-    def force(self, f: Vec, n: Vec) -> tuple[Vec, Vec]:
-        """``X_J (f, n)``: a force from the joint frame to the pre-joint frame."""
-        if self.kind == "revolute":
-            return self.rotate(f, inverse=False), self.rotate(n, inverse=False)
-        return f, _vadd(n, _cross(self.offset, f))
-
-    def inertia(self, m: float, h: Vec, Ibar: Mat) -> tuple[Vec, Mat]:
-        """``X_J`` applied to a spatial inertia ``(m, h = m c, Ibar about the origin)``."""
-        if self.kind == "revolute":
-            R = self.rotation()
-            return _matvec(R, h), _matmul(_matmul(R, Ibar), _transpose(R))
-        return _inertia_shift(m, h, Ibar, self.offset)
-
-
-def body_inertia(Y: Any) -> tuple[float, Vec, Mat]:
-    """``(m, m c, I_O)`` of a pinocchio ``Inertia``: mass (kg), first moment (kg·m) and the
-    rotational inertia about the frame origin, ``I_O = I_c + m ([c]^T [c])`` (kg·m²), the
-    quantities the recursions below use (and pinocchio's ``toDynamicParameters`` lists)."""
-    m = float(Y.mass)
-    c = np.asarray(Y.lever, dtype=float)
-    Ibar = np.asarray(Y.inertia, dtype=float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
-    return m, [float(x) for x in m * c], [[float(x) for x in row] for row in Ibar]
-
-
-def _skew_product(a: Vec, b: Vec) -> Mat:
-    """``[a]x [b]x`` = ``b a^T - (a . b) I``."""
-    d = _dot(a, b)
-    return [[_sub(_mul(b[r], a[c]), d if r == c else 0.0) for c in range(3)] for r in range(3)]
-
-
-def _inertia_shift(m: float, h: Vec, Ibar: Mat, p: Vec) -> tuple[Vec, Mat]:
-    """Inertia ``(m, h, Ibar)`` seen from an origin at ``-p``: ``h + m p`` and
-    ``Ibar - [p]x[h]x - [h]x[p]x - m [p]x[p]x`` (the body's points move by ``+p``)."""
-    hp, ph, pp = _skew_product(h, p), _skew_product(p, h), _skew_product(p, p)
-    Inew = [[_sub(_sub(_sub(Ibar[r][c], ph[r][c]), hp[r][c]), _mul(m, pp[r][c])) for c in range(3)] for r in range(3)]
-    return _vadd(h, _scale(m, p)), Inew
-
-
-class _Placement:
-    """A constant SE3 ``(R, p)``: coordinates in the child frame to the parent frame."""
-
-    def __init__(self, se3: Any):
-        self.R = [[_const(x) for x in row] for row in np.asarray(se3.rotation)]
-        self.p = [_const(x) for x in np.asarray(se3.translation)]
-
-    def motion_inv(self, lin: Vec, ang: Vec) -> tuple[Vec, Vec]:
-        """``X^-1 (lin, ang)``: ``w' = R^T w``, ``v' = R^T (v - p x w)``."""
-        return _matTvec(self.R, _vsub(lin, _cross(self.p, ang))), _matTvec(self.R, ang)
-
-    def force(self, f: Vec, n: Vec) -> tuple[Vec, Vec]:
-        """``X (f, n)``: ``f' = R f``, ``n' = R n + p x f'``."""
-        f2 = _matvec(self.R, f)
-        return f2, _vadd(_matvec(self.R, n), _cross(self.p, f2))
-
-    def inertia(self, m: float, h: Vec, Ibar: Mat) -> tuple[Vec, Mat]:
-        Rh = _matvec(self.R, h)
-        RI = _matmul(_matmul(self.R, Ibar), _transpose(self.R))
-        return _inertia_shift(m, Rh, RI, self.p)
-
-
-# ---------------------------------------------------------------------------------
 
 
 class SymbolicDynamics:
@@ -338,12 +127,12 @@ class SymbolicDynamics:
             raise ValueError("SymbolicDynamics needs every pinocchio joint to be one DOF of the RobotModel")
         self._joints = [by_id[i] for i in range(1, model.njoints)]
         self._parent = [int(model.parents[i]) for i in range(1, model.njoints)]  # pinocchio ids
-        self._placement = [_Placement(model.jointPlacements[i]) for i in range(1, model.njoints)]
+        self._placement = [Placement(model.jointPlacements[i]) for i in range(1, model.njoints)]
         self._body = list(bodies) if bodies is not None else [body_inertia(model.inertias[i]) for i in range(1, model.njoints)]
         self._armature = list(armature) if armature is not None else [float(model.armature[j.idx_v]) for j in self._joints]
         if len(self._body) != len(self._joints) or len(self._armature) != len(self._joints):
             raise ValueError(f"SymbolicDynamics needs one body and one armature per joint ({len(self._joints)})")
-        self._gravity = [_const(x) for x in np.asarray(model.gravity.linear)]
+        self._gravity = [const(x) for x in np.asarray(model.gravity.linear)]
 
         self.q = ca.SX.sym("q", self.nv)
         self.dq = ca.SX.sym("dq", self.nv)
@@ -356,8 +145,8 @@ class SymbolicDynamics:
 
     # ---- recursions -------------------------------------------------------------
 
-    def _motions(self, q: ca.SX) -> list[_JointMotion]:
-        return [_JointMotion(j, q[j.idx_v]) for j in self._joints]
+    def _motions(self, q: ca.SX) -> list[JointMotion]:
+        return [JointMotion(j, q[j.idx_v]) for j in self._joints]
 
     def _rnea(self, q: ca.SX, dq: Sequence[Scalar], ddq: Sequence[Scalar], gravity: bool = True) -> tuple[list, list]:
         """Joint torques (nv Scalars, DOF order) and joint wrenches (per joint, 6 Scalars)."""
@@ -366,46 +155,46 @@ class SymbolicDynamics:
         v: list[tuple[Vec, Vec]] = []
         a: list[tuple[Vec, Vec]] = []
         f: list[tuple[Vec, Vec]] = []
-        base_acc = ([-g for g in self._gravity] if gravity else _zero(), _zero())
+        base_acc = ([-g for g in self._gravity] if gravity else zero(), zero())
         for i, joint in enumerate(self._joints):
             p = self._parent[i]
-            vp = v[p - 1] if p > 0 else (_zero(), _zero())
+            vp = v[p - 1] if p > 0 else (zero(), zero())
             ap = a[p - 1] if p > 0 else base_acc
             vl, vw = X[i].motion_inv(*self._placement[i].motion_inv(*vp))
             al, aw = X[i].motion_inv(*self._placement[i].motion_inv(*ap))
             axis = X[i].axis
             qd, qdd = dq[joint.idx_v], ddq[joint.idx_v]
             if joint.kind == "revolute":
-                vw = _vadd(vw, _scale(qd, axis))
+                vw = vadd(vw, scale(qd, axis))
                 # v x (S qd) with S qd = (0, axis qd)
-                al = _vadd(al, _scale(qd, _cross(vl, axis)))
-                aw = _vadd(_vadd(aw, _scale(qdd, axis)), _scale(qd, _cross(vw, axis)))
+                al = vadd(al, scale(qd, cross(vl, axis)))
+                aw = vadd(vadd(aw, scale(qdd, axis)), scale(qd, cross(vw, axis)))
             else:
-                vl = _vadd(vl, _scale(qd, axis))
-                al = _vadd(_vadd(al, _scale(qdd, axis)), _scale(qd, _cross(vw, axis)))
+                vl = vadd(vl, scale(qd, axis))
+                al = vadd(vadd(al, scale(qdd, axis)), scale(qd, cross(vw, axis)))
             v.append((vl, vw))
             a.append((al, aw))
             m, h, Ibar = self._body[i]
             # I a: f = m a_lin - h x a_ang, n = Ibar a_ang + h x a_lin
-            fl = _vsub(_scale(m, al), _cross(h, aw))
-            fn = _vadd(_matvec(Ibar, aw), _cross(h, al))
+            fl = vsub(scale(m, al), cross(h, aw))
+            fn = vadd(matvec(Ibar, aw), cross(h, al))
             # v x* (I v): (w x f_v, w x n_v + v x f_v)
-            Il = _vsub(_scale(m, vl), _cross(h, vw))
-            In = _vadd(_matvec(Ibar, vw), _cross(h, vl))
-            fl = _vadd(fl, _cross(vw, Il))
-            fn = _vadd(fn, _vadd(_cross(vw, In), _cross(vl, Il)))
+            Il = vsub(scale(m, vl), cross(h, vw))
+            In = vadd(matvec(Ibar, vw), cross(h, vl))
+            fl = vadd(fl, cross(vw, Il))
+            fn = vadd(fn, vadd(cross(vw, In), cross(vl, Il)))
             f.append((fl, fn))
         tau: list[Scalar] = [0.0] * self.nv
         for i in range(n - 1, -1, -1):
             joint = self._joints[i]
             fl, fn = f[i]
             axis = X[i].axis
-            t = _dot(axis, fn if joint.kind == "revolute" else fl)
-            tau[joint.idx_v] = _add(t, _mul(self._armature[i], ddq[joint.idx_v]))
+            t = dot(axis, fn if joint.kind == "revolute" else fl)
+            tau[joint.idx_v] = add(t, mul(self._armature[i], ddq[joint.idx_v]))
             p = self._parent[i]
             if p > 0:
                 up = self._placement[i].force(*X[i].force(fl, fn))
-                f[p - 1] = (_vadd(f[p - 1][0], up[0]), _vadd(f[p - 1][1], up[1]))
+                f[p - 1] = (vadd(f[p - 1][0], up[0]), vadd(f[p - 1][1], up[1]))
         return tau, [fl + fn for fl, fn in f]
 
     def _crba(self, q: ca.SX) -> list[list[Scalar]]:
@@ -419,7 +208,7 @@ class SymbolicDynamics:
                 h, Ibar = X[i].inertia(m, h, Ibar)
                 h, Ibar = self._placement[i].inertia(m, h, Ibar)
                 mp, hp, Ip = composite[p - 1]
-                composite[p - 1] = (mp + m, _vadd(hp, h), [_vadd(Ip[r], Ibar[r]) for r in range(3)])
+                composite[p - 1] = (mp + m, vadd(hp, h), [vadd(Ip[r], Ibar[r]) for r in range(3)])
         M: list[list[Scalar]] = [[0.0] * self.nv for _ in range(self.nv)]
         for i in range(n):
             joint = self._joints[i]
@@ -427,11 +216,11 @@ class SymbolicDynamics:
             axis = X[i].axis
             # F = Ic S: revolute S = (0, a) -> (a x h, Ibar a); prismatic S = (a, 0) -> (m a, h x a)
             if joint.kind == "revolute":
-                F = (_cross(axis, h), _matvec(Ibar, axis))
+                F = (cross(axis, h), matvec(Ibar, axis))
             else:
-                F = (_scale(m, axis), _cross(h, axis))
+                F = (scale(m, axis), cross(h, axis))
             k = joint.idx_v
-            M[k][k] = _add(self._column_entry(joint, axis, F), self._armature[i])
+            M[k][k] = add(self._column_entry(joint, axis, F), self._armature[i])
             j = i
             while self._parent[j] > 0:
                 F = self._placement[j].force(*X[j].force(*F))
@@ -442,7 +231,7 @@ class SymbolicDynamics:
 
     @staticmethod
     def _column_entry(joint: Joint, axis: Vec, F: tuple[Vec, Vec]) -> Scalar:
-        return _dot(axis, F[1] if joint.kind == "revolute" else F[0])
+        return dot(axis, F[1] if joint.kind == "revolute" else F[0])
 
     def _placements(self, q: ca.SX) -> list[tuple[Mat, Vec]]:
         """World rotation and position of every joint frame."""
@@ -451,15 +240,15 @@ class SymbolicDynamics:
         eye = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
         for i, joint in enumerate(self._joints):
             p = self._parent[i]
-            Rp, pp = out[p - 1] if p > 0 else (eye, _zero())
+            Rp, pp = out[p - 1] if p > 0 else (eye, zero())
             P = self._placement[i]
-            R = _matmul(Rp, P.R)
-            pos = _vadd(pp, _matvec(Rp, P.p))
+            R = matmul(Rp, P.R)
+            pos = vadd(pp, matvec(Rp, P.p))
             if joint.kind == "revolute":
                 # rows of R R_J: R_J^T applied to each row of R
                 R = [X[i].rotate(row, inverse=True) for row in R]
             else:
-                pos = _vadd(pos, _matvec(R, X[i].offset))
+                pos = vadd(pos, matvec(R, X[i].offset))
             out.append((R, pos))
         return out
 
@@ -485,13 +274,13 @@ class SymbolicDynamics:
         for i, j in enumerate(self._joints):
             model = self._laws.get(j.idx_v, (None, None))[1]
             if model is not None:
-                out[j.idx_v] = model.normal_load(_sx(wrenches[i]), j.axis, j.kind)
+                out[j.idx_v] = model.normal_load(sx(wrenches[i]), j.axis, j.kind)
         return out
 
     def _wrench_matrix(self, wrenches: list) -> ca.SX:
         cols = [None] * self.nv
         for i, j in enumerate(self._joints):
-            cols[j.idx_v] = _sx(wrenches[i])
+            cols[j.idx_v] = sx(wrenches[i])
         return ca.horzcat(*cols)
 
     # ---- expressions (for callers that inline them, e.g. with symbolic parameters) --
@@ -502,7 +291,7 @@ class SymbolicDynamics:
 
     def bias_of(self, q: ca.SX, dq: ca.SX) -> ca.SX:
         """``h(q, dq)``: Coriolis, centrifugal and gravity forces as an SX expression."""
-        return _sx(self._rnea(q, dq, [0.0] * self.nv)[0])
+        return sx(self._rnea(q, dq, [0.0] * self.nv)[0])
 
     def joint_wrenches_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX) -> ca.SX:
         """The joint wrenches (6 x nv, as :attr:`joint_wrenches`) as an SX expression."""
@@ -510,26 +299,26 @@ class SymbolicDynamics:
 
     def gravity_of(self, q: ca.SX) -> ca.SX:
         """``g(q)`` as an SX expression."""
-        return _sx(self._rnea(q, [0.0] * self.nv, [0.0] * self.nv)[0])
+        return sx(self._rnea(q, [0.0] * self.nv, [0.0] * self.nv)[0])
 
     def friction_of(self, dq: ca.SX, ddq: ca.SX, z: ca.SX, load: ca.SX) -> ca.SX:
         """The friction torques (as :attr:`friction`) as an SX expression."""
-        return _sx(self._friction(dq, ddq, z, [load[k] for k in range(self.nv)]))
+        return sx(self._friction(dq, ddq, z, [load[k] for k in range(self.nv)]))
 
     def inverse_dynamics_of(self, q: ca.SX, dq: ca.SX, ddq: ca.SX, z: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX, ca.SX]:
         """``(tau, tau_rigid, tau_friction, wrench, load)`` (as :attr:`inverse_dynamics`) as SX expressions."""
         rigid, w = self._rnea(q, dq, ddq)
         load = self._normal_load(w)
         tau_f = self._friction(dq, ddq, z, load)
-        total = [_add(r, f) for r, f in zip(rigid, tau_f)]
-        return _sx(total), _sx(rigid), _sx(tau_f), self._wrench_matrix(w), _sx(load)
+        total = [add(r, f) for r, f in zip(rigid, tau_f)]
+        return sx(total), sx(rigid), sx(tau_f), self._wrench_matrix(w), sx(load)
 
     # ---- public functions -------------------------------------------------------
 
     @cached_property
     def rnea(self) -> ca.Function:
         tau, _ = self._rnea(self.q, self.dq, self.ddq)
-        return ca.Function("rnea", [self.q, self.dq, self.ddq], [_sx(tau)], ["q", "dq", "ddq"], ["tau"])
+        return ca.Function("rnea", [self.q, self.dq, self.ddq], [sx(tau)], ["q", "dq", "ddq"], ["tau"])
 
     @cached_property
     def mass_matrix(self) -> ca.Function:
@@ -551,7 +340,7 @@ class SymbolicDynamics:
     @cached_property
     def normal_load(self) -> ca.Function:
         _, w = self._rnea(self.q, self.dq, self.ddq)
-        return ca.Function("normal_load", [self.q, self.dq, self.ddq], [_sx(self._normal_load(w))], ["q", "dq", "ddq"], ["load"])
+        return ca.Function("normal_load", [self.q, self.dq, self.ddq], [sx(self._normal_load(w))], ["q", "dq", "ddq"], ["load"])
 
     @cached_property
     def friction(self) -> ca.Function:
@@ -580,17 +369,17 @@ class SymbolicDynamics:
         parent, placement = self._frame(name)
         joints = self._placements(self.q)
         if parent == 0:
-            Rj, pj = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], _zero()
+            Rj, pj = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], zero()
         else:
             Rj, pj = joints[parent - 1]
-        P = _Placement(placement)
-        return _matmul(Rj, P.R), _vadd(pj, _matvec(Rj, P.p)), joints, parent
+        P = Placement(placement)
+        return matmul(Rj, P.R), vadd(pj, matvec(Rj, P.p)), joints, parent
 
     def frame_position(self, name: str) -> ca.Function:
         """``p(q)``: position (m) of frame ``name`` in the world frame."""
         if ("position", name) not in self._frames:
             _, p, _, _ = self._frame_placement(name)
-            self._frames["position", name] = ca.Function(_function_name("position", name), [self.q], [_sx(p)], ["q"], ["p"])
+            self._frames["position", name] = ca.Function(function_name("position", name), [self.q], [sx(p)], ["q"], ["p"])
         return self._frames["position", name]
 
     def frame_rotation(self, name: str) -> ca.Function:
@@ -598,9 +387,7 @@ class SymbolicDynamics:
         if ("rotation", name) not in self._frames:
             R, _, _, _ = self._frame_placement(name)
             rows = [ca.horzcat(*[ca.SX(x) if isinstance(x, float) else x for x in row]) for row in R]
-            self._frames["rotation", name] = ca.Function(
-                _function_name("rotation", name), [self.q], [ca.vertcat(*rows)], ["q"], ["R"]
-            )
+            self._frames["rotation", name] = ca.Function(function_name("rotation", name), [self.q], [ca.vertcat(*rows)], ["q"], ["R"])
         return self._frames["rotation", name]
 
     def frame_jacobian(self, name: str) -> ca.Function:
@@ -613,12 +400,12 @@ class SymbolicDynamics:
             while j > 0:
                 joint = self._joints[j - 1]
                 R, pj = joints[j - 1]
-                axis_world = _matvec(R, [_const(x) for x in joint.axis])
+                axis_world = matvec(R, [const(x) for x in joint.axis])
                 if joint.kind == "revolute":
-                    cols[joint.idx_v] = _cross(axis_world, _vsub(p, pj)) + axis_world
+                    cols[joint.idx_v] = cross(axis_world, vsub(p, pj)) + axis_world
                 else:
-                    cols[joint.idx_v] = axis_world + _zero()
+                    cols[joint.idx_v] = axis_world + zero()
                 j = self._parent[j - 1]
-            J = ca.horzcat(*[_sx(c) for c in cols])
-            self._frames["jacobian", name] = ca.Function(_function_name("jacobian", name), [self.q], [J], ["q"], ["J"])
+            J = ca.horzcat(*[sx(c) for c in cols])
+            self._frames["jacobian", name] = ca.Function(function_name("jacobian", name), [self.q], [J], ["q"], ["J"])
         return self._frames["jacobian", name]

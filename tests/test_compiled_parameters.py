@@ -19,7 +19,7 @@ from test_support import BLOCK_URDF, block_toml, feet
 from mbctl.config.simulation import Baumgarte
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.dynamics.model.validate import SuspiciousModelWarning
-from mbctl.dynamics.simulation import compiled
+from mbctl.dynamics.simulation import compiled, compiled_plant
 from mbctl.dynamics.simulation.compiled import CompiledCore
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.dynamics.simulation.setup import build_dynamics, initial_state, simulation_setup
@@ -109,6 +109,7 @@ def test_other_numbers_reuse_the_core_and_match_a_fresh_one(name, tmp_path, gene
     assert len(core.p) == len(CompiledCore(nominal[0]).p) and not np.array_equal(core.p, CompiledCore(nominal[0]).p)
     reused = _run(*other)
     assert len(generated) == 1  # nothing generated for the new numbers ...
+
     def motion(r):  # velocities and constraint forces (a fully constrained SCARA moves the same whatever its masses)
         return np.hstack([r.dq, r.tau_c, r.state])
 
@@ -178,11 +179,11 @@ def test_the_simulated_plant_reuses_its_steps_for_other_numbers(name, tmp_path, 
     robot with other numbers: no new compilation, and the interpreted stepper's motion."""
     from mbctl.hardware.sim import TruthPlant
 
-    monkeypatch.setattr(compiled, "_cores", type(compiled._cores)())
+    monkeypatch.setattr(compiled_plant, "_plants", type(compiled_plant._plants)())
     robot = _robot(name, tmp_path)
     other = perturbed(robot)
-    first = compiled.plant_stepper(robot, 5)
-    again = compiled.plant_stepper(other, 5)
+    first = compiled_plant.plant_stepper(robot, 5)
+    again = compiled_plant.plant_stepper(other, 5)
     assert again.reused and again.library == first.library
     assert not np.array_equal(again.inputs[-1], first.inputs[-1])  # each bound to its robot's numbers
     tau = np.linspace(0.5, -0.5, len(robot.actuated_names))

@@ -32,6 +32,14 @@ from mbctl.dynamics.friction.loads import Bearing3D, Journal2D
 from mbctl.dynamics.parameters import Parameters
 
 __all__ = [
+    "lugre_decay",
+    "lugre_force",
+    "lugre_rate",
+    "lugre_z_steady",
+    "lugre_z_step",
+    "smoothed_dry",
+    "smoothed_dry_slope",
+    "stribeck_level",
     "CoulombViscous",
     "Stribeck",
     "LuGre",
@@ -52,6 +60,56 @@ def motion_direction(v: Any, a: Any) -> Any:
     """
     xp = namespace(v, a)
     return xp.where(v != 0, xp.sign(v), xp.sign(a))
+
+
+# ---- the formulas, as functions of the parameters over a backend namespace ``xp``
+# (:mod:`mbctl.dynamics.backend`): parameters may be numbers or CasADi symbols, so the
+# laws below, the compiled simulation and the servo model share these lines
+
+
+def stribeck_level(xp: Any, v: Any, fc: Any, fs: Any, vs: Any, delta: Any = 2.0) -> Any:
+    """Dry friction level ``fc + (fs - fc)*exp(-|v/vs|**delta)`` at velocity ``v``
+    (units of ``fc``; ``delta = 2`` is LuGre's ``g(v)``)."""
+    return fc + (fs - fc) * xp.exp(-(xp.abs(v / vs) ** delta))
+
+
+def smoothed_dry(xp: Any, dry: Any, v: Any, eps: Any) -> Any:
+    """Dry friction ``dry*sgn(v)`` with the sign regularized, ``dry*tanh(v/eps)`` (``eps`` in rad/s
+    or m/s), as simulations apply static laws: below ``eps`` the dry friction acts as a steep
+    viscous damper."""
+    return dry * xp.tanh(v / eps)
+
+
+def smoothed_dry_slope(xp: Any, dry: Any, v: Any, eps: Any) -> Any:
+    """Slope ``dry*(1 - tanh^2(v/eps))/eps`` of :func:`smoothed_dry` at fixed ``dry`` (>= 0 for ``dry >= 0``)."""
+    return dry * (1 - xp.tanh(v / eps) ** 2) / eps
+
+
+def lugre_rate(xp: Any, v: Any, z: Any, sigma0: Any, g: Any) -> Any:
+    """Bristle rate ``dz/dt = v - sigma0*|v|*z/g`` (rad/s or m/s), ``g`` the level at ``v``."""
+    return v - sigma0 * xp.abs(v) * z / g
+
+
+def lugre_force(z: Any, rate: Any, sigma0: Any, sigma1: Any) -> Any:
+    """Bristle force ``sigma0*z + sigma1*dz/dt`` at unit load (units of ``fc``)."""
+    return sigma0 * z + sigma1 * rate
+
+
+def lugre_decay(xp: Any, v: Any, sigma0: Any, g: Any) -> Any:
+    """Decay rate ``sigma0*|v|/g`` (1/s) of the bristle state: ``-d(dz/dt)/dz``."""
+    return sigma0 * xp.abs(v) / g
+
+
+def lugre_z_steady(direction: Any, sigma0: Any, g: Any) -> Any:
+    """Steady bristle deflection ``direction*g/sigma0`` (rad or m), ``direction = sgn(v)``."""
+    return direction * g / sigma0
+
+
+def lugre_z_step(xp: Any, z: Any, v: Any, dt: Any, sigma0: Any, g: Any) -> Any:
+    """The bristle state ``dt`` seconds on at constant ``v``, exact for any ``dt``:
+    ``z_ss + (z - z_ss)*exp(-sigma0*|v|*dt/g)`` with ``z_ss = sgn(v)*g/sigma0``."""
+    z_ss = lugre_z_steady(xp.sign(v), sigma0, g)
+    return z_ss + (z - z_ss) * xp.exp(-lugre_decay(xp, v, sigma0, g) * dt)
 
 
 def _validate_stribeck_levels(law: Stribeck | LuGre) -> None:
@@ -86,6 +144,10 @@ class CoulombViscous(Parameters):
         s = xp.sign(v) if direction is None else direction
         return load * self.fc * s + self.fv * v
 
+    def level(self, v: Any, xp: Any = None) -> Any:
+        """Dry level at unit load: ``fc`` at every velocity."""
+        return self.fc
+
 
 @dataclass(frozen=True)
 class Stribeck(Parameters):
@@ -116,8 +178,11 @@ class Stribeck(Parameters):
         """Friction torque in steady sliding at velocity ``v``."""
         xp = namespace(v, direction, load)
         s = xp.sign(v) if direction is None else direction
-        level = self.fc + (self.fs - self.fc) * xp.exp(-(xp.abs(v / self.vs) ** self.delta))
-        return load * level * s + self.fv * v
+        return load * self.level(v, xp) * s + self.fv * v
+
+    def level(self, v: Any, xp: Any = None) -> Any:
+        """Dry level at unit load, :func:`stribeck_level` with ``delta``."""
+        return stribeck_level(xp or namespace(v), v, self.fc, self.fs, self.vs, self.delta)
 
 
 @dataclass(frozen=True)
@@ -152,40 +217,44 @@ class LuGre(Parameters):
         self._require("sigma0", self.sigma0 > 0, "must be > 0")
         self._require("sigma1", self.sigma1 >= 0, "must be >= 0")
 
-    def g(self, v: Any) -> Any:
-        """Stribeck curve ``g(v) = fc + (fs - fc)*exp(-(v/vs)**2)``, > 0."""
-        xp = namespace(v)
-        return self.fc + (self.fs - self.fc) * xp.exp(-((v / self.vs) ** 2))
+    def g(self, v: Any, xp: Any = None) -> Any:
+        """Stribeck curve ``g(v) = fc + (fs - fc)*exp(-(v/vs)**2)``, > 0 (:func:`stribeck_level`)."""
+        return stribeck_level(xp or namespace(v), v, self.fc, self.fs, self.vs)
 
-    def z_rate(self, v: Any, z: Any) -> Any:
+    level = g  # the dry level at unit load, as the static laws name it
+
+    def z_rate(self, v: Any, z: Any, xp: Any = None) -> Any:
         """Bristle state derivative ``dz/dt = v - sigma0*|v|*z/g(v)`` (rad/s or m/s)."""
-        xp = namespace(v, z)
-        return v - self.sigma0 * xp.abs(v) * z / self.g(v)
+        xp = xp or namespace(v, z)
+        return lugre_rate(xp, v, z, self.sigma0, self.g(v, xp))
 
     def torque(self, v: Any, z: Any, load: Any = 1.0) -> Any:
         """Friction ``load*(sigma0*z + sigma1*dz/dt) + fv*v`` at velocity ``v`` and state ``z``."""
-        return load * (self.sigma0 * z + self.sigma1 * self.z_rate(v, z)) + self.fv * v
+        return load * lugre_force(z, self.z_rate(v, z), self.sigma0, self.sigma1) + self.fv * v
+
+    def decay(self, v: Any, xp: Any = None) -> Any:
+        """Bristle decay rate ``sigma0*|v|/g(v)`` (1/s), :func:`lugre_decay`."""
+        xp = xp or namespace(v)
+        return lugre_decay(xp, v, self.sigma0, self.g(v, xp))
 
     def z_steady(self, v: Any, direction: Any = None) -> Any:
         """Steady-state bristle deflection ``sgn(v)*g(v)/sigma0`` (rad or m)."""
         xp = namespace(v, direction)
-        s = xp.sign(v) if direction is None else direction
-        return s * self.g(v) / self.sigma0
+        return lugre_z_steady(xp.sign(v) if direction is None else direction, self.sigma0, self.g(v, xp))
 
     def steady(self, v: Any, direction: Any = None, load: Any = 1.0) -> Any:
         """Friction torque in steady sliding: ``load*g(v)*sgn(v) + fv*v``."""
         return load * self.sigma0 * self.z_steady(v, direction) + self.fv * v
 
-    def z_step(self, z: Any, v: Any, dt: Any) -> Any:
+    def z_step(self, z: Any, v: Any, dt: Any, xp: Any = None) -> Any:
         """Advance the bristle state by ``dt`` seconds at constant velocity ``v``.
 
         The state equation is linear in ``z`` at constant ``v``, so the step is exact
         and stable for any ``dt``:
-        ``z(t+dt) = z_ss + (z - z_ss)*exp(-sigma0*|v|*dt/g(v))``.
+        ``z(t+dt) = z_ss + (z - z_ss)*exp(-sigma0*|v|*dt/g(v))`` (:func:`lugre_z_step`).
         """
-        xp = namespace(z, v, dt)
-        z_ss = self.z_steady(v)
-        return z_ss + (z - z_ss) * xp.exp(-self.sigma0 * xp.abs(v) * dt / self.g(v))
+        xp = xp or namespace(z, v, dt)
+        return lugre_z_step(xp, z, v, dt, self.sigma0, self.g(v, xp))
 
     def passive_speed_limit(self, load_dependent: bool = False) -> float:
         """Largest speed up to which the map v -> F is guaranteed dissipative (rad/s or m/s).
@@ -207,9 +276,7 @@ class LuGre(Parameters):
 
 FrictionLaw = CoulombViscous | Stribeck | LuGre
 
-LAWS: dict[str, type[CoulombViscous] | type[Stribeck] | type[LuGre]] = {
-    law.name: law for law in (CoulombViscous, Stribeck, LuGre)
-}
+LAWS: dict[str, type[CoulombViscous] | type[Stribeck] | type[LuGre]] = {law.name: law for law in (CoulombViscous, Stribeck, LuGre)}
 
 
 @dataclass(frozen=True)

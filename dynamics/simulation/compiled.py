@@ -29,7 +29,9 @@ the same structure:
 function, and ROS2 steppers through :mod:`mbctl.dynamics.simulation.ros2`, compiled once per
 structure and thread (and cached on disk by :func:`mbctl.dynamics.codegen.compile_function`),
 so Python is not in the inner loop and a study that changes the robot's numbers compiles
-once; :func:`plant_stepper` does the same for the simulated plant's semi-implicit steps.
+once; :func:`~mbctl.dynamics.simulation.compiled_plant.plant_stepper` does the same for the
+simulated plant's semi-implicit steps. The force elements' expressions are in
+:mod:`mbctl.dynamics.simulation.compiled_forces`.
 
 Not covered (:func:`unsupported` names it, :class:`NotCompilable` is raised, callers
 use the interpreted reference): force elements other than joint friction and elastic
@@ -52,8 +54,6 @@ from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, Constrai
 from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
-from mbctl.dynamics.friction.laws import CoulombViscous
-from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation import ros2
 from mbctl.dynamics.simulation.compiled_constraints import (
     constrained_solution,
@@ -63,7 +63,9 @@ from mbctl.dynamics.simulation.compiled_constraints import (
     stabilized,
     unsupported_constraints,
 )
-from mbctl.dynamics.simulation.structure import Parametrized, parametrize, parametrize_plant, plant_key, structure_key
+from mbctl.dynamics.simulation.compiled_forces import elastic_of, friction_of, normal_loads_of, state_diagonal
+from mbctl.dynamics.simulation.compiled_plant import plant_stepper  # public here, where callers look for compiled steps
+from mbctl.dynamics.simulation.structure import parametrize, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError
 
@@ -96,84 +98,6 @@ def unsupported(system: ConstrainedDynamics) -> str:
     return unsupported_constraints(system)
 
 
-def _friction(element: JointFriction, dq: ca.SX, z: ca.SX, nv: int, static: list, lugre: list) -> tuple[ca.SX, ca.SX, ca.SX]:
-    """``(Q0, B, ds/dt)`` of :class:`JointFriction` as it computes them (``load_terms``): the
-    generalized friction forces are ``Q = Q0 + B N`` with ``N`` the normal loads of the
-    load-dependent joints (``B`` is nv x 0 without any). ``static`` and ``lugre`` are the
-    element's laws (its ``_static`` and ``_lugre`` order) with parameters as symbols."""
-    Q = [ca.SX(0.0)] * nv
-    B = ca.SX.zeros(nv, len(element.reaction_joints))
-    rates = []
-    dry = []
-    for (i, _, slot), law in zip(element._static, static):
-        v = dq[i]
-        level = law.fc if isinstance(law, CoulombViscous) else law.fc + (law.fs - law.fc) * ca.exp(-(ca.fabs(v / law.vs) ** law.delta))
-        dry.append((i, slot, level * ca.tanh(v / element.smoothing), law.fv * v))
-    for k, ((i, _, slot), law) in enumerate(zip(element._lugre, lugre)):
-        v = dq[i]
-        rate = law.z_rate(v, z[k])
-        rates.append(rate)
-        dry.append((i, slot, law.sigma0 * z[k] + law.sigma1 * rate, law.fv * v))
-    for i, slot, mu, viscous in dry:
-        if slot < 0:
-            Q[i] = -(mu + viscous)
-        else:
-            Q[i] = -viscous
-            B[i, slot] = -mu
-    return ca.vertcat(*Q), B, ca.vertcat(*rates) if rates else ca.SX(0, 1)
-
-
-def _elastic(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, dq: ca.SX, springs: tuple) -> ca.SX:
-    """``Q`` of :class:`ElasticForces`: sde springs and dampers ``-k d - c d_dot``, and per base
-    support point ``J_E^T (-S_E (p_E - p_E0) - D_E J_E dq)`` with ``J_E = dp_E/dq``;
-    ``springs = (k, c, S, D)``: the element's coefficients as parameters."""
-    k_all, c_all, S_all, D_all = springs
-    Q = ca.SX.zeros(q.numel())
-    for i, k, c in zip(element._idx, k_all, c_all):
-        Q[int(i)] -= k * q[int(i)] + c * dq[int(i)]
-    if element._fids:
-        for name, p0, S, D in zip(element.robot.flexible_base.frame_names, element._p0, S_all, D_all):
-            p = sym.frame_position(name)(q)
-            J = ca.jacobian(p, q)
-            Q += J.T @ (-ca.vertcat(*S) * (p - ca.DM(p0)) - ca.vertcat(*D) * (J @ dq))
-    return Q
-
-
-def _elastic_diagonal(element: ElasticForces, sym: SymbolicDynamics, q: ca.SX, sde, support) -> ca.SX:
-    """Diagonal of ``-dQ/dq`` (stiffness: ``sde = k``, ``support = S``) or ``-dQ/d(dq)``
-    (damping: ``c``, ``D``) of :class:`ElasticForces`: the sde coefficients on their DOF plus
-    ``diag(sum_E J_E^T C_E J_E)`` over the base support points."""
-    out = ca.SX.zeros(q.numel())
-    for i, c in zip(element._idx, sde):
-        out[int(i)] += c
-    if element._fids:
-        for name, C in zip(element.robot.flexible_base.frame_names, support):
-            J = ca.jacobian(sym.frame_position(name)(q), q)
-            out += ((ca.repmat(ca.vertcat(*C), 1, q.numel()) * J) * J).T @ ca.DM.ones(3)
-    return out
-
-
-def _normal_loads(element: JointFriction, W: ca.SX, radial, axial) -> tuple[ca.SX, ca.SX]:
-    """``(N, dN/dW)`` of ``JointFriction.loads_and_gradient``: ``W`` is (k, 6), the reaction
-    wrenches (force, moment; joint frames) of the element's load-dependent joints; ``radial``
-    and ``axial`` (k x 2: force, moment) the load models' coefficients."""
-    N, G = [], []
-    for r in range(W.size1()):
-        n = ca.DM(element._load_axes[r])
-        total, grad = ca.SX(0.0), []
-        for part in range(2):  # force, moment
-            w = W[r, 3 * part : 3 * part + 3].T
-            along = ca.dot(n, w)
-            normal = w - along * n
-            size = ca.sqrt(ca.dot(normal, normal))
-            total += radial[r][part] * size + axial[r][part] * ca.fabs(along)
-            unit = normal / ca.if_else(size > 0, size, 1.0)
-            grad.append(radial[r][part] * unit + axial[r][part] * ca.sign(along) * n)
-        N.append(total)
-        G.append(ca.vertcat(*grad).T)
-    return ca.vertcat(*N), ca.vertcat(*G)
-
-
 def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, ca.SX]]:
     """Symbols ``t``, ``x`` and the expressions of one evaluation (see :func:`diagnostics_function`)."""
     reason = unsupported(system)
@@ -191,9 +115,9 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
     rates, columns, loaded = [], [], []
     for e, (element, sl) in enumerate(zip(system.forces, system.state_slices)):
         if isinstance(element, ElasticForces):
-            Q += _elastic(element, sym, q, dq, params.springs[e])
+            Q += elastic_of(element, sym, q, dq, params.springs[e])
             continue
-        Qe, Be, re = _friction(element, dq, z[sl.start : sl.stop], nv, params.static[e], params.lugre[e])
+        Qe, Be, re = friction_of(element, dq, z[sl.start : sl.stop], nv, params.static[e], params.lugre[e])
         Q += Qe
         rates.append(re)
         if Be.size2():
@@ -234,7 +158,7 @@ def _expressions(system: ConstrainedDynamics) -> tuple[ca.SX, ca.SX, dict[str, c
         L, G, start = [], [], 0
         for e in loaded:
             n = len(system.forces[e].reaction_joints)
-            Le, ge = _normal_loads(system.forces[e], ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T, params.radial[e], params.axial[e])
+            Le, ge = normal_loads_of(system.forces[e], ca.reshape(W[6 * start : 6 * (start + n)], 6, n).T, params.radial[e], params.axial[e])
             L.append(Le)
             G.extend(ge[r, :] @ dW[6 * (start + r) : 6 * (start + r + 1), :] for r in range(n))
             start += n
@@ -339,19 +263,6 @@ def _rk4(f: ca.Function, steps: int) -> ca.Function:
     return ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in, p_in], [out[1 : 1 + n]], ["t0", "x0", "h", "p"], ["x"])
 
 
-def _state_diagonal(system: ConstrainedDynamics, params: Parametrized) -> ca.Function:
-    """``(dq, p) -> d``: the diagonal ``d(ds/dt)/ds`` of the force elements' states (LuGre
-    ``-sigma0 |v| / g(v)``, 1/s), as ``JointFriction.state_jacobian`` computes it."""
-    dq = ca.SX.sym("dq", system.robot.nv)
-    d = [
-        -law.sigma0 * ca.fabs(dq[i]) / law.g(dq[i])
-        for e, element in enumerate(system.forces)
-        if isinstance(element, JointFriction)
-        for (i, _, _), law in zip(element._lugre, params.lugre[e])
-    ]
-    return ca.Function("state_diagonal", [dq, params.vector.symbols], [ca.vertcat(*d) if d else ca.SX(0, 1)])
-
-
 # ---------------------------------------------------------------------------------
 # one compiled core per structure, per thread (a CompiledFunction owns its buffers)
 
@@ -364,7 +275,7 @@ class _Structure:
 
     def __init__(self, system: ConstrainedDynamics):
         self.rhs, self.diagnostics = _functions(system)
-        self.diagonal = _state_diagonal(system, parametrize(system))
+        self.diagonal = state_diagonal(system, parametrize(system))
         self.compiled: dict[tuple, CompiledFunction] = {}
 
 
@@ -521,101 +432,3 @@ def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np
         )
 
     return evaluate
-
-
-def _plant_parts(robot: RobotModel, v_smooth: float):
-    from mbctl.dynamics.simulation.stepper import FrictionStepper
-
-    stepper = FrictionStepper(robot, v_smooth=v_smooth)
-    forces = [stepper.friction, *([stepper.elastic] if stepper.elastic is not None else [])]
-    return stepper, forces
-
-
-def plant_stepper(robot: RobotModel, steps: int = 1, *, v_smooth: float = 1e-3, cache=None) -> CompiledFunction:
-    """``(q, dq, s, tau, h) -> (q_next, dq_next, s_next)``: ``steps`` steps of
-    :class:`~mbctl.dynamics.simulation.stepper.FrictionStepper` (semi-implicit, friction
-    damping implicit, LuGre states exact) of length ``h`` (s) each, holding the
-    generalized forces ``tau`` (N·m, N), in C.
-
-    Springs and dampers of RFE links and the flexible base are stepped as there: their
-    damping and ``h`` times their stiffness (diagonals, ``sum_E J_E^T S_E J_E`` for the
-    base supports) join the implicit part. Load-dependent friction is refused as by the
-    interpreted stepper.
-
-    A robot with servos (``[joints.<name>.actuator]``, the stepper's ``servo_names`` order)
-    takes two more inputs, held over the steps: ``goal`` (rad) and ``on`` (1 torque on, 0
-    off; the goal is then ignored), one per servo; their torque, damping and armature
-    (:func:`mbctl.dynamics.actuator.servo_torque`) and their LuGre states (after the
-    joints' in ``s``) are stepped as by the interpreted stepper.
-
-    The robot's inertias, joint friction and springs are a last input, bound to this robot's
-    values (:meth:`~mbctl.dynamics.codegen.CompiledFunction.bind`), so robots of one structure
-    share one compilation per thread (``reused`` True after the first); the servos' numbers
-    are compiled in.
-    """
-    stepper, forces = _plant_parts(robot, v_smooth)
-    values = parametrize_plant(robot, forces, symbolic=False).vector
-    key = (plant_key(robot, forces, stepper.servos, values.names), steps, None if cache is None else str(cache))
-    plants = getattr(_cores, "plants", None)
-    if plants is None:
-        plants = _cores.plants = {}
-    if key in plants:
-        return plants[key].instance().bind(values.array)
-    plants[key] = compiled = compile_function(_plant_function(robot, stepper, forces, steps, v_smooth), cache=cache)
-    while len(plants) > _CORES_KEPT:
-        plants.pop(next(iter(plants)))
-    return compiled.bind(values.array)
-
-
-def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smooth: float) -> ca.Function:
-    """The CasADi function of :func:`plant_stepper`, with the parameter vector as its last input."""
-    params = parametrize_plant(robot, forces)
-    friction = forces[0]
-    servos, servo_v = servo_stepper.servos, [int(i) for i in servo_stepper._servo_v]
-    stateful = servo_stepper.servo_states
-    nv, nf = robot.nv, len(friction._lugre)
-    ns, nk = nf + len(stateful), len(servos)
-    sym = SymbolicDynamics(robot, bodies=params.bodies, armature=params.armature)
-    p = params.vector.symbols
-    q, dq, z, tau = ca.SX.sym("q", nv), ca.SX.sym("dq", nv), ca.SX.sym("s", ns), ca.SX.sym("tau", nv)
-    goal, on = ca.SX.sym("goal", nk), ca.SX.sym("on", nk)
-    h = ca.SX.sym("h")
-    static, lugre = params.static[0], params.lugre[0]
-    z_joint = [law.z_step(z[k], dq[i], h) for k, ((i, _, _), law) in enumerate(zip(friction._lugre, lugre))]
-    z_servo = [servos[k].z_step(z[nf + j], dq[servo_v[k]], h) for j, k in enumerate(stateful)]
-    z_next = ca.vertcat(*z_joint, *z_servo) if ns else ca.SX(0, 1)
-    Q, _, _ = _friction(friction, dq, z_next[:nf] if nf else ca.SX(0, 1), nv, static, lugre)  # no load-dependent joints here (refused above)
-    damping = [ca.SX(0.0)] * nv
-    for (i, _, _), law in zip(friction._static, static):
-        v = dq[i]
-        level = law.steady(v, 1.0) - law.fv * v  # the dry level at |v|
-        damping[i] = level * (1 - ca.tanh(v / v_smooth) ** 2) / v_smooth + law.fv
-    for (i, _, _), law in zip(friction._lugre, lugre):
-        damping[i] = law.sigma1 + law.fv
-    armature = [0.0] * nv
-    servo_z = dict(zip(stateful, z_servo))
-    for k, (servo, i) in enumerate(zip(servos, servo_v)):
-        torque, c = servo.torque(q[i], dq[i], goal[k], on[k], servo_z.get(k, 0.0))
-        Q[i] += torque
-        damping[i] += c
-        armature[i] = servo.joint_armature()
-    implicit = ca.vertcat(*damping)
-    if len(forces) > 1:
-        elastic = forces[1]
-        k, c, S, D = params.springs[1]
-        Q += _elastic(elastic, sym, q, dq, (k, c, S, D))
-        implicit += _elastic_diagonal(elastic, sym, q, c, D) + h * _elastic_diagonal(elastic, sym, q, k, S)
-    M = sym.mass_matrix_of(q) + ca.diag(ca.DM(armature)) + h * ca.diag(implicit)
-    dq_next = dq + spd_solve(M, h * (tau + Q - sym.bias_of(q, dq)))
-    x = ca.vertcat(q, dq, z)
-    extra = [goal, on] if nk else []
-    one = ca.Function("plant_step", [x, tau, h, *extra, p], [ca.vertcat(q + h * dq_next, dq_next, z_next)])
-    many = one.fold(steps)
-    n_p = p.numel()
-    q_in, dq_in, z_in, tau_in, h_in = ca.MX.sym("q", nv), ca.MX.sym("dq", nv), ca.MX.sym("s", ns), ca.MX.sym("tau", nv), ca.MX.sym("h")
-    extra_in = [ca.MX.sym("goal", nk), ca.MX.sym("on", nk)] if nk else []
-    p_in = ca.MX.sym("p", n_p)
-    repeated = (ca.repmat(e, 1, steps) for e in (tau_in, h_in, *extra_in, p_in))
-    out = many(ca.vertcat(q_in, dq_in, z_in), *repeated)
-    names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else []), "p"], ["q_next", "dq_next", "s_next"])
-    return ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in, p_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
