@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from mbctl.dynamics.forces import ForceElement
+from mbctl.dynamics.forces import ForceElement, elastic_diagonal, elastic_forces
 from mbctl.dynamics.model.frames import KinematicState
 from mbctl.dynamics.model.robot import RobotModel
 
@@ -70,17 +70,15 @@ class ElasticForces(ForceElement):
         return self.evaluate(t, q, dq, s, self._kinematics(q, dq) if self._fids else None)
 
     def evaluate(self, t, q, dq, s, kinematics=None, wrenches=None):
-        Q = np.zeros(self.nv)
-        if len(self._idx):
-            Q[self._idx] = -self._k * q[self._idx] - self._c * dq[self._idx]
+        """``Q`` by :func:`~mbctl.dynamics.forces.elastic_forces` with pinocchio's support kinematics."""
+        supports = []
         if self._fids:
             ks = kinematics if kinematics is not None else self._kinematics(q, dq)
             model, data = ks.model, ks.data
             for fid, p0, S, D in zip(self._fids, self._p0, self._S, self._D):
                 p = pin.updateFramePlacement(model, data, fid).translation
-                J = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)[:3]
-                Q += J.T @ (-S * (p - p0) - D * (J @ dq))
-        return Q, np.zeros(0)
+                supports.append((p, pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)[:3], p0, S, D))
+        return elastic_forces(np.zeros(self.nv), q, dq, self._idx, self._k, self._c, supports), np.zeros(0)
 
     def potential_energy(self, q: np.ndarray) -> float:
         """Energy stored in the springs (J) at coordinates ``q``."""
@@ -96,27 +94,16 @@ class ElasticForces(ForceElement):
     def damping(self, dq: np.ndarray, s: np.ndarray) -> np.ndarray:
         """Diagonal of ``-dQ/d(dq)`` (N·m·s/rad, N·s/m): sde dampers, and
         ``diag(sum_E J_E^T D_E J_E)`` of the base supports at the last evaluated state."""
-        C = np.zeros(self.nv)
-        C[self._idx] = self._c
-        if self._fids:
-            C += self._support_diagonal(self._D)
-        return C
+        return elastic_diagonal(np.zeros(self.nv), self._idx, self._c, self._support_jacobians(self._D) if self._fids else [])
 
     def stiffness(self, q: np.ndarray) -> np.ndarray:
         """Diagonal of ``-dQ/dq`` (N·m/rad, N/m): sde springs, and
         ``diag(sum_E J_E^T S_E J_E)`` of the base supports at ``q``."""
-        K = np.zeros(self.nv)
-        K[self._idx] = self._k
         if self._fids:
-            model, data = self.robot.model, self._data
-            pin.computeJointJacobians(model, data, self.robot.configuration(q))
-            pin.updateFramePlacements(model, data)
-            K += self._support_diagonal(self._S)
-        return K
+            pin.computeJointJacobians(self.robot.model, self._data, self.robot.configuration(q))
+            pin.updateFramePlacements(self.robot.model, self._data)
+        return elastic_diagonal(np.zeros(self.nv), self._idx, self._k, self._support_jacobians(self._S) if self._fids else [])
 
-    def _support_diagonal(self, coefficients: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.nv)
-        for fid, c in zip(self._fids, coefficients):
-            J = pin.getFrameJacobian(self.robot.model, self._data, fid, pin.LOCAL_WORLD_ALIGNED)[:3]
-            out += np.einsum("ij,i,ij->j", J, c, J)
-        return out
+    def _support_jacobians(self, coefficients: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(J_E, C_E)`` per support point, ``J_E`` from the last kinematics in ``_data``."""
+        return [(pin.getFrameJacobian(self.robot.model, self._data, fid, pin.LOCAL_WORLD_ALIGNED)[:3], c) for fid, c in zip(self._fids, coefficients)]
