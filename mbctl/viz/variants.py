@@ -4,9 +4,9 @@ flexfeed`` (rigid-model torques fed into flexible levers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from mbctl.viz.figures import grid, new_figure, save_figure
 from mbctl.viz.simulation import FLOOR
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from mbctl.ctrl.flexible_feedforward import FlexFeedResult
     from mbctl.dynamics.simulation.variants import Variant, VariantRun
 
@@ -224,18 +226,32 @@ def plot_flexfeed(result: FlexFeedResult, directory: str | Path) -> list[Path]:
     save_figure(fig, directory / FLEXFEED_PLOTS[0])
     written.append(directory / FLEXFEED_PLOTS[0])
 
+    def mode_grid(rows: Sequence[str], height: float, columns: Sequence[tuple[str, float, Callable[[Any, int], np.ndarray]]]) -> tuple[Figure, np.ndarray]:
+        """One panel per row and column: ``get(run, row) * scale`` of every mode against time."""
+        fig = new_figure((13.0, height * len(rows) + 0.8))
+        axes = fig.subplots(len(rows), len(columns), sharex=True, squeeze=False)
+        for i, row in enumerate(rows):
+            for c, (label, scale, get) in enumerate(columns):
+                for mode, r in result.runs.items():
+                    axes[i, c].plot(t, get(r, i) * scale, color=color(mode), lw=0.8, label=mode)
+                axes[i, c].set_ylabel(f"{row}\n{label}", fontsize="small")
+                axes[i, c].grid(alpha=0.3)
+        for c in range(len(columns)):
+            axes[-1, c].set_xlabel("t [s]")
+        axes[0, 0].legend(fontsize="x-small")
+        return fig, axes
+
     joints = result.lever_joints
-    fig = new_figure((13.0, 1.9 * len(joints) + 0.8))
-    axes = fig.subplots(len(joints), 3, sharex=True, squeeze=False)
-    for i, joint in enumerate(joints):
-        for c, (label, scale, get) in enumerate(
-            (("angle error [mrad]", 1e3, lambda r: r.angle_error), ("ω [rad/s]", 1.0, lambda r: r.omega), ("α [rad/s²]", 1.0, lambda r: r.alpha))
-        ):
-            ax = axes[i, c]
-            for mode, r in result.runs.items():
-                ax.plot(t, get(r)[:, i] * scale, color=color(mode), lw=0.8, label=mode)
-            ax.set_ylabel(f"lever {i + 1} ({joint})\n{label}", fontsize="small")
-            ax.grid(alpha=0.3)
+    fig, axes = mode_grid(
+        [f"lever {i + 1} ({joint})" for i, joint in enumerate(joints)],
+        1.9,
+        [
+            ("angle error [mrad]", 1e3, lambda r, i: r.angle_error[:, i]),
+            ("ω [rad/s]", 1.0, lambda r, i: r.omega[:, i]),
+            ("α [rad/s²]", 1.0, lambda r, i: r.alpha[:, i]),
+        ],
+    )
+    for i in range(len(joints)):
         # the torque step at t = 0 gives the flexible levers' root sections a spike of
         # acceleration (high modes) that would flatten the rest: scale to t > 5 ms
         late = t > min(5e-3, t[-1] / 2)
@@ -243,26 +259,19 @@ def plot_flexfeed(result: FlexFeedResult, directory: str | Path) -> list[Path]:
         if values.size and np.ptp(values) > 0:
             pad = 0.08 * np.ptp(values)
             axes[i, 2].set_ylim(values.min() - pad, values.max() + pad)
-    for c in range(3):
-        axes[-1, c].set_xlabel("t [s]")
-    axes[0, 0].legend(fontsize="x-small")
     fig.suptitle(f"{result.name}: lever frame angles (error against the rigid model), rates and accelerations (scaled to t > 5 ms)")
     save_figure(fig, directory / FLEXFEED_PLOTS[1])
     written.append(directory / FLEXFEED_PLOTS[1])
 
     links = result.links
-    fig = new_figure((13.0, 2.3 * len(links) + 0.8))
-    axes = fig.subplots(len(links), 3, sharex=True, squeeze=False)
-    for i, link in enumerate(links):
-        for c, (label, scale) in enumerate((("axial u [µm]", 1e6), ("transverse v [mm]", 1e3), ("elastic angle [mrad]", 1e3))):
-            ax = axes[i, c]
-            for mode, r in result.runs.items():
-                ax.plot(t, r.tip[:, i, c] * scale, color=color(mode), lw=0.8, label=mode)
-            ax.set_ylabel(f"{link} tip\n{label}", fontsize="small")
-            ax.grid(alpha=0.3)
-    for c in range(3):
-        axes[-1, c].set_xlabel("t [s]")
-    axes[0, 0].legend(fontsize="x-small")
+    fig, _ = mode_grid(
+        [f"{link} tip" for link in links],
+        2.3,
+        [
+            (label, scale, lambda r, i, c=c: r.tip[:, i, c])
+            for c, (label, scale) in enumerate((("axial u [µm]", 1e6), ("transverse v [mm]", 1e3), ("elastic angle [mrad]", 1e3)))
+        ],
+    )
     fig.suptitle(f"{result.name}: tip deformation of the flexible levers (floating frame)")
     save_figure(fig, directory / FLEXFEED_PLOTS[2])
     written.append(directory / FLEXFEED_PLOTS[2])
