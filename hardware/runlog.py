@@ -14,7 +14,10 @@ stored once. :func:`log_table` gives the whole table (logs written before also h
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -22,7 +25,7 @@ import numpy as np
 
 from mbctl.fileio import RowBlocks, check_output, write_npz
 
-__all__ = ["RunLog", "recover", "log_table"]
+__all__ = ["RunLog", "last_closed_row", "last_raw_row", "log_table", "raw_paths", "recover"]
 
 # rows of the raw file read at a time when the NPZ is written (8 MiB for a 6-joint log of 44 columns)
 BLOCK_ROWS = 2**15
@@ -40,10 +43,9 @@ class RunLog:
     def __init__(self, path: str | Path, columns: Sequence[str], flush_every: int = 50):
         self.path = check_output(path, (".npz",))
         self.columns = tuple(columns)
-        self.raw_path = self.path.with_name(self.path.name + ".partial")
+        self.raw_path, header = raw_paths(self.path)
         self.flush_every = flush_every
         self.rows = 0
-        header = self.raw_path.with_name(self.raw_path.name + ".json")
         header.write_text(json.dumps({"columns": self.columns}))
         self._header = header
         self._file = open(self.raw_path, "wb")  # noqa: SIM115 (closed in close())
@@ -68,6 +70,59 @@ class RunLog:
         self.raw_path.unlink(missing_ok=True)
         self._header.unlink(missing_ok=True)
         return self.path
+
+
+def raw_paths(path: str | Path) -> tuple[Path, Path]:
+    """The raw rows file ``<log>.partial`` and its column header ``<log>.partial.json`` of the log at ``path``."""
+    raw = Path(path).with_name(Path(path).name + ".partial")
+    return raw, raw.with_name(raw.name + ".json")
+
+
+def last_raw_row(path: str | Path) -> tuple[list[str], np.ndarray] | None:
+    """The column names and the last complete row of the log at ``path`` while the loop writes it
+    (a row being written is skipped); ``None`` without a raw file or before its first row."""
+    raw, header = raw_paths(path)
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        columns = [str(c) for c in json.loads(header.read_text())["columns"]]
+        width = 8 * len(columns)
+        with open(raw, "rb") as f:
+            rows = os.fstat(f.fileno()).st_size // width
+            if rows:
+                f.seek((rows - 1) * width)
+                return columns, np.frombuffer(f.read(width), dtype=np.float64)
+    return None
+
+
+def last_closed_row(path: str | Path, groups: Sequence[str]) -> tuple[list[str], np.ndarray] | None:
+    """The column names and the last row of the closed log (NPZ) at ``path``, with the columns of
+    ``groups`` filled and the others NaN; only that row of each group array is read (a seek in the
+    stored member: an hour's log is GBs). ``None`` if it is not a readable run log."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            columns = [str(c) for c in np.load(archive.open("columns.npy"))]
+            row = np.full(len(columns), np.nan)
+            for group, idx in _groups(columns).items():
+                if group in groups:
+                    row[idx] = _last_npy_row(archive, f"{group}.npy")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    return columns, row
+
+
+def _last_npy_row(archive: zipfile.ZipFile, member: str) -> np.ndarray:
+    """The last row of the .npy ``member`` of an NPZ, read alone.
+
+    Raises:
+        ValueError: If the array is empty or not in C order.
+    """
+    with archive.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f) if version == (1, 0) else np.lib.format.read_array_header_2_0(f)
+        if fortran or not shape or shape[0] == 0:
+            raise ValueError(f"{member}: no last row to read")
+        width = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        f.seek(f.tell() + (shape[0] - 1) * width)
+        return np.frombuffer(f.read(width), dtype=dtype).astype(np.float64)
 
 
 def _groups(columns: Sequence[str]) -> dict[str, list[int]]:
@@ -114,8 +169,8 @@ def log_table(log: Mapping[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
 
 def recover(raw_path: str | Path) -> Path:
     """Rebuild the NPZ of a run that died from its ``.partial`` file; returns the NPZ path."""
-    raw = Path(raw_path)
-    columns = tuple(json.loads(raw.with_name(raw.name + ".json").read_text())["columns"])
-    path = raw.with_name(raw.name.removesuffix(".partial"))
+    path = Path(raw_path).with_name(Path(raw_path).name.removesuffix(".partial"))
+    raw, header = raw_paths(path)
+    columns = tuple(json.loads(header.read_text())["columns"])
     _write_npz(path, columns, raw)
     return path

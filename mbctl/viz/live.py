@@ -34,7 +34,6 @@ import sys
 import threading
 import time
 import weakref
-import zipfile
 from collections.abc import Sequence
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
@@ -43,6 +42,7 @@ import numpy as np
 
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError, MbctlError
+from mbctl.hardware.runlog import last_closed_row, last_raw_row, raw_paths
 from mbctl.viz.animation import body_placements, camera, magnified, meshcat_imports, robot_scene
 
 __all__ = ["LiveView", "LogTail", "StateSlot", "RATE_HZ", "check_log_view"]
@@ -120,10 +120,9 @@ class LogTail:
 
     def __init__(self, log: str | Path, joint_names: Sequence[str], since: float):
         self.path = Path(log)
-        self.raw = self.path.with_name(self.path.name + ".partial")
+        self.raw = raw_paths(self.path)[0]
         self.joint_names = tuple(joint_names)
         self.since = since
-        self._columns: list[str] | None = None
         self._final: tuple[float, np.ndarray, np.ndarray | None] | None = None
 
     def _index(self, columns: Sequence[str], group: str) -> list[int] | None:
@@ -136,24 +135,12 @@ class LogTail:
         """``(t, q, q_ref)`` of the last row written (``q_ref`` ``None`` if not logged), ``None`` before the first."""
         if self._final is not None:
             return self._final
-        header = self.raw.with_name(self.raw.name + ".json")
-        if self._columns is None and header.is_file():
-            with contextlib.suppress(OSError, ValueError):
-                self._columns = [str(c) for c in json.loads(header.read_text())["columns"]]
-        row = None
-        if self._columns is not None:
-            width = 8 * len(self._columns)
-            with contextlib.suppress(OSError), open(self.raw, "rb") as f:
-                rows = os.fstat(f.fileno()).st_size // width  # a row being written is not complete yet
-                if rows:
-                    f.seek((rows - 1) * width)
-                    row = np.frombuffer(f.read(width), dtype=np.float64)
-        if row is None and not self.raw.exists() and self.path.is_file() and self.path.stat().st_mtime >= self.since:
-            self._final = self._closed()
+        found = last_raw_row(self.path)
+        if found is None and not self.raw.exists() and self.path.is_file() and self.path.stat().st_mtime >= self.since:
+            found = last_closed_row(self.path, ("t", "q", "q_ref"))
+            self._final = None if found is None or np.isnan(found[1][found[0].index("t")]) else self._pick(*found)
             return self._final
-        if row is None:
-            return None
-        return self._pick(self._columns, row)
+        return None if found is None else self._pick(*found)
 
     def _pick(self, columns: Sequence[str], row: np.ndarray) -> tuple[float, np.ndarray, np.ndarray | None]:
         q = self._index(columns, "q")
@@ -161,36 +148,6 @@ class LogTail:
             raise InputError(f"the log does not hold every joint of the robot ({', '.join(self.joint_names)})", file=self.path)
         ref = self._index(columns, "q_ref")
         return float(row[list(columns).index("t")]), row[q], None if ref is None else row[ref]
-
-    def _closed(self) -> tuple[float, np.ndarray, np.ndarray | None] | None:
-        """The last row of the closed log's ``t``, ``q`` and ``q_ref`` (read alone: an hour's log is GBs)."""
-        try:
-            with zipfile.ZipFile(self.path) as archive:
-                columns = [str(c) for c in np.load(archive.open("columns.npy"))]
-                row = np.full(len(columns), np.nan)
-                for group in ("t", "q", "q_ref"):
-                    picked = [i for i, c in enumerate(columns) if c.split(".", 1)[0] == group]
-                    if picked and f"{group}.npy" in archive.namelist():
-                        row[picked] = _last_row(archive, f"{group}.npy")
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            return None
-        return None if np.isnan(row[columns.index("t")]) else self._pick(columns, row)
-
-
-def _last_row(archive: zipfile.ZipFile, member: str) -> np.ndarray:
-    """The last row of the .npy ``member`` of an NPZ, read alone (a seek within a stored member).
-
-    Raises:
-        ValueError: If the array is empty or not in C order.
-    """
-    with archive.open(member) as f:
-        version = np.lib.format.read_magic(f)
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f) if version == (1, 0) else np.lib.format.read_array_header_2_0(f)
-        if fortran or not shape or shape[0] == 0:
-            raise ValueError(f"{member}: no last row to read")
-        width = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        f.seek(f.tell() + (shape[0] - 1) * width)
-        return np.frombuffer(f.read(width), dtype=dtype).astype(np.float64)
 
 
 def check_log_view(robot: RobotModel, field: str = "log") -> None:
