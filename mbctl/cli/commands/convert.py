@@ -37,7 +37,7 @@ def write_log_mcap(log: Path, out: Path, robot) -> None:  # noqa: ANN001  (Robot
     for note in summary.notes:
         warn(note)
     counts = ", ".join(f"{topic} {n}" for topic, n in summary.messages.items())
-    links = f"; {len(summary.links)} links in /tf and /tf_static" if summary.links else "; no /tf (no robot)"
+    links = f"; {len(summary.links)} links in /tf and /tf_static" if summary.links else "; no /tf: give --robot for the link poses"
     print(f"wrote {out} ({summary.kind}, {summary.rows} rows: {counts}{links})")
 
 
@@ -55,8 +55,6 @@ def run(args: argparse.Namespace) -> int:
         from mbctl.dynamics.model.robot import load_robot
 
         robot = load_robot(args.robot)
-    else:
-        warn("no --robot: the MCAP has no /tf (link poses)")
     write_log_mcap(args.log, args.out, robot)
     return 0
 
