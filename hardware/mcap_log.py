@@ -36,7 +36,7 @@ import numpy as np
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError
 from mbctl.fileio import atomic_output, npz_shapes, read_npz_blocks
-from mbctl.rosbag import typestore
+from mbctl.ros2msg import Messages
 
 __all__ = ["McapSummary", "link_tree", "write_mcap"]
 
@@ -90,48 +90,8 @@ def link_tree(robot: RobotModel) -> list[tuple[int, int, bool]]:
     return tree
 
 
-class _Encoder:
-    """ROS 2 messages for one log, serialized with the rosbags type store."""
-
-    def __init__(self, names: Sequence[str]):
-        self.store = typestore()
-        self.names = list(names)
-        t = self.store.types
-        self.JointState, self.Header, self.Time = t["sensor_msgs/msg/JointState"], t["std_msgs/msg/Header"], t["builtin_interfaces/msg/Time"]
-        self.TF, self.Stamped = t["tf2_msgs/msg/TFMessage"], t["geometry_msgs/msg/TransformStamped"]
-        self.Transform, self.Vector3, self.Quaternion = t["geometry_msgs/msg/Transform"], t["geometry_msgs/msg/Vector3"], t["geometry_msgs/msg/Quaternion"]
-        self.Array, self.Status, self.KeyValue = t["diagnostic_msgs/msg/DiagnosticArray"], t["diagnostic_msgs/msg/DiagnosticStatus"], t["diagnostic_msgs/msg/KeyValue"]
-
-    def schema(self, msgtype: str) -> bytes:
-        return self.store.generate_msgdef(msgtype, ros_version=2)[0].encode()
-
-    def header(self, ns: int, frame: str = "") -> object:
-        return self.Header(stamp=self.Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), frame_id=frame)
-
-    def joint_state(self, ns: int, q: np.ndarray, dq: np.ndarray, effort: np.ndarray | None) -> bytes:
-        msg = self.JointState(header=self.header(ns), name=self.names, position=q, velocity=dq, effort=np.empty(0) if effort is None else effort)
-        return bytes(self.store.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
-
-    def diagnostics(self, ns: int, values: dict[str, float], ok: bool, hardware_id: str) -> bytes:
-        pairs = [self.KeyValue(key=k, value=repr(float(v))) for k, v in values.items()]
-        status = self.Status(level=0 if ok else 2, name="mbctl loop", message="" if ok else "read failed", hardware_id=hardware_id, values=pairs)
-        return bytes(self.store.serialize_cdr(self.Array(header=self.header(ns), status=[status]), "diagnostic_msgs/msg/DiagnosticArray"))
-
-    def transforms(self, ns: int, frames: Sequence[tuple[str, str]], poses: np.ndarray) -> bytes:
-        """TFMessage of ``poses`` (k, 7: x, y, z in m, then the quaternion x, y, z, w), parent and child frame names in ``frames``."""
-        stamped = [
-            self.Stamped(
-                header=self.header(ns, parent),
-                child_frame_id=child,
-                transform=self.Transform(translation=self.Vector3(x=p[0], y=p[1], z=p[2]), rotation=self.Quaternion(x=p[3], y=p[4], z=p[5], w=p[6])),
-            )
-            for (parent, child), p in zip(frames, poses.tolist())
-        ]
-        return bytes(self.store.serialize_cdr(self.TF(transforms=stamped), "tf2_msgs/msg/TFMessage"))
-
-
 class _Kinematics:
-    """Link poses in their parent links (x, y, z, qx, qy, qz, qw) at DOF coordinates ``q``."""
+    """Link poses in their parent links (x, y, z in m, quaternion x, y, z, w), a block of rows at a time."""
 
     def __init__(self, robot: RobotModel):
         self.robot, self.data = robot, robot.create_data()
@@ -143,14 +103,22 @@ class _Kinematics:
         self.fixed_names = [(names[p], names[c]) for p, c in self.fixed]
 
     def poses(self, q: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+        """(rows, 7 len(pairs)): child in parent, ``T_parent^-1 T_child``, at DOF coordinates ``q`` (rows, nv)."""
         import pinocchio as pin
+        from scipy.spatial.transform import Rotation
 
-        pin.framesForwardKinematics(self.robot.model, self.data, self.robot.configuration(q))
-        frames = self.data.oMf
-        out = np.empty((len(pairs), 7))
-        for k, (parent, child) in enumerate(pairs):
-            out[k] = pin.SE3ToXYZQUAT(frames[parent].actInv(frames[child]))
-        return out
+        frames = sorted({f for pair in pairs for f in pair})
+        at = {f: k for k, f in enumerate(frames)}
+        world = np.empty((len(q), len(frames), 4, 4))
+        for i, qi in enumerate(q):  # pinocchio per row; the rest per block
+            pin.framesForwardKinematics(self.robot.model, self.data, self.robot.configuration(qi))
+            for f in frames:
+                world[i, at[f]] = self.data.oMf[f].homogeneous
+        parent, child = world[:, [at[p] for p, _ in pairs]], world[:, [at[c] for _, c in pairs]]
+        rotation = np.einsum("nkji,nkjl->nkil", parent[..., :3, :3], child[..., :3, :3])
+        position = np.einsum("nkji,nkj->nki", parent[..., :3, :3], child[..., :3, 3] - parent[..., :3, 3])
+        quaternion = Rotation.from_matrix(rotation.reshape(-1, 3, 3)).as_quat().reshape(len(q), len(pairs), 4)  # x, y, z, w
+        return np.concatenate([position, quaternion], axis=2).reshape(len(q), -1)
 
 
 @dataclass(frozen=True)
@@ -220,17 +188,20 @@ def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None
         unlogged = [j for j in robot.joint_names if j not in joints]
         if unlogged:
             notes.append(f"/tf draws {', '.join(unlogged)} at 0 (not in the log)")
-    enc = _Encoder(joints)
+    messages = Messages()
     topics = ["/joint_states"] + (["/joint_commands", "/diagnostics"] if kind == "run" else []) + (["/tf", "/tf_static"] if kinematics else [])
+    states = messages.joint_states(joints)
+    transforms = messages.transforms(kinematics.moving_names) if kinematics else None
+    keys = ["period", "compute", *(f"phase.{p}" for p in source.phases), "read_ok"]
+    diagnostics = messages.diagnostics("mbctl loop", robot.name if robot is not None else log.stem, keys)
     counts = dict.fromkeys(topics, 0)
-    name = robot.name if robot is not None else log.stem
     try:
         with atomic_output(out) as tmp, open(tmp, "wb") as stream:
             writer = Writer(stream, compression=CompressionType.ZSTD)
             writer.start(profile="ros2", library="mbctl")
             channel = {}
             for topic in topics:
-                schema = writer.register_schema(name=MESSAGE_TYPES[topic], encoding="ros2msg", data=enc.schema(MESSAGE_TYPES[topic]))
+                schema = writer.register_schema(name=MESSAGE_TYPES[topic], encoding="ros2msg", data=messages.schema(MESSAGE_TYPES[topic]))
                 channel[topic] = writer.register_channel(topic=topic, message_encoding="cdr", schema_id=schema)
 
             def put(topic: str, ns: int, data: bytes) -> None:
@@ -238,23 +209,26 @@ def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None
                 counts[topic] += 1
 
             done = 0
-            q_full = np.zeros(robot.nv) if robot is not None else None
             for block in source.blocks:
                 stamps = np.rint(np.asarray(block["t"]) * 1e9).astype(np.int64)
+                rows_of = {"/joint_states": states.encode(np.hstack([block["q"], block["dq"], block["effort"]]), stamps)}
+                if kind == "run":
+                    rows_of["/joint_commands"] = states.encode(np.hstack([block["q_ref"], block["dq_ref"], block["tau"]]), stamps)
+                    timing = np.column_stack([block["period"], block["compute"], *([block["phase"]] if "phase" in block else []), block["read_ok"]])
+                if kinematics is not None:
+                    q_full = np.zeros((len(stamps), robot.nv))
+                    q_full[:, index] = block["q"]
+                    if done == 0 and len(stamps):
+                        fixed = messages.transforms(kinematics.fixed_names)
+                        put("/tf_static", int(stamps[0]), fixed.encode(kinematics.poses(q_full[:1], kinematics.fixed), stamps[:1])[0].tobytes())
+                    rows_of["/tf"] = transforms.encode(kinematics.poses(q_full, kinematics.moving), stamps)
                 for i, ns in enumerate(stamps.tolist()):
-                    put("/joint_states", ns, enc.joint_state(ns, block["q"][i], block["dq"][i], block["effort"][i] if "effort" in block else None))
+                    put("/joint_states", ns, rows_of["/joint_states"][i].tobytes())
                     if kind == "run":
-                        put("/joint_commands", ns, enc.joint_state(ns, block["q_ref"][i], block["dq_ref"][i], block["tau"][i]))
-                        values = {"period": block["period"][i], "compute": block["compute"][i]}
-                        if "phase" in block:
-                            values.update((f"phase.{p}", v) for p, v in zip(source.phases, block["phase"][i]))
-                        values["read_ok"] = block["read_ok"][i]
-                        put("/diagnostics", ns, enc.diagnostics(ns, values, bool(block["read_ok"][i]), name))
+                        put("/joint_commands", ns, rows_of["/joint_commands"][i].tobytes())
+                        put("/diagnostics", ns, diagnostics(ns, timing[i], timing[i, -1] == 1))
                     if kinematics is not None:
-                        q_full[index] = block["q"][i]
-                        if done == 0 and i == 0:
-                            put("/tf_static", ns, enc.transforms(ns, kinematics.fixed_names, kinematics.poses(q_full, kinematics.fixed)))
-                        put("/tf", ns, enc.transforms(ns, kinematics.moving_names, kinematics.poses(q_full, kinematics.moving)))
+                        put("/tf", ns, rows_of["/tf"][i].tobytes())
                 done += len(stamps)
                 if progress is not None:
                     progress(done, rows)
