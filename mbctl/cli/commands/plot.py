@@ -57,10 +57,11 @@ def effort_table(path: Path, args: argparse.Namespace) -> CsvTable:
     states = read_joint_states(path, None, bag_options(args))
     if states.tau is None:
         raise DataError("the messages carry no effort", file=path, field=states.topic)
+    order = np.argsort(states.joint_names)  # panels by name, not in the driver's order
     return CsvTable(
         path=path,
-        header=("t", *(f"tau.{j}" for j in states.joint_names)),
-        data=np.column_stack([states.t, states.tau]),
+        header=("t", *(f"tau.{states.joint_names[k]}" for k in order)),
+        data=np.column_stack([states.t, states.tau[:, order]]),
         line_numbers=tuple(range(1, len(states.t) + 1)),
     )
 
