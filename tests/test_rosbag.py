@@ -298,7 +298,7 @@ def test_a_servo_log_from_a_bag_is_the_run_logs(tmp_path):
     from mbctl.hardware.loop import log_columns
     from mbctl.hardware.mcap_log import write_mcap
     from mbctl.hardware.runlog import RunLog
-    from mbctl.identification.servo_log import bench_model, read_bag_servo_log, read_run_log
+    from mbctl.identification.servo_log import bench_model, read_bag_servo_log, read_run_log, read_servo_logs
 
     t = np.arange(40) * 0.01 + np.tile([0.0, 0.002, -0.001, 0.001], 10)
     log = RunLog(tmp_path / "run.npz", log_columns(["servo"]))
@@ -311,6 +311,8 @@ def test_a_servo_log_from_a_bag_is_the_run_logs(tmp_path):
     model = bench_model(load_robot(bundled_servo_logs("xl330-pendulum")[0].parent / "bench.toml"), "servo")
     a, b = read_run_log(tmp_path / "run.npz", "servo", model), read_bag_servo_log(tmp_path / "run.mcap", "servo", model)
     assert np.allclose(a.t, b.t, atol=1e-9) and np.allclose(a.position, b.position, atol=1e-12) and np.array_equal(a.goal, b.goal)
+    (c,) = read_servo_logs([str(tmp_path / "run.mcap")], "LOG", model, "servo")  # what identify logs calls
+    assert np.array_equal(c.position, b.position) and np.array_equal(c.goal, b.goal)
 
 
 # --- writing -------------------------------------------------------------------------------------
