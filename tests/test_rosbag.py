@@ -478,3 +478,22 @@ def test_block_encoding_is_byte_for_byte_what_rosbags_writes():
             for k, (parent, child) in enumerate(frames)
         ])  # fmt: skip
         assert got_tf[i].tobytes() == bytes(STORE.serialize_cdr(msg, "tf2_msgs/msg/TFMessage"))
+
+
+def test_identify_fit_on_a_bag_is_the_fit_of_its_csv(cli, tmp_path):
+    """A constant-speed test of j1 (synthetic rig, Stribeck truth) as a bag with another joint:
+    ``identify fit BAG --joint j1`` prints the report and table of the CSV of t, q, dq, tau."""
+    from mbctl.dynamics.friction.laws import Stribeck
+    from mbctl.identification.plan import ConstantSpeedPlan, speed_grid
+    from mbctl.identification.synthetic import SyntheticRig, synthetic_log
+
+    plan = ConstantSpeedPlan("j1", tuple(speed_grid(0.01, 1.0, 8, 0.05)), (-0.6, 0.6), settle_s=0.2, acceleration=20.0, max_leg_s=2.0, transit_speed=1.0)
+    log = synthetic_log(SyntheticRig(Stribeck(fc=0.8, fs=1.1, vs=0.05, fv=0.12, delta=2.0), gravity=6.0, torque_noise=0.016), plan, np.random.default_rng(0))
+    ns = np.rint((log.t - log.t[0]) * 1e9).astype(np.int64)  # the CSV gets the bag's times exactly: segment edges are knife-edges
+    write_csv(tmp_path / "LOG.csv", ["t", "q", "dq", "tau"], np.column_stack([ns * 1e-9, log.q, log.dq, log.tau]))
+    write_bag(tmp_path / "bag", [("/joint_states", k, k, ["j2", "j1"], [0.1, q], [0.0, dq], [0.0, tau]) for k, q, dq, tau in zip(ns.tolist(), log.q, log.dq, log.tau)])
+    outs = [cli("identify", "fit", path, "--law", "stribeck", "--joint", "j1") for path in (tmp_path / "LOG.csv", tmp_path / "bag")]
+    assert all(r.code == 0 for r in outs), [r.err for r in outs]
+    body = [r.out[r.out.index("stribeck fit") : r.out.index("# identified by")] for r in outs]
+    assert body[0] == body[1] and "fc" in body[0]
+    assert "no message carries joint j3" in one_error_line(cli("identify", "fit", tmp_path / "bag", "--law", "stribeck", "--joint", "j3"))

@@ -69,10 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "fit a law; with --presliding PRE.csv (t, q, dq, tau, test) also sigma0, sigma1 and the break-away torque. "
         "Prints the report and the [joints.<joint>.friction] table.",
     )
-    f.add_argument("log", type=Path, help="constant-speed log (LOG.csv)")
+    f.add_argument("log", type=Path, help="constant-speed log (LOG.csv), or a ROS 2 bag of the joint's JointState messages")
     f.add_argument("--law", choices=STATIC_LAWS, required=True, help="law to fit")
     f.add_argument("--joint", required=True, help="name of the joint in the robot TOML (the table's name)")
     f.add_argument("--presliding", type=Path, help="presliding / break-away log (PRE.csv)")
+    add_bag_arguments(f)
     f.add_argument("--delta", default="2", help="Stribeck exponent: a number (default 2) or 'free'")
     f.add_argument("--settle", type=float, default=0.2, help="transient dropped at the start of each segment, s (default 0.2; use the run's settle_s)")
     f.add_argument("--asymmetric", action="store_true", help="also fit each direction (needs a tau_g column)")
@@ -290,7 +291,7 @@ def fit_logs(args: argparse.Namespace) -> int:
         robot = None
     if robot is not None and args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
-    log = read_constant_speed_log(args.log)
+    log = read_constant_speed_log(args.log, args.joint, bag_options(args))
     pre = read_presliding_log(args.presliding) if args.presliding is not None else None
     result = identify(log, args.joint, args.law, delta=delta, settle_s=args.settle, asymmetric=args.asymmetric, presliding=pre, sigma1=args.sigma1)
     print(format_report(result))
