@@ -73,7 +73,8 @@ class McapSummary:
 
 def link_tree(robot: RobotModel) -> list[tuple[int, int, bool]]:
     """The URDF's link tree in pinocchio frames: ``(parent frame, child frame, moving)`` for every
-    link frame with a parent link, ``moving`` when a joint with a DOF lies between them."""
+    link frame with a parent link, ``moving`` when a joint with a DOF lies between them; a root
+    link that moves (an elastic base's six DOF) has pinocchio's ``universe`` frame as parent."""
     import pinocchio as pin
 
     frames = robot.model.frames
@@ -85,7 +86,7 @@ def link_tree(robot: RobotModel) -> list[tuple[int, int, bool]]:
         while parent != 0 and frames[parent].type != pin.FrameType.BODY:
             moving |= frames[parent].type == pin.FrameType.JOINT
             parent = frames[parent].parentFrame
-        if parent != 0 or frames[0].type == pin.FrameType.BODY:
+        if parent != 0 or moving:  # a root link on an elastic base moves in pinocchio's universe frame
             tree.append((parent, child, moving))
     return tree
 
