@@ -16,8 +16,9 @@ with its row's time ``t`` (s, the log's clock: header stamp = log time = publish
   ``read_ok``; level ERROR where the read failed;
 - ``/tf`` (``tf2_msgs/msg/TFMessage``), one per row: the pose of every link below a moving
   joint in its parent link (forward kinematics of the robot model), frames named after the
-  URDF's links; ``/tf_static`` (once, at the first row's time) the links fixed to their
-  parent. With the robot's URDF, Foxglove's 3-D panel draws the arm moving.
+  URDF's links (through a failed read, the last measured pose); ``/tf_static`` (once, at the
+  first row's time) the links fixed to their parent. With the robot's URDF, Foxglove's 3-D
+  panel draws the arm moving.
 
 The log is read a block of rows at a time and the MCAP written as it goes (chunks of
 1 MiB, zstd), so memory stays flat however long the run. Joints a run log does not hold
@@ -157,6 +158,17 @@ def _renamed(blocks: Iterator[dict[str, np.ndarray]], names: dict[str, str]) -> 
         yield {names.get(k, k): v if k in ("t", "period", "compute", "read_ok") else v.reshape(len(v), -1) for k, v in block.items()}
 
 
+def _hold_last_finite(q: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``q`` with a non-finite number (a failed read) replaced by the last finite row
+    before them (``last`` before the first); and the last finite row."""
+    good = np.isfinite(q).all(axis=1)
+    if good.all():
+        return q, q[-1] if len(q) else last
+    source = np.maximum.accumulate(np.where(good, np.arange(len(q)), -1))
+    filled = np.where((source >= 0)[:, None], q[np.maximum(source, 0)], last)
+    return filled, filled[-1]
+
+
 def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None, *, progress: Callable[[int, int], None] | None = None) -> McapSummary:
     """Write the run log or simulation ``log`` (NPZ) as the MCAP file ``out`` (module docstring),
     atomically; without ``robot`` there is no ``/tf``.
@@ -209,7 +221,7 @@ def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None
                 writer.add_message(channel[topic], log_time=ns, data=data, publish_time=ns, sequence=counts[topic])
                 counts[topic] += 1
 
-            done = 0
+            done, held = 0, np.zeros(robot.nv) if robot is not None else None
             for block in source.blocks:
                 stamps = np.rint(np.asarray(block["t"]) * 1e9).astype(np.int64)
                 rows_of = {"/joint_states": states.encode(np.hstack([block["q"], block["dq"], block["effort"]]), stamps)}
@@ -219,6 +231,7 @@ def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None
                 if kinematics is not None:
                     q_full = np.zeros((len(stamps), robot.nv))
                     q_full[:, index] = block["q"]
+                    q_full, held = _hold_last_finite(q_full, held)
                     if done == 0 and len(stamps):
                         fixed = messages.transforms(kinematics.fixed_names)
                         put("/tf_static", int(stamps[0]), fixed.encode(kinematics.poses(q_full[:1], kinematics.fixed), stamps[:1])[0].tobytes())

@@ -497,3 +497,31 @@ def test_identify_fit_on_a_bag_is_the_fit_of_its_csv(cli, tmp_path):
     body = [r.out[r.out.index("stribeck fit") : r.out.index("# identified by")] for r in outs]
     assert body[0] == body[1] and "fc" in body[0]
     assert "no message carries joint j3" in one_error_line(cli("identify", "fit", tmp_path / "bag", "--law", "stribeck", "--joint", "j3"))
+
+
+def test_a_failed_read_keeps_the_last_pose_in_tf_and_is_an_error_in_diagnostics(tmp_path):
+    """A run log whose third cycle failed to read (NaN measurements, read_ok 0): /joint_states
+    carries the NaN, /diagnostics level ERROR at that cycle only, and /tf repeats the previous
+    cycle's link poses (a pose of NaN would blank the 3D panel)."""
+    from mbctl.dynamics.model.robot import load_robot
+    from mbctl.hardware.loop import log_columns
+    from mbctl.hardware.mcap_log import write_mcap
+    from mbctl.hardware.runlog import RunLog
+
+    robot = load_robot("ur5")
+    log = RunLog(tmp_path / "run.npz", log_columns(robot.actuated_names))
+    n = len(robot.actuated_names)
+    for k in range(5):
+        row = np.zeros(len(log.columns))
+        row[:4] = (k * 1e-3, 1e-3, 1e-4, 1.0)
+        row[4 : 4 + 6 * n] = 0.1 * (k + 1)
+        if k == 2:
+            row[3], row[4 : 4 + 2 * n], row[4 + 5 * n : 4 + 6 * n] = 0.0, np.nan, np.nan  # q, dq, effort unknown
+        log.append(row)
+    log.close()
+    write_mcap(tmp_path / "run.npz", tmp_path / "run.mcap", robot)
+    topics = decoded(tmp_path / "run.mcap")
+    assert np.isnan(topics["/joint_states"][2][1].position).all()
+    assert [d.status[0].level for _, d in topics["/diagnostics"]] == [0, 0, 2, 0, 0]
+    pose = lambda k: [(tr.transform.translation.x, tr.transform.rotation.w) for tr in topics["/tf"][k][1].transforms]  # noqa: E731
+    assert pose(2) == pose(1) != pose(3) and np.isfinite(pose(2)).all()
