@@ -2,8 +2,9 @@
 
 A log is a CSV with ``t`` (s), ``q.<joint>`` (rad, m), optionally ``dq.<joint>``
 (rad/s, m/s: the drive's own velocity estimate) and ``tau.<joint>`` (N·m, N: measured
-joint torque), or an mbctl run log (NPZ from ``mbctl run --log``: ``t``, ``q``, ``dq``,
-``tau`` groups). Other columns are ignored. A run log's ``tau`` is the command the loop
+joint torque), an mbctl run log (NPZ from ``mbctl run --log``: ``t``, ``q``, ``dq``,
+``tau`` groups), or a ROS 2 bag (a directory, ``.mcap`` or ``.db3``: the JointState
+messages of one topic, :mod:`mbctl.rosbag`). Other columns are ignored. A run log's ``tau`` is the command the loop
 held from its row's time to the next; the torque at a row's time is taken as the mean
 of the two holds around it (their midpoints interpolated), as a zero-order hold acts.
 
@@ -20,6 +21,11 @@ Real logs are irregular. :func:`condition_log` turns one into evenly sampled, fi
    low-passed again at ``acceleration_cutoff_hz`` (differentiation amplifies noise, and
    the acceleration's noise biases the inertias toward zero);
 5. ``edge_s`` at each end is dropped, where the filters lack data on one side.
+
+A gap (a step longer than :data:`GAP_FACTOR` times the median step: dropped messages, a
+paused logger) is bridged by the linear interpolation of step 2 and named in the notes;
+torques and accelerations within about a filter period (1/``cutoff_hz``) of it are
+interpolated, not measured.
 
 Why the logged velocity: positions are often stored with few digits (the bundled Panda
 log has 1e-4 rad steps), and differentiating them twice swamps the accelerations; the
@@ -39,8 +45,12 @@ from scipy.signal import butter, sosfiltfilt
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
 from mbctl.hardware.runlog import log_table
+from mbctl.rosbag import BagOptions, is_bag, read_joint_states
 
-__all__ = ["ArmLog", "Conditioning", "ConditionedLog", "condition_log", "read_arm_log"]
+__all__ = ["GAP_FACTOR", "ArmLog", "Conditioning", "ConditionedLog", "condition_log", "read_arm_log"]
+
+# a step this many times the median step is a gap (reported)
+GAP_FACTOR = 10.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +64,7 @@ class ArmLog:
         q: Positions (rad, m), shape (N, n).
         dq: Logged velocities (rad/s, m/s), or None if the log has none.
         tau: Measured joint torques (N·m, N), or None if the log has none.
+        notes: What reading it did, in words (a bag's topic, stamps, ignored joints).
     """
 
     source: Path
@@ -62,6 +73,7 @@ class ArmLog:
     q: np.ndarray
     dq: np.ndarray | None
     tau: np.ndarray | None
+    notes: tuple[str, ...] = ()
 
 
 def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequence[str], path: Path, required: bool) -> np.ndarray | None:
@@ -76,35 +88,56 @@ def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequenc
     return data[:, [index[n] for n in names]]
 
 
-def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True) -> ArmLog:
-    """Read a CSV or NPZ log for the joints ``joint_names``.
+def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True, bag: BagOptions = BagOptions()) -> ArmLog:
+    """Read a CSV, NPZ or ROS 2 bag log for the joints ``joint_names`` (a bag's topic and stamps: ``bag``).
 
     Raises:
-        DataError: Naming the file and column, for a missing file or column, fewer than
-            10 samples, or non-finite values.
+        DataError: Naming the file and column (or topic), for a missing file or column, fewer
+            than 10 samples, or non-finite values.
     """
     path = Path(path)
-    if path.suffix.lower() == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                columns, data = log_table(z)
-        except (OSError, KeyError, ValueError) as exc:
-            raise DataError(f"not an mbctl run log ({exc})", file=path) from None
-        if not np.isfinite(data[:, [c.split(".")[0] in ("t", "q", "dq", "tau") for c in columns]]).all():
-            raise DataError("holds non-finite samples", file=path)
-    else:
+    log = _bag_log(path, joint_names, need_torque, bag) if is_bag(path) else _table_log(path, *_read_table(path), tuple(joint_names), need_torque)
+    if len(log.t) < 10:
+        raise DataError(f"{len(log.t)} samples; a fit needs many more", file=path)
+    return log
+
+
+def _bag_log(path: Path, joint_names: Sequence[str], need_torque: bool, bag: BagOptions) -> ArmLog:
+    """The log of a bag's JointState topic."""
+    states = read_joint_states(path, joint_names, bag)
+    if need_torque and states.tau is None:
+        raise DataError("the messages carry no effort (joint torques)", file=path, field=states.topic)
+    if not all(np.isfinite(x).all() for x in (states.q, states.dq, states.tau) if x is not None):
+        raise DataError("holds non-finite positions, velocities or efforts", file=path, field=states.topic)
+    return ArmLog(source=path, joint_names=states.joint_names, t=states.t, q=states.q, dq=states.dq, tau=states.tau, notes=states.notes)
+
+
+def _read_table(path: Path) -> tuple[list[str], np.ndarray]:
+    """The columns and rows of a CSV log or an mbctl run log (NPZ)."""
+    if path.suffix.lower() != ".npz":
         table = read_csv(path)
-        columns, data = list(table.header), table.data
+        return list(table.header), table.data
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            columns, data = log_table(z)
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataError(f"not an mbctl run log ({exc})", file=path) from None
+    if not np.isfinite(data[:, [c.split(".")[0] in ("t", "q", "dq", "tau") for c in columns]]).all():
+        raise DataError("holds non-finite samples", file=path)
+    return columns, data
+
+
+def _table_log(path: Path, columns: list[str], data: np.ndarray, joints: tuple[str, ...], need_torque: bool) -> ArmLog:
+    """The log of a CSV's or run log's table."""
     if "t" not in columns:
         raise DataError("no column 't' (s)", file=path, field="t")
-    joints = tuple(joint_names)
     t = data[:, columns.index("t")]
     q = _group(columns, data, "q", joints, path, True)
     tau = _group(columns, data, "tau", joints, path, need_torque)
     if path.suffix.lower() == ".npz" and tau is not None and len(t) > 1:
         held_until = np.r_[t[1:], 2 * t[-1] - t[-2]]
         tau = np.column_stack([np.interp(t, 0.5 * (t + held_until), tau[:, c]) for c in range(tau.shape[1])])
-    log = ArmLog(
+    return ArmLog(
         source=path,
         joint_names=joints,
         t=t,
@@ -112,9 +145,6 @@ def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: b
         dq=_group(columns, data, "dq", joints, path, False),
         tau=tau,
     )
-    if len(log.t) < 10:
-        raise DataError(f"{len(log.t)} samples; a fit needs many more", file=path)
-    return log
 
 
 @dataclass(frozen=True)
@@ -233,12 +263,22 @@ def condition_log(log: ArmLog, how: Conditioning = Conditioning()) -> Conditione
     tau = smooth[:, -n:] if log.tau is not None else None
     keep_rows = slice(edge, len(grid) - edge)
     gaps = np.diff(t)
+    median = float(np.median(gaps))
+    wide = np.flatnonzero(gaps > GAP_FACTOR * median)
     notes = [
+        *log.notes,
         f"{log.source.name}: {len(log.t)} rows over {t[-1] - t[0]:.3f} s, steps {gaps.min() * 1e3:.3g} to {gaps.max() * 1e3:.3g} ms"
         + (f"; {repeated} repeated rows dropped" if repeated else "")
         + (f"; {backwards} rows with non-increasing time dropped" if backwards else ""),
         ("dq: the logged velocity" if use_logged else "dq: derivative of the filtered q (the log has no velocity)") + "; " + how.describe(),
     ]
+    if len(wide):
+        k = wide[np.argmax(gaps[wide])]
+        notes.append(
+            f"{len(wide)} gap{'s' if len(wide) > 1 else ''} longer than {GAP_FACTOR:g} median steps ({median * 1e3:.3g} ms), the longest "
+            f"{gaps[k] * 1e3:.4g} ms at t = {t[k]:.4g} s: bridged by linear interpolation (within about {1 / how.cutoff_hz:.3g} s of a gap the "
+            "samples are interpolated, not measured)"
+        )
     return ConditionedLog(
         source=log.source,
         joint_names=log.joint_names,

@@ -15,6 +15,9 @@ LOG.csv (constant-speed test):
 - optional ``tau_g`` a gravity torque reference at each sample (N·m, N), e.g. from
   the model; needed only for the asymmetric (per-direction) fit.
 
+A constant-speed log can also be a ROS 2 bag (:mod:`mbctl.rosbag`): the tested joint's
+position, velocity and effort from its JointState messages (no ``dq_ref``, no ``tau_g``).
+
 PRE.csv (presliding and break-away test): ``t``, ``q``, ``dq``, ``tau`` as above and
 
 - ``test``: 0 outside the tests, 1 during the slow torque cycle below break-away,
@@ -32,6 +35,7 @@ import numpy as np
 
 from mbctl.errors import DataError
 from mbctl.fileio import CsvTable, read_csv, write_csv
+from mbctl.rosbag import BagOptions, is_bag, read_joint_states
 
 __all__ = [
     "ConstantSpeedLog",
@@ -125,13 +129,25 @@ def _check_time(table: CsvTable, t: np.ndarray) -> None:
         raise DataError(f"time is not strictly increasing at line {table.line_numbers[bad[0] + 1]}", file=table.path, field="t")
 
 
-def read_constant_speed_log(path: str | Path) -> ConstantSpeedLog:
-    """Read LOG.csv (columns ``t, q, dq, tau`` and optionally ``dq_ref``, ``tau_g``).
+def read_constant_speed_log(path: str | Path, joint: str | None = None, bag: BagOptions = BagOptions()) -> ConstantSpeedLog:
+    """Read LOG.csv (columns ``t, q, dq, tau`` and optionally ``dq_ref``, ``tau_g``), or the
+    messages of ``joint`` in a ROS 2 bag (``bag``: topic and stamps).
 
     Raises:
         DataError: Missing file or columns, non-numeric or non-finite values (with
-            the line), time not strictly increasing, fewer than 10 rows.
+            the line), time not strictly increasing, fewer than 10 rows; for a bag, messages
+            without velocity or effort, or repeated stamps.
     """
+    if is_bag(path):
+        if joint is None:
+            raise DataError("a bag holds several joints: name the tested one", file=path, field="--joint")
+        states = read_joint_states(path, [joint], bag)
+        if states.dq is None or states.tau is None:
+            raise DataError("a constant-speed log needs the measured velocity and effort of every message", file=path, field=states.topic)
+        t = states.t
+        if len(t) < MIN_ROWS or not (np.diff(t) > 0).all() or not np.isfinite(np.column_stack([states.q, states.dq, states.tau])).all():
+            raise DataError(f"needs at least {MIN_ROWS} messages of finite numbers at increasing stamps", file=path, field=states.topic)
+        return ConstantSpeedLog(t=t, q=states.q[:, 0], dq=states.dq[:, 0], tau=states.tau[:, 0], source=Path(path))
     table = read_csv(path)
     t, q, dq, tau = _required(table, ("t", "q", "dq", "tau"))
     _check_time(table, t)

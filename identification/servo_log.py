@@ -3,7 +3,8 @@
 The bench is a pendulum of point mass ``m`` (kg) at length ``l`` (m), angle ``theta`` (rad)
 from hanging down, driven directly by a servo whose firmware (Dynamixel-type position mode)
 is :class:`mbctl.dynamics.actuator.ServoFirmware`. Logs come in BAM's JSON format
-(:func:`read_servo_log`) or as mbctl run logs of position-mode runs (:func:`read_run_log`);
+(:func:`read_servo_log`), as mbctl run logs of position-mode runs (:func:`read_run_log`) or
+as ROS 2 bags with measured and goal positions (:func:`read_bag_servo_log`);
 the model that simulates them is :mod:`mbctl.identification.servo_model`, the fit
 :mod:`mbctl.identification.servo`.
 """
@@ -24,11 +25,12 @@ from mbctl.bundled import bundled_servo_logs
 from mbctl.dynamics.actuator import ServoFirmware
 from mbctl.errors import ConfigError, DataError, InputError
 from mbctl.hardware.runlog import log_table
+from mbctl.rosbag import BagOptions, is_bag, read_joint_states
 
 if TYPE_CHECKING:
     from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["GRAVITY", "ServoLog", "ServoModel", "bench_model", "read_run_log", "read_servo_log", "read_servo_logs"]
+__all__ = ["GRAVITY", "ServoLog", "ServoModel", "bench_model", "read_bag_servo_log", "read_run_log", "read_servo_log", "read_servo_logs"]
 
 GRAVITY = 9.81  # m/s^2
 
@@ -167,11 +169,17 @@ def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
     for key, values in picked.items():
         if not (np.isfinite(values) | (key.startswith("q_ref.") & np.isnan(values))).all():
             raise DataError("must be finite", file=path, field=key)
-    t, position, goal = picked["t"], picked[f"q.{joint}"], picked[f"q_ref.{joint}"]
+    return _even_log(path, "t", picked["t"], picked[f"q.{joint}"], picked[f"q_ref.{joint}"], model)
+
+
+def _even_log(path: Path, field: str, t: np.ndarray, position: np.ndarray, goal: np.ndarray, model: ServoModel) -> ServoLog:
+    """The log of measurements ``position`` at ``t`` (s) and the goals sent after them (NaN: torque
+    off), at a constant step: uneven samples are resampled to their median step (positions
+    linearly, goals held)."""
     enabled = np.isfinite(goal)
     goal = np.where(enabled, goal, position)  # a motor that is off follows no goal
     if len(t) < 10 or not (np.diff(t) > 0).all():
-        raise DataError("needs at least 10 samples at increasing times", file=path, field="t")
+        raise DataError("needs at least 10 samples at increasing times", file=path, field=field)
     dt = np.diff(t)
     step = float(np.median(dt))
     if np.ptp(dt) > 1e-6 * step:
@@ -182,9 +190,30 @@ def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:
     return ServoLog(name=path.name.removesuffix(".npz"), t=t - t[0], position=position, goal=goal, model=model, enabled=enabled)
 
 
-def read_servo_logs(tokens: Sequence[str], field: str, bench: ServoModel | None = None, joint: str | None = None) -> list[ServoLog]:
-    """Servo logs named by ``tokens``: files (BAM JSON; run logs .npz with the ``bench`` model of
-    ``joint``), or bundled bench names with an optional ``@kp=N`` filter (``xl330-pendulum@kp=400``).
+def read_bag_servo_log(path: str | Path, joint: str, model: ServoModel, bag: BagOptions = BagOptions(), goal_topic: str = "/joint_commands") -> ServoLog:
+    """A servo log from a ROS 2 bag (:mod:`mbctl.rosbag`): the measured position of ``joint``
+    from the JointState topic of ``bag`` and the goal position from the JointState topic
+    ``goal_topic`` (the last goal at or before each measurement; measurements before the first
+    goal are dropped); the bench and firmware are ``model``'s.
+
+    Raises:
+        DataError: Naming the bag and topic, as :func:`mbctl.rosbag.read_joint_states` does, or
+            for fewer than 10 samples.
+    """
+    path = Path(path)
+    states = read_joint_states(path, [joint], bag)
+    goals = read_joint_states(path, [joint], BagOptions(topic=goal_topic, stamps=bag.stamps))
+    t = states.t + (states.start_ns - goals.start_ns) * 1e-9  # both on the goals' clock
+    held = np.searchsorted(goals.t, t, side="right") - 1
+    keep = held >= 0
+    return _even_log(path, states.topic, t[keep], states.q[keep, 0], goals.q[held[keep], 0], model)
+
+
+def read_servo_logs(
+    tokens: Sequence[str], field: str, bench: ServoModel | None = None, joint: str | None = None, bag: BagOptions = BagOptions(), goal_topic: str = "/joint_commands"
+) -> list[ServoLog]:
+    """Servo logs named by ``tokens``: files (BAM JSON; run logs .npz and ROS 2 bags with the ``bench``
+    model of ``joint``), or bundled bench names with an optional ``@kp=N`` filter (``xl330-pendulum@kp=400``).
 
     Raises:
         InputError: Naming the file, or ``field`` (the option that gave the tokens) for an unknown
@@ -192,13 +221,13 @@ def read_servo_logs(tokens: Sequence[str], field: str, bench: ServoModel | None 
     """
     logs = []
     for token in tokens:
+        if Path(token).exists() and (token.endswith(".npz") or is_bag(token)):
+            if bench is None:
+                raise InputError("a run log (.npz) or a bag needs --config and --joint (the bench and its servo)", file=token)
+            logs.append(read_run_log(token, joint, bench) if token.endswith(".npz") else read_bag_servo_log(token, joint, bench, bag, goal_topic))
+            continue
         if Path(token).is_file():
-            if token.endswith(".npz"):
-                if bench is None:
-                    raise InputError("a run log (.npz) needs --config and --joint (the bench and its servo)", file=token)
-                logs.append(read_run_log(token, joint, bench))
-            else:
-                logs.append(read_servo_log(token))
+            logs.append(read_servo_log(token))
             continue
         name, _, selector = token.partition("@")
         try:

@@ -135,15 +135,17 @@ def free_space(directory: Path) -> float:
 
 
 def check_read(path: str | Path, budget: Budget, *, field: str, factor: float = READ_FACTOR) -> None:
-    """Refuse to read a data file whose contents, read whole (``factor`` x its size), exceed ``budget``.
+    """Refuse to read a data file (or a directory's files) whose contents, read whole (``factor`` x its size), exceed ``budget``.
 
     A missing file passes: the reader reports it.
 
     Raises:
         InputError: Naming ``path`` and ``field``.
     """
+    path = Path(path)
     try:
-        size = Path(path).stat().st_size
+        # a directory is a ROS 2 bag: its files together
+        size = sum(f.stat().st_size for f in path.iterdir() if f.is_file()) if path.is_dir() else path.stat().st_size
     except OSError:
         return
     check_memory(size * factor, budget, what=f"reading it ({format_bytes(size)})", field=field, file=path)

@@ -20,7 +20,7 @@ import numpy as np
 
 from mbctl.errors import DataError, InputError
 
-__all__ = ["atomic_output", "check_output", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts"]
+__all__ = ["atomic_output", "check_output", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts", "npz_shapes", "read_npz_blocks"]
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...] | None = None) -> Path:
@@ -99,6 +99,50 @@ def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray | RowBlocks], *,
                     rows += len(block)
                 if rows != value.shape[0]:
                     raise ValueError(f"{key}: blocks of {rows} rows in all for an array of shape {value.shape}")
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:  # noqa: ANN001  (an open .npy member)
+    version = np.lib.format.read_magic(f)
+    return np.lib.format.read_array_header_1_0(f) if version == (1, 0) else np.lib.format.read_array_header_2_0(f)
+
+
+def npz_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """The shape of every array of the NPZ at ``path``, read from the headers alone.
+
+    Raises:
+        OSError, ValueError, zipfile.BadZipFile: If it is not a readable NPZ.
+    """
+    with zipfile.ZipFile(path) as archive:
+        shapes = {}
+        for member in archive.namelist():
+            with archive.open(member) as f:
+                shapes[member.removesuffix(".npy")] = _npy_header(f)[0]
+    return shapes
+
+
+def read_npz_blocks(path: str | Path, keys: Sequence[str], block_rows: int = 4096) -> Iterator[dict[str, np.ndarray]]:
+    """The arrays ``keys`` of the NPZ at ``path`` (the same number of rows each, C order, as
+    :func:`write_npz` writes them, compressed or not), ``block_rows`` rows at a time: memory holds one
+    block of each, whatever the file's size.
+
+    Raises:
+        OSError, ValueError, KeyError, zipfile.BadZipFile: If it is not such an NPZ.
+    """
+    with zipfile.ZipFile(path) as archive, contextlib.ExitStack() as stack:
+        members = []
+        for key in keys:
+            f = stack.enter_context(archive.open(f"{key}.npy"))
+            shape, fortran, dtype = _npy_header(f)
+            if fortran or not shape:
+                raise ValueError(f"{key}: not an array of rows in C order")
+            members.append((key, f, shape, dtype, int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize))
+        rows = {m[2][0] for m in members}
+        if len(rows) > 1:
+            raise ValueError(f"arrays {', '.join(keys)} differ in length")
+        total = rows.pop() if rows else 0
+        for start in range(0, total, block_rows):
+            n = min(block_rows, total - start)
+            yield {key: np.frombuffer(f.read(n * width), dtype=dtype).reshape(n, *shape[1:]) for key, f, shape, dtype, width in members}
 
 
 class NpzParts:

@@ -48,6 +48,7 @@ COMMANDS = {
     "constraints": "constraint analysis: rows, ranks, redundancy, mobility, unique reactions",
     "sweep": "parameter study (grids, Monte Carlo) on dask.distributed: one table row per run",
     "flexfeed": "rigid-model drive torques fed forward into flexible FEM levers (the flexible 3-RRR)",
+    "convert": "a run log as MCAP (ROS 2 messages, for Foxglove), or a ROS 2 bag as a log CSV",
 }
 
 

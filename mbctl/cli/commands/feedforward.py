@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_read
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_bag_arguments, bag_options, budget, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.ctrl.actuation import MODES, actuation_settings
@@ -31,6 +31,7 @@ from mbctl.dynamics.friction.laws import LAWS, simplify_law
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import DataError, InputError
 from mbctl.fileio import check_output
+from mbctl.rosbag import BagOptions, is_bag
 from mbctl.viz.feedforward import plot_feedforward, plot_redundancy
 from mbctl.viz.figures import FORMATS
 
@@ -43,9 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trajectory",
         type=Path,
         required=True,
-        help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>; or a measured log without ddq (t, q, optional dq and tau), "
-        "conditioned as `mbctl identify dynamics` does and compared with its tau.<joint> columns",
+        help="trajectory CSV: t, q.<joint>, dq.<joint>, ddq.<joint>; or a measured log without ddq (t, q, optional dq and tau; "
+        "or a ROS 2 bag of JointState messages), conditioned as `mbctl identify dynamics` does and compared with its torques",
     )
+    add_bag_arguments(p)
     p.add_argument("--out", type=Path, required=True, help="torque CSV to write: t, tau.<joint>, tau_friction.<joint>")
     p.add_argument("--plot", type=Path, help="also plot the torques (.png, .pdf or .svg)")
     p.add_argument("--reactions", action="store_true", help="add joint reaction wrenches and normal loads to the CSV")
@@ -90,23 +92,24 @@ def override_friction(robot: RobotModel, law: str) -> RobotModel:
     return robot.with_friction(changed)
 
 
-def trajectory_or_log(path: Path, robot: RobotModel):  # noqa: ANN201  (Trajectory, measured torques or None)
-    """A trajectory CSV as it is, or a measured log (no ``ddq.`` columns) conditioned into one.
+def trajectory_or_log(path: Path, robot: RobotModel, bag: BagOptions = BagOptions()):  # noqa: ANN201  (Trajectory, measured torques or None)
+    """A trajectory CSV as it is, or a measured log (no ``ddq.`` columns, or a ROS 2 bag) conditioned into one.
 
     A log is resampled, filtered and differentiated with the defaults of
-    :class:`mbctl.identification.arm_log.Conditioning`; its ``tau.<joint>`` columns, if
+    :class:`mbctl.identification.arm_log.Conditioning`; its measured torques, if
     present, come back (filtered alike) to be compared with the prediction.
     """
     from mbctl.ctrl.trajectory import Trajectory
     from mbctl.fileio import read_csv
 
-    header = read_csv(path).header
-    if any(name.startswith("ddq.") for name in header):
+    if not is_bag(path) and any(name.startswith("ddq.") for name in read_csv(path).header):
         return read_trajectory(path, robot.joint_names), None
     from mbctl.identification.arm_log import condition_log, read_arm_log
 
-    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False))
-    print(f"{path}: no ddq columns, conditioned as a measured log: {log.notes[1]}")
+    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False, bag=bag))
+    print(f"{path}: {'a ROS 2 bag' if is_bag(path) else 'no ddq columns'}, conditioned as a measured log:")
+    for note in log.notes:
+        print(f"  {note}")
     return Trajectory(t=log.t, joint_names=log.joint_names, q=log.q, dq=log.dq, ddq=log.ddq), log.tau
 
 
@@ -154,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     robot = override_friction(load_robot(args.config), args.friction)
     control_settings(robot)  # a bad [control] table is reported even where no controller is built
     check_read(args.trajectory, budget(args), field="--trajectory")
-    traj, measured = trajectory_or_log(args.trajectory, robot)
+    traj, measured = trajectory_or_log(args.trajectory, robot, bag_options(args))
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     closed_chain = args.mode is not None or (robot.spec is not None and robot.spec.actuation is not None)

@@ -8,7 +8,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_bag_arguments, bag_options, budget, robot_config
 from mbctl.cli.console import warn
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
@@ -69,10 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "fit a law; with --presliding PRE.csv (t, q, dq, tau, test) also sigma0, sigma1 and the break-away torque. "
         "Prints the report and the [joints.<joint>.friction] table.",
     )
-    f.add_argument("log", type=Path, help="constant-speed log (LOG.csv)")
+    f.add_argument("log", type=Path, help="constant-speed log (LOG.csv), or a ROS 2 bag of the joint's JointState messages")
     f.add_argument("--law", choices=STATIC_LAWS, required=True, help="law to fit")
     f.add_argument("--joint", required=True, help="name of the joint in the robot TOML (the table's name)")
     f.add_argument("--presliding", type=Path, help="presliding / break-away log (PRE.csv)")
+    add_bag_arguments(f)
     f.add_argument("--delta", default="2", help="Stribeck exponent: a number (default 2) or 'free'")
     f.add_argument("--settle", type=float, default=0.2, help="transient dropped at the start of each segment, s (default 0.2; use the run's settle_s)")
     f.add_argument("--asymmetric", action="store_true", help="also fit each direction (needs a tau_g column)")
@@ -90,8 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Simulate each log open loop from its first sample with the logged goal positions as input and fit "
         "the motor, the armature and the friction law to the measured positions (least squares, exact Jacobian, "
         "several starts). LOG: a BAM-format JSON log (.json or .json.gz), the name of bundled logs "
-        "(xl330-pendulum), optionally with @kp=N to keep those of one firmware gain, or an mbctl run log (.npz) of "
-        "a position-mode run (needs --config and --joint: the bench and the firmware come from the robot). "
+        "(xl330-pendulum), optionally with @kp=N to keep those of one firmware gain, an mbctl run log (.npz) of "
+        "a position-mode run, or a ROS 2 bag with measured (--topic) and goal (--goal-topic) JointState positions "
+        "(both need --config and --joint: the bench and the firmware come from the robot). "
         "With --write-back, writes a copy of the robot TOML with the fitted [joints.<joint>.actuator]. Model and "
         "units: mbctl.dynamics.actuator, mbctl.identification.servo.",
     )
@@ -106,6 +108,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
     s.add_argument("--joint", help="the servo's joint in --config")
+    add_bag_arguments(s)
+    s.add_argument("--goal-topic", default="/joint_commands", help="a bag's JointState topic of goal positions (default /joint_commands)")
     s.add_argument("--write-back", type=Path, metavar="COPY.toml", help="write a copy of --config with the fitted [joints.<joint>.actuator]")
     s.add_argument("--force", action="store_true", help="overwrite an existing --write-back file")
     s.set_defaults(run=fit_servo_logs)
@@ -114,13 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "dynamics",
         help="identify a whole arm's inertial parameters and joint friction from logs of its motion",
         description="Fit every body's inertial parameters (physically consistent: positive definite pseudo-inertia) and "
-        "each joint's friction to logs of the arm's motion (CSV: t, q.<joint>, optional dq.<joint>, tau.<joint>; or "
-        "an mbctl run log .npz). The logs are resampled, filtered (zero phase) and differentiated first. Prints the "
+        "each joint's friction to logs of the arm's motion (CSV: t, q.<joint>, optional dq.<joint>, tau.<joint>; "
+        "an mbctl run log .npz; or a ROS 2 bag of sensor_msgs/msg/JointState: directory, .mcap or .db3). The logs are resampled, filtered (zero phase) and differentiated first. Prints the "
         "fit against the unconstrained least squares; --write-back writes a copy of the robot with the identified "
         "[joints.<joint>.inertial] and [joints.<joint>.friction]. Model: mbctl.identification.arm_fit.",
     )
     d.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name: its inertials are the prior")
-    d.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="logs to fit (.csv or .npz)")
+    d.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="logs to fit (.csv, .npz, or a ROS 2 bag)")
     d.add_argument("--validate", nargs="+", default=[], type=Path, metavar="LOG", help="held-out logs: errors reported, not fitted")
     d.add_argument("--holdout", type=float, metavar="FRACTION", help="keep the last FRACTION of each log back and report its errors (e.g. 0.3)")
     d.add_argument("--friction", choices=("coulomb-viscous", "stribeck", "none"), default="coulomb-viscous", help="friction law per joint (default coulomb-viscous)")
@@ -138,6 +142,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="low-pass of the fit's regressor columns and torques alike, and of the acceleration of held-out logs, Hz (default 5)",
     )
     d.add_argument("--velocity", choices=("auto", "logged", "differentiated"), default="auto", help="dq: logged where present (auto, default) or the derivative of q")
+    add_bag_arguments(d)
     d.add_argument("--out", type=Path, help="the fit to write (.json)")
     d.add_argument("--plot", type=Path, help="measured against predicted torques (.png, .pdf or .svg)")
     d.add_argument("--write-back", type=Path, metavar="COPY.toml", help="write a copy of the robot TOML with the identified inertials and friction")
@@ -286,7 +291,7 @@ def fit_logs(args: argparse.Namespace) -> int:
         robot = None
     if robot is not None and args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
-    log = read_constant_speed_log(args.log)
+    log = read_constant_speed_log(args.log, args.joint, bag_options(args))
     pre = read_presliding_log(args.presliding) if args.presliding is not None else None
     result = identify(log, args.joint, args.law, delta=delta, settle_s=args.settle, asymmetric=args.asymmetric, presliding=pre, sigma1=args.sigma1)
     print(format_report(result))
@@ -319,6 +324,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
     from mbctl.dynamics.actuator import STALL_PARAMETERS
     from mbctl.identification.servo import PARAMETERS, fit_servo
     from mbctl.identification.servo_log import read_servo_logs
+    from mbctl.rosbag import is_bag
 
     for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
         if path:
@@ -341,9 +347,11 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         robot = load_robot(args.config)
         if args.joint not in robot.joint_names:
             raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
-        if any(t.endswith(".npz") for t in [*args.logs, *args.validate]):
+        if any(t.endswith(".npz") or is_bag(t) for t in [*args.logs, *args.validate]):
             bench = bench_model(robot, args.joint)
-    logs, held_out = read_servo_logs(args.logs, "LOG", bench, args.joint), read_servo_logs(args.validate, "--validate", bench, args.joint)
+    bag = bag_options(args)
+    logs = read_servo_logs(args.logs, "LOG", bench, args.joint, bag, args.goal_topic)
+    held_out = read_servo_logs(args.validate, "--validate", bench, args.joint, bag, args.goal_topic)
     fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=args.stall)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
     for name, value in fit.parameters.items():
@@ -435,7 +443,8 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     memory = budget(args)
     for path in [*args.logs, *args.validate]:
         check_read(path, memory, field="LOG")
-    raws = [read_arm_log(path, joints) for path in args.logs]
+    bag = bag_options(args)
+    raws = [read_arm_log(path, joints, bag=bag) for path in args.logs]
     # the fit holds the regressor with its filtered copies: samples x joints x (10 per body + friction) doubles, ~4 times
     samples = sum((raw.t.max() - raw.t.min()) * args.rate for raw in raws)
     check_memory(samples * robot.nv * (10 * robot.model.njoints + 4 * robot.nv) * 8 * 4, memory, what=f"the fit ({samples:.4g} samples at --rate)", field="LOG")
@@ -446,7 +455,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
             log = log.split(1 - args.holdout)[0]
             held_out.append((f"{path.name} (last {args.holdout:.0%})", condition_log(raw, predict).split(1 - args.holdout)[1]))
         fitted.append(log)
-    held_out += [(path.name, condition_log(read_arm_log(path, joints), predict)) for path in args.validate]
+    held_out += [(path.name, condition_log(read_arm_log(path, joints, bag=bag), predict)) for path in args.validate]
     for note in dict.fromkeys(n for log in fitted for n in log.notes):
         print(note)
     fit = fit_arm(robot, fitted, settings)

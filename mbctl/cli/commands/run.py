@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
     p.add_argument("--overrun-window", type=int, default=defaults.window, help=f"cycles over which overruns are counted (default {defaults.window})")
     p.add_argument("--max-consecutive-overruns", type=int, default=defaults.max_consecutive, help=f"stop after this many overruns in a row; 0: no such limit (default {defaults.max_consecutive})")
-    p.add_argument("--log", type=Path, required=True, help="run log to write (.npz)")
+    p.add_argument(
+        "--log", type=Path, required=True,
+        help="run log to write: .npz, or .mcap (ROS 2 messages for Foxglove, converted from the NPZ after the run)",
+    )
     p.add_argument("--summary", type=Path, required=True, help="run summary to write (.json)")
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
     add_view_arguments(p, animate=True)
@@ -115,7 +119,7 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    check_output(args.log, (".npz",))
+    check_output(args.log, (".npz", ".mcap"))
     check_output(args.summary, (".json",))
     if args.plot:
         check_output(args.plot, FORMATS)
@@ -150,31 +154,41 @@ def run(args: argparse.Namespace) -> int:
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
-    view = open_view(robot, args, log=args.log)
-    summary = run_session(robot, traj, options, args.log)
-    extra = {}
-    if task is not None and summary.cycles:
-        tracking = run_task_tracking(robot, task, args.log)
-        extra = {
-            "task_rms_m": tracking.rms,
-            "task_max_abs_error_m": tracking.max_abs_error,
-            "objective": task.objective,
-            "objective_start": tracking.objective_start,
-            "objective_end": tracking.objective_end,
-        }
-    write_summary(args.summary, summary, controller=args.controller, plant=plant, **extra)
-    if args.plot:
-        plot_run(args.log, args.plot, summary=summary, title=f"{robot.name}: {args.controller} on {plant}")
-    if args.animate and summary.cycles:
-        animate_log(robot, args.log, args)
-    print(format_run(summary))
-    if extra:
-        rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
-        print(
-            f"task ({task.frame}) error rms: {rms} m; max |error| {extra['task_max_abs_error_m']:.3g} m; "
-            f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
-        )
-    print(f"wrote {', '.join(str(p) for p in (args.log, args.summary, args.plot, args.animate) if p)}")
+    mcap, npz = (args.log, args.log.with_name(f".{args.log.name}.{os.getpid()}.npz")) if args.log.suffix == ".mcap" else (None, args.log)
+    view = open_view(robot, args, log=npz)
+    summary = run_session(robot, traj, options, npz)
+    try:
+        extra = {}
+        if task is not None and summary.cycles:
+            tracking = run_task_tracking(robot, task, npz)
+            extra = {
+                "task_rms_m": tracking.rms,
+                "task_max_abs_error_m": tracking.max_abs_error,
+                "objective": task.objective,
+                "objective_start": tracking.objective_start,
+                "objective_end": tracking.objective_end,
+            }
+        write_summary(args.summary, summary, controller=args.controller, plant=plant, **extra)
+        if args.plot:
+            plot_run(npz, args.plot, summary=summary, title=f"{robot.name}: {args.controller} on {plant}")
+        if args.animate and summary.cycles:
+            animate_log(robot, npz, args)
+        print(format_run(summary))
+        if extra:
+            rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
+            print(
+                f"task ({task.frame}) error rms: {rms} m; max |error| {extra['task_max_abs_error_m']:.3g} m; "
+                f"{task.objective} objective {extra['objective_start']:.4g} -> {extra['objective_end']:.4g} rad²"
+            )
+        if mcap is not None:
+            from mbctl.cli.commands.convert import write_log_mcap
+
+            write_log_mcap(npz, mcap, robot)  # after the loop: the cycle never writes MCAP
+            npz.unlink()
+        print(f"wrote {', '.join(str(p) for p in (args.log, args.summary, args.plot, args.animate) if p)}")
+    finally:
+        if mcap is not None and npz.exists():
+            warn(f"the run's log stays in {npz} (no MCAP written)")
     close_view(view)
     return exit_code(summary)
 

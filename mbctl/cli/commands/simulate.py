@@ -57,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
     p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")
     p.add_argument("--summary", type=Path, help="also write a JSON summary")
+    p.add_argument("--log", type=Path, help="also write the run as MCAP for Foxglove (.mcap: /joint_states, /tf), after it ends")
     p.add_argument("--plot", type=Path, help="also plot the run (.png, .pdf or .svg)")
     p.add_argument("--solver", choices=SOLVERS, help="override simulation.solver")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
@@ -217,6 +218,8 @@ def _fmt(x: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     check_output(args.out, (".npz",))
+    if args.log:
+        check_output(args.log, (".mcap",))
     if args.summary:
         check_output(args.summary, (".json",))
     if args.plot:
@@ -291,6 +294,10 @@ def run(args: argparse.Namespace) -> int:
         plot_reactions(result, robot, args.plot_reactions, reactions=r, title=title)
     if args.animate:
         write_view(args.animate, robot, result.t, result.q, args, f"{setup.solver}, {setup.integrator}")
+    if args.log:
+        from mbctl.cli.commands.convert import write_log_mcap
+
+        write_log_mcap(args.out, args.log, robot)
 
     for message in limit_violations(robot, tally.envelope(result.joint_names)):
         warn(f"{args.config}: {message}")
@@ -306,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
         for name, peak in unactuated.items():
             warn(f"programmed constraints need up to {peak:.4g} on unactuated joint {name}: the drives cannot realise them exactly")
     print(format_summary(summary))
-    written = [str(args.out)] + [str(p) for p in (args.summary, args.plot, args.plot_reactions, args.animate) if p]
+    written = [str(args.out)] + [str(p) for p in (args.summary, args.log, args.plot, args.plot_reactions, args.animate) if p]
     print(f"wrote {', '.join(written)}")
     close_view(view)
     return 0
