@@ -1,0 +1,357 @@
+"""Time-optimal timing of a geometric path under torque, velocity, acceleration and jerk limits.
+
+Problem (path ``q(s)``, ``s`` in [0, 1], at rest at both ends)::
+
+    minimise T   s.t.   |dq_j| <= v_j,  |ddq_j| <= a_j,  |dddq_j| <= j_j,  |tau_j(q, dq, ddq)| <= T_j
+
+with ``tau`` the robot's inverse dynamics including its friction model. In ``b = sdot^2`` and
+``a = sddot`` the rigid torque and the accelerations are linear and the velocity limit is a
+bound on ``b`` (:mod:`mbctl.ctrl.timing.dynamics`).
+
+**Method.**
+
+1. *Convex part, exactly.* With Coulomb friction only, friction along the path is
+   ``fc sgn(q')``, constant in ``(a, b)``: every limit is linear in ``(a, b)`` at each grid point
+   and the discretised problem is solved exactly by TOPP-RA's reachability passes
+   (:mod:`mbctl.ctrl.timing.reachability`) or, as a cross-check, by one sparse LP in HiGHS
+   (:mod:`mbctl.ctrl.timing.lp`).
+2. *Full friction model: sequential convex programming.* Viscous (``fv q' sqrt(b)``),
+   Stribeck and LuGre steady-state friction depend on ``sqrt(b)``; load-dependent friction on
+   the norms of the reaction wrenches (linear in ``(a, b)``). None of them is linear, and the
+   torque limit on the side where the friction adds to the demand is not convex (a concave
+   term on the left of ``<=``). Each iteration linearises the friction at the previous profile
+   by a forward secant of the project's own friction evaluation, solves the linear problem
+   exactly (step 1), and stops when the profile no longer moves (relative 1e-6). For a concave
+   term the secant lies above it except between the two points it joins, so each iterate is
+   (almost) feasible on the side that matters (the convex-concave procedure); at the fixed
+   point the linearisation is exact at every grid point, so the limits hold there exactly.
+   The procedure converges to a stationary point of the discretised problem, not a certified
+   global optimum.
+3. *Between grid points.* The profile is sampled at the output rate and checked with the full
+   model (feed-forward torques, sampled velocities and accelerations). Where a limit is
+   exceeded by more than ``tolerance`` (0.1 %), that limit is tightened at the neighbouring
+   grid points by the measured ratio and the problem is solved again, at most
+   ``max_refinements`` times; the result says whether the limits held.
+4. *Jerk limits* (:mod:`mbctl.ctrl.timing.jerk`): a nonlinear program warm-started from the
+   jerk-free optimum, output through a C2 ``s(t)``.
+
+**Grid error.** The discretised optimum enforces the limits at the grid points only, with
+``sddot`` constant on each interval; it converges to the continuous optimum as ``ds -> 0``
+with an error of order ``ds`` in the profile (for a 1000-point grid on a smooth path, the
+duration changes by well under 0.1 % between 500 and 1000 points). Step 3 makes the limits
+hold between the grid points at the output rate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
+from mbctl.ctrl.timing.jerk import jerk_profile
+from mbctl.ctrl.timing.limits import TimingLimits, timing_limits, timing_robot
+from mbctl.ctrl.timing.lp import lp_profile
+from mbctl.ctrl.timing.path import GeometricPath
+from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile
+from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_duration
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.errors import InputError
+
+__all__ = ["TimingResult", "GridLimits", "optimal_timing", "SOLVERS", "LIMIT_KINDS"]
+
+SOLVERS = ("reachability", "highs")
+LIMIT_KINDS = ("velocity", "acceleration", "jerk", "torque")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, eq=False)
+class GridLimits:
+    """Per-grid-point limits (arrays (N+1, nv)); tightened locally between solves."""
+
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    torque: np.ndarray
+    jerk: np.ndarray | None
+
+    @classmethod
+    def of(cls, limits: TimingLimits, points: int) -> GridLimits:
+        tile = lambda x: np.tile(np.asarray(x, dtype=float), (points, 1))  # noqa: E731
+        return cls(tile(limits.velocity), tile(limits.acceleration), tile(limits.torque), None if limits.jerk is None else tile(limits.jerk))
+
+
+@dataclass(frozen=True, eq=False)
+class TimingResult:
+    """A time-optimal timing and its diagnostics.
+
+    Attributes:
+        trajectory: The timed path sampled at the output rate, at rest at both ends.
+        duration: Its duration (s).
+        s: The grid of path parameters (N+1,).
+        b: Squared path speed ``sdot^2`` at the grid points (1/s²).
+        a: Path acceleration ``sddot`` (1/s²): per interval (N,), per grid point (N+1,) with jerk limits.
+        active: Per grid point, the limit closest to binding, ``"torque:<joint>"``, ``"velocity:<joint>"``,
+            ... or ``""`` where none is within 0.1 %.
+        iterations: Linear solves in all (SCP iterations over every refinement).
+        refinements: Times the limits were tightened between grid points and the problem re-solved.
+        solve_time: Wall time of the whole computation (s).
+        ratios: Worst ``|x| / limit`` per limit kind at the output rate under the model the timing
+            respects (``limits.friction``); 1 means at the limit.
+        ratios_full: The same under the robot's full friction model.
+        held: True when every entry of ``ratios`` is within ``1 + tolerance``.
+        limits: The limits asked for.
+        peak_jerk: Largest ``|dddq|`` per joint (rad/s³ or m/s³) at the output rate.
+        message: What went wrong when ``held`` is False.
+    """
+
+    trajectory: Trajectory
+    duration: float
+    s: np.ndarray
+    b: np.ndarray
+    a: np.ndarray
+    active: tuple[str, ...]
+    iterations: int
+    refinements: int
+    solve_time: float
+    ratios: dict[str, float]
+    ratios_full: dict[str, float]
+    held: bool
+    limits: TimingLimits
+    peak_jerk: np.ndarray
+    message: str = ""
+    tolerance: float = field(default=1e-3)
+
+    def active_fractions(self) -> dict[str, float]:
+        """Fraction of the path (of grid intervals) on which each limit binds, largest first."""
+        labels, counts = np.unique(np.array(self.active[:-1]), return_counts=True)
+        out = {str(k) or "none": c / (len(self.active) - 1) for k, c in zip(labels, counts)}
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _stage_constraints(pd: PathDynamics, lim: GridLimits, f0: np.ndarray, fa: np.ndarray, fb: np.ndarray, a0: np.ndarray, b0: np.ndarray) -> StageConstraints:
+    """Rows ``A a + B b <= C`` of the acceleration and torque limits with the friction linearised
+    at ``(a0, b0)``: ``f ~ f0 + fa (a - a0) + fb (b - b0)``; the velocity limits as ``b <= b_max``."""
+    d1, d2 = pd.dq_ds, pd.ddq_ds
+    acc = np.isfinite(lim.acceleration).any(axis=0)
+    trq = np.isfinite(lim.torque).any(axis=0)
+    ta, tb = pd.tau_a[:, trq] + fa[:, trq], pd.tau_b[:, trq] + fb[:, trq]
+    rest = pd.tau_0[:, trq] + f0[:, trq] - fa[:, trq] * a0[:, None] - fb[:, trq] * b0[:, None]
+    T, Acc = lim.torque[:, trq], lim.acceleration[:, acc]
+    A = np.hstack([d1[:, acc], -d1[:, acc], ta, -ta])
+    B = np.hstack([d2[:, acc], -d2[:, acc], tb, -tb])
+    C = np.hstack([Acc, Acc, T - rest, T + rest])
+    with np.errstate(divide="ignore"):
+        b_max = np.min((lim.velocity / np.abs(d1)) ** 2, axis=1)
+    return StageConstraints(A=A, B=B, C=C, b_max=b_max, ds=float(pd.s[1] - pd.s[0]))
+
+
+def _solve_linear(con: StageConstraints, solver: str) -> np.ndarray:
+    return reachability_profile(con) if solver == "reachability" else lp_profile(con)
+
+
+def _interval_accel(b: np.ndarray, ds: float) -> np.ndarray:
+    """``a_i = (b_{i+1} - b_i) / (2 ds)`` per interval, repeated at the last grid point (N+1,)."""
+    a = np.diff(b) / (2.0 * ds)
+    return np.append(a, a[-1])
+
+
+def _scp(pd: PathDynamics, lim: GridLimits, solver: str, b_start: np.ndarray | None, max_iterations: int) -> tuple[np.ndarray, int, bool]:
+    """Profile ``b`` under the linearised friction, iterated to a fixed point; returns
+    ``(b, linear solves, converged)``."""
+    n = len(pd.s)
+    ds = float(pd.s[1] - pd.s[0])
+    zero = np.zeros((n, pd.robot.nv))
+    if pd.friction_is_constant:
+        f0 = pd.friction(np.ones(n), np.zeros(n))
+        return _solve_linear(_stage_constraints(pd, lim, f0, zero, zero, np.zeros(n), np.zeros(n)), solver), 1, True
+    if b_start is None:  # start from the profile under the friction at rest (the dry level, no viscous part)
+        f0 = pd.friction(np.ones(n), np.zeros(n))
+        b_start = _solve_linear(_stage_constraints(pd, lim, f0, zero, zero, np.zeros(n), np.zeros(n)), solver)
+    b = b_start
+    # slopes steeper than this would let a faster profile at one grid point force a slower one at the
+    # next (2 ds |dtau/db| > |dtau/da|), and the passes' greedy step would no longer be optimal
+    cap = 0.25 * np.abs(pd.tau_a) / ds
+    for it in range(1, max_iterations + 1):
+        a = _interval_accel(b, ds)
+        f0 = pd.friction(a, b)
+        hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
+        fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -cap, cap)
+        fa = zero
+        if pd.load_dependent:
+            ha = 1e-3 * np.abs(a) + 1e-6 * max(float(np.abs(a).max()), 1.0)
+            fa = (pd.friction(a + ha, b) - f0) / ha[:, None]
+        b_new = _solve_linear(_stage_constraints(pd, lim, f0, fa, fb, a, b), solver)
+        moved = float(np.max(np.abs(b_new - b)))
+        b = b_new
+        if moved <= 1e-6 * max(float(b.max()), 1e-12):
+            return b, it, True
+    return b, max_iterations, False
+
+
+def _ratios(robot: RobotModel, traj: Trajectory, limits: TimingLimits, jerk: np.ndarray | None) -> dict[str, np.ndarray]:
+    """``|x| / limit`` per sample and DOF for velocity, acceleration, torque (feed-forward under
+    ``robot``'s friction) and, with a jerk limit, the jerk ``jerk`` (rad/s³ or m/s³)."""
+    tau = feedforward(robot, traj).dynamics.tau
+    out = {"velocity": np.abs(traj.dq) / limits.velocity, "acceleration": np.abs(traj.ddq) / limits.acceleration, "torque": np.abs(tau) / limits.torque}
+    if limits.jerk is not None and jerk is not None:
+        out["jerk"] = np.abs(jerk) / limits.jerk
+    return out
+
+
+def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray) -> tuple[str, ...]:
+    """The binding limit at each grid point (within 0.1 %), the most used one where several are."""
+    names = pd.robot.joint_names
+    tau = pd.torque(a, b)
+    ratio = {
+        "velocity": pd.dq_ds * np.sqrt(b)[:, None] / lim.velocity,
+        "acceleration": (pd.dq_ds * a[:, None] + pd.ddq_ds * b[:, None]) / lim.acceleration,
+        "torque": tau / lim.torque,
+    }
+    stack = np.stack([np.abs(ratio[k]) for k in ratio])  # (kinds, N+1, nv)
+    flat = stack.transpose(1, 0, 2).reshape(len(b), -1)
+    best = np.argmax(flat, axis=1)
+    kinds = list(ratio)
+    return tuple(
+        f"{kinds[k // len(names)]}:{names[k % len(names)]}" if flat[i, k] >= 0.999 else "" for i, k in enumerate(best)
+    )
+
+
+def _tighten(lim: GridLimits, ratios: dict[str, np.ndarray], s_samples: np.ndarray, grid: np.ndarray, tolerance: float) -> bool:
+    """Scale each limit down by its worst ratio at the grid points around every violating sample;
+    returns False when nothing was over."""
+    any_over = False
+    n = len(grid)
+    ds = grid[1] - grid[0]
+    for kind, r in ratios.items():
+        over = np.nan_to_num(r, nan=0.0) > 1.0 + tolerance
+        if not over.any():
+            continue
+        any_over = True
+        target = getattr(lim, kind)
+        base = target.copy()
+        for k, j in np.argwhere(over):
+            i = int(s_samples[k] / ds)
+            rows = slice(max(i - 1, 0), min(i + 3, n))
+            target[rows, j] = np.minimum(target[rows, j], base[rows, j] / (r[k, j] * (1 + 0.25 * tolerance)))
+    return any_over
+
+
+def optimal_timing(
+    robot: RobotModel,
+    path: GeometricPath,
+    limits: TimingLimits | None = None,
+    *,
+    grid: int = 1000,
+    rate_hz: float = 1000.0,
+    tolerance: float = 1e-3,
+    max_refinements: int = 10,
+    max_iterations: int = 50,
+    solver: str = "reachability",
+    verify: bool = True,
+    progress: Progress | None = None,
+) -> TimingResult:
+    """Time-optimal timing of ``path`` for ``robot`` (method in the module docstring).
+
+    Args:
+        robot: The robot (its friction model is reduced to ``limits.friction``).
+        path: The geometric path, holding every DOF of the robot.
+        limits: Limits (default: :func:`~mbctl.ctrl.timing.limits.timing_limits` of the robot).
+        grid: Grid intervals N on [0, 1].
+        rate_hz: Output sampling rate (Hz); the limits are checked at this rate.
+        tolerance: Allowed relative excess of any limit at the output rate (1e-3 = 0.1 %).
+        max_refinements: Local tightenings and re-solves at most.
+        max_iterations: SCP iterations per solve at most.
+        solver: ``"reachability"`` (TOPP-RA passes) or ``"highs"`` (one sparse LP per solve).
+        verify: Check at the output rate and refine; False returns the grid optimum as it is.
+        progress: Called with ``(round, max_refinements + 1)`` after each solve.
+
+    Raises:
+        InputError: For a bad grid, rate, tolerance or solver, or a robot with unactuated DOF.
+        Infeasible: When no timing meets the limits.
+    """
+    start = time.perf_counter()
+    limits = timing_limits(robot) if limits is None else limits
+    if not (isinstance(grid, int) and grid >= 2):
+        raise InputError(f"must be an integer >= 2, got {grid!r}", field="grid")
+    if not (np.isfinite(rate_hz) and rate_hz > 0):
+        raise InputError(f"must be a finite number > 0, got {rate_hz!r}", field="rate")
+    if not (0 < tolerance < 1):
+        raise InputError(f"must be in (0, 1), got {tolerance!r}", field="tolerance")
+    if solver not in SOLVERS:
+        raise InputError(f"must be one of {', '.join(SOLVERS)}, got {solver!r}", field="solver")
+    if not all(j.actuated for j in robot.joints):
+        raise InputError("has unactuated DOF; the timing of serial arms needs a drive on every joint", field="robot")
+    model = timing_robot(robot, limits.friction)
+    s = np.linspace(0.0, 1.0, grid + 1)
+    pd = path_dynamics(model, path, s)
+    lim = GridLimits.of(limits, grid + 1)
+    smooth = limits.jerk is not None and bool(np.isfinite(limits.jerk).any())
+    ordered = path.columns(robot.joint_names) if path.joint_names != robot.joint_names else path
+    b, a, iterations, converged = _solve(pd, lim, solver, None, None, smooth, max_iterations)
+    refinements, message = 0, ""
+    while True:
+        traj, s_samples, jerk = sample_profile(ordered, s, b, a, rate_hz, smooth=smooth)
+        if progress is not None:
+            progress(refinements + 1, max_refinements + 1)
+        message = "" if converged else f"the iterations did not converge in {max_iterations} solves"
+        if not verify:
+            break
+        ratios = _ratios(model, traj, limits, jerk)
+        if not _tighten(lim, ratios, s_samples, s, tolerance):
+            break
+        if refinements == max_refinements:
+            message = message or f"limits still exceeded after {max_refinements} refinements"
+            break
+        refinements += 1
+        b, a, more, converged = _solve(pd, lim, solver, b, a, smooth, max_iterations)
+        iterations += more
+    if verify:
+        worst = {k: _finite_max(v) for k, v in ratios.items()}
+        full = worst if model is robot else {k: _finite_max(v) for k, v in _ratios(robot, traj, limits, jerk).items()}
+    else:
+        worst, full = {}, {}
+    peak_jerk = np.abs(jerk).max(axis=0) if jerk is not None else np.abs(np.diff(traj.ddq, axis=0) / np.diff(traj.t)[:, None]).max(axis=0)
+    held = verify and not message and all(v <= 1.0 + tolerance for v in worst.values())
+    a_grid = a if smooth else np.append(a, a[-1])
+    return TimingResult(
+        trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, GridLimits.of(limits, grid + 1), b, a_grid),
+        iterations=iterations, refinements=refinements, solve_time=time.perf_counter() - start, ratios=worst, ratios_full=full,
+        held=held, limits=limits, peak_jerk=peak_jerk, message=message if verify else "not verified", tolerance=tolerance,
+    )
+
+
+def _solve(
+    pd: PathDynamics, lim: GridLimits, solver: str, b: np.ndarray | None, a: np.ndarray | None, smooth: bool, max_iterations: int
+) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """One solve at the current limits: ``(b, a, linear or nonlinear solves, converged)``; ``a`` per
+    interval, or per grid point for the jerk-limited (``smooth``) profile."""
+    ds = float(pd.s[1] - pd.s[0])
+    if not smooth or b is None:
+        b, count, converged = _scp(pd, lim, solver, b if not smooth else None, max_iterations)
+        if not smooth:
+            return b, np.diff(b) / (2.0 * ds), count, converged
+        a = np.gradient(b, ds) / 2.0
+        a[0] = a[-1] = 0.0
+    else:
+        count, converged = 0, True
+    for it in range(1, 6):  # friction re-linearised at the last profile; a few rounds settle it
+        f0 = pd.friction(a, b)
+        hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
+        fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -0.25 * np.abs(pd.tau_a) / ds, 0.25 * np.abs(pd.tau_a) / ds)
+        con = _stage_constraints(pd, lim, f0, np.zeros_like(f0), fb, a, b)
+        b_new, a = jerk_profile(con, pd.dq_ds, pd.ddq_ds, pd.dddq_ds, lim.jerk, b, a)
+        moved = float(np.max(np.abs(b_new - b)))
+        b = b_new
+        if not pd.has_friction or pd.friction_is_constant or moved <= 1e-6 * max(float(b.max()), 1e-12):
+            return b, a, count + it, converged
+    return b, a, count + 5, False
+
+
+def _finite_max(v: np.ndarray) -> float:
+    v = np.where(np.isfinite(v), v, np.nan)
+    return float(np.nanmax(v)) if np.isfinite(v).any() else 0.0
