@@ -33,7 +33,7 @@ import numpy as np
 
 from mbctl.errors import MbctlError
 
-__all__ = ["StageConstraints", "Infeasible", "reachability_profile", "controllable_sets"]
+__all__ = ["StageConstraints", "Infeasible", "reachability_profile", "controllable_sets", "speed_bound"]
 
 
 class Infeasible(MbctlError):
@@ -167,3 +167,9 @@ def reachability_profile(con: StageConstraints) -> np.ndarray:
     out = np.maximum(np.array(b), 0.0)
     out[-1] = 0.0
     return out
+
+
+def speed_bound(con: StageConstraints) -> np.ndarray:
+    """The largest ``b`` (N+1,) at which each stage's rows still admit some ``a`` (the maximum
+    velocity curve, squared); ``inf`` where the rows do not bound it, ``-inf`` where no ``b`` works."""
+    return _lines(con)["b_hi"]

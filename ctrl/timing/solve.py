@@ -55,8 +55,8 @@ from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
 from mbctl.ctrl.timing.jerk import jerk_profile
 from mbctl.ctrl.timing.limits import TimingLimits, timing_limits, timing_robot
 from mbctl.ctrl.timing.lp import lp_profile
-from mbctl.ctrl.timing.path import GeometricPath
-from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile
+from mbctl.ctrl.timing.path import GeometricPath, spline_path
+from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile, speed_bound
 from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_duration
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
@@ -106,6 +106,9 @@ class TimingResult:
         held: True when every entry of ``ratios`` is within ``1 + tolerance``.
         limits: The limits asked for.
         peak_jerk: Largest ``|dddq|`` per joint (rad/s³ or m/s³) at the output rate.
+        boundaries: Per limit kind, the largest path speed ``sdot`` (1/s) each kind alone allows at the
+            grid points (the maximum velocity curve; friction taken at the result), inf where unbounded.
+        torque: Drive torques (N·m or N) of the trajectory under the full model, (samples, nv); None unverified.
         message: What went wrong when ``held`` is False.
     """
 
@@ -123,6 +126,8 @@ class TimingResult:
     held: bool
     limits: TimingLimits
     peak_jerk: np.ndarray
+    boundaries: dict[str, np.ndarray]
+    torque: np.ndarray | None
     message: str = ""
     tolerance: float = field(default=1e-3)
 
@@ -193,25 +198,30 @@ def _scp(pd: PathDynamics, lim: GridLimits, solver: str, b_start: np.ndarray | N
     return b, max_iterations, False
 
 
-def _ratios(robot: RobotModel, traj: Trajectory, limits: TimingLimits, jerk: np.ndarray | None) -> dict[str, np.ndarray]:
+def _ratios(robot: RobotModel, traj: Trajectory, limits: TimingLimits, jerk: np.ndarray | None, tau: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """``|x| / limit`` per sample and DOF for velocity, acceleration, torque (feed-forward under
-    ``robot``'s friction) and, with a jerk limit, the jerk ``jerk`` (rad/s³ or m/s³)."""
-    tau = feedforward(robot, traj).dynamics.tau
+    ``robot``'s friction, unless given as ``tau``) and, with a jerk limit, the jerk ``jerk`` (rad/s³ or m/s³)."""
+    tau = feedforward(robot, traj).dynamics.tau if tau is None else tau
     out = {"velocity": np.abs(traj.dq) / limits.velocity, "acceleration": np.abs(traj.ddq) / limits.acceleration, "torque": np.abs(tau) / limits.torque}
     if limits.jerk is not None and jerk is not None:
         out["jerk"] = np.abs(jerk) / limits.jerk
-    return out
+    # kinds without any finite limit are not limits
+    return {k: v for k, v in out.items() if np.isfinite(getattr(limits, k)).any()}
 
 
-def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray) -> tuple[str, ...]:
-    """The binding limit at each grid point (within 0.1 %), the most used one where several are."""
+def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray, smooth: bool) -> tuple[str, ...]:
+    """The binding limit at each grid point (within 0.1 %), the closest one where several are."""
     names = pd.robot.joint_names
     tau = pd.torque(a, b)
+    x = np.sqrt(b)[:, None]
     ratio = {
-        "velocity": pd.dq_ds * np.sqrt(b)[:, None] / lim.velocity,
+        "velocity": pd.dq_ds * x / lim.velocity,
         "acceleration": (pd.dq_ds * a[:, None] + pd.ddq_ds * b[:, None]) / lim.acceleration,
         "torque": tau / lim.torque,
     }
+    if smooth:  # jerk with sdddot = sdot da/ds on the interval ahead
+        slope = np.append(np.diff(a), 0.0)[:, None] / (pd.s[1] - pd.s[0])
+        ratio["jerk"] = (pd.dddq_ds * x**3 + 3 * pd.ddq_ds * x * a[:, None] + pd.dq_ds * x * slope) / lim.jerk
     stack = np.stack([np.abs(ratio[k]) for k in ratio])  # (kinds, N+1, nv)
     flat = stack.transpose(1, 0, 2).reshape(len(b), -1)
     best = np.argmax(flat, axis=1)
@@ -243,7 +253,7 @@ def _tighten(lim: GridLimits, ratios: dict[str, np.ndarray], s_samples: np.ndarr
 
 def optimal_timing(
     robot: RobotModel,
-    path: GeometricPath,
+    path: GeometricPath | np.ndarray,
     limits: TimingLimits | None = None,
     *,
     grid: int = 1000,
@@ -259,7 +269,8 @@ def optimal_timing(
 
     Args:
         robot: The robot (its friction model is reduced to ``limits.friction``).
-        path: The geometric path, holding every DOF of the robot.
+        path: The geometric path, holding every DOF of the robot, or joint waypoints (K, nv) for
+            :func:`~mbctl.ctrl.timing.path.spline_path`.
         limits: Limits (default: :func:`~mbctl.ctrl.timing.limits.timing_limits` of the robot).
         grid: Grid intervals N on [0, 1].
         rate_hz: Output sampling rate (Hz); the limits are checked at this rate.
@@ -276,6 +287,8 @@ def optimal_timing(
     """
     start = time.perf_counter()
     limits = timing_limits(robot) if limits is None else limits
+    if not isinstance(path, GeometricPath):
+        path = spline_path(np.asarray(path, dtype=float), robot.joint_names)
     if not (isinstance(grid, int) and grid >= 2):
         raise InputError(f"must be an integer >= 2, got {grid!r}", field="grid")
     if not (np.isfinite(rate_hz) and rate_hz > 0):
@@ -310,16 +323,19 @@ def optimal_timing(
         refinements += 1
         b, a, more, converged = _solve(pd, lim, solver, b, a, smooth, max_iterations)
         iterations += more
+    tau = None
+    worst, full = {}, {}
     if verify:
+        tau = feedforward(robot, traj).dynamics.tau
         worst = {k: _finite_max(v) for k, v in ratios.items()}
-        full = worst if model is robot else {k: _finite_max(v) for k, v in _ratios(robot, traj, limits, jerk).items()}
-    else:
-        worst, full = {}, {}
+        full = worst if model is robot else {k: _finite_max(v) for k, v in _ratios(robot, traj, limits, jerk, tau).items()}
     peak_jerk = np.abs(jerk).max(axis=0) if jerk is not None else np.abs(np.diff(traj.ddq, axis=0) / np.diff(traj.t)[:, None]).max(axis=0)
     held = verify and not message and all(v <= 1.0 + tolerance for v in worst.values())
     a_grid = a if smooth else np.append(a, a[-1])
+    asked = GridLimits.of(limits, grid + 1)
     return TimingResult(
-        trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, GridLimits.of(limits, grid + 1), b, a_grid),
+        trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, asked, b, a_grid, smooth),
+        boundaries=_boundaries(pd, asked, a_grid, b), torque=tau,
         iterations=iterations, refinements=refinements, solve_time=time.perf_counter() - start, ratios=worst, ratios_full=full,
         held=held, limits=limits, peak_jerk=peak_jerk, message=message if verify else "not verified", tolerance=tolerance,
     )
@@ -350,6 +366,21 @@ def _solve(
         if not pd.has_friction or pd.friction_is_constant or moved <= 1e-6 * max(float(b.max()), 1e-12):
             return b, a, count + it, converged
     return b, a, count + 5, False
+
+
+def _boundaries(pd: PathDynamics, lim: GridLimits, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """The maximum velocity curve ``sdot_max(s)`` of each limit kind alone (friction at the result)."""
+    inf = np.full_like(lim.torque, np.inf)
+    f = pd.friction(a, b)
+    out = {}
+    for kind, only in (
+        ("velocity", GridLimits(lim.velocity, inf, inf, None)),
+        ("acceleration", GridLimits(inf, lim.acceleration, inf, None)),
+        ("torque", GridLimits(inf, inf, lim.torque, None)),
+    ):
+        bound = speed_bound(_stage_constraints(pd, only, f, np.zeros_like(f), np.zeros_like(f), a, b))
+        out[kind] = np.sqrt(np.maximum(bound, 0.0))
+    return out
 
 
 def _finite_max(v: np.ndarray) -> float:

@@ -43,6 +43,7 @@ _API = {
     "plot_servo_fit": "mbctl.viz.fits",
     "plot_arm_fit": "mbctl.viz.fits",
     "plot_sweep": "mbctl.viz.sweep",
+    "plot_timing": "mbctl.viz.timing",
     "animate": "mbctl.viz.animation",
     "LiveView": "mbctl.viz.live",
 }
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from mbctl.viz.run import plot_run
     from mbctl.viz.simulation import plot_reactions, plot_simulation
     from mbctl.viz.sweep import plot_sweep
+    from mbctl.viz.timing import plot_timing
     from mbctl.viz.variants import plot_flexfeed, plot_variants
 
 
