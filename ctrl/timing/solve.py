@@ -107,7 +107,8 @@ class TimingResult:
         limits: The limits asked for.
         peak_jerk: Largest ``|dddq|`` per joint (rad/s³ or m/s³) at the output rate.
         boundaries: Per limit kind, the largest path speed ``sdot`` (1/s) each kind alone allows at the
-            grid points (the maximum velocity curve; friction taken at the result), inf where unbounded.
+            grid points (the maximum velocity curve; friction taken at the result), inf where unbounded; empty
+            unverified.
         torque: Drive torques (N·m or N) of the trajectory under the full model, (samples, nv); None unverified.
         message: What went wrong when ``held`` is False.
     """
@@ -335,7 +336,7 @@ def optimal_timing(
     asked = GridLimits.of(limits, grid + 1)
     return TimingResult(
         trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, asked, b, a_grid, smooth),
-        boundaries=_boundaries(pd, asked, a_grid, b), torque=tau,
+        boundaries=_boundaries(pd, asked, a_grid, b) if verify else {}, torque=tau,
         iterations=iterations, refinements=refinements, solve_time=time.perf_counter() - start, ratios=worst, ratios_full=full,
         held=held, limits=limits, peak_jerk=peak_jerk, message=message if verify else "not verified", tolerance=tolerance,
     )
