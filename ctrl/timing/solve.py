@@ -239,7 +239,9 @@ def _tighten(lim: GridLimits, ratios: dict[str, np.ndarray], s_samples: np.ndarr
     n = len(grid)
     ds = grid[1] - grid[0]
     for kind, r in ratios.items():
-        over = np.nan_to_num(r, nan=0.0) > 1.0 + tolerance
+        # every excess is tightened (a sample at 1.0001 would still trip a safety check at the limit);
+        # the result counts as held within 1 + tolerance
+        over = np.nan_to_num(r, nan=0.0) > 1.0 + 1e-9
         if not over.any():
             continue
         any_over = True
@@ -319,7 +321,8 @@ def optimal_timing(
         if not _tighten(lim, ratios, s_samples, s, tolerance):
             break
         if refinements == max_refinements:
-            message = message or f"limits still exceeded after {max_refinements} refinements"
+            if max(_finite_max(v) for v in ratios.values()) > 1.0 + tolerance:
+                message = message or f"limits still exceeded after {max_refinements} refinements"
             break
         refinements += 1
         b, a, more, converged = _solve(pd, lim, solver, b, a, smooth, max_iterations)
