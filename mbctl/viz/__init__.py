@@ -15,7 +15,7 @@ path), has an optional ``title`` derived from the result, and returns the path(s
 written. The modules follow the workflows: :mod:`~mbctl.viz.feedforward` (trajectories,
 feed-forward torques), :mod:`~mbctl.viz.simulation`, :mod:`~mbctl.viz.variants`
 (variants, flexible feed-forward), :mod:`~mbctl.viz.run` (closed-loop run logs),
-:mod:`~mbctl.viz.fits` (identification), :mod:`~mbctl.viz.sweep` (parameter studies),
+:mod:`~mbctl.viz.fits` (identification), :mod:`~mbctl.viz.sweep` (parameter studies), :mod:`~mbctl.viz.timing` (path timing),
 :mod:`~mbctl.viz.animation` (3-D pages), :mod:`~mbctl.viz.figures` (what they share).
 The names below are imported on first use: ``import mbctl.viz`` loads neither
 matplotlib nor the numerical stack.
