@@ -17,7 +17,7 @@ from mbctl.ctrl.timing.dynamics import path_dynamics
 from mbctl.ctrl.timing.lp import lp_profile
 from mbctl.ctrl.timing.reachability import reachability_profile
 from mbctl.ctrl.timing.sampling import profile_duration
-from mbctl.ctrl.timing.solve import GridLimits, _stage_constraints
+from mbctl.ctrl.timing.stages import GridLimits, stage_constraints
 from mbctl.dynamics.friction.laws import CoulombViscous, JointFriction
 from mbctl.dynamics.inverse import inverse_dynamics
 from mbctl.dynamics.model.robot import RobotModel, robot_from_pinocchio
@@ -86,8 +86,8 @@ def test_passes_agree_with_highs_and_with_ipopt(robots):
     pd = path_dynamics(robot, spline_path(UR5_PATH, robot.joint_names), s)
     f0 = pd.friction(np.ones(len(s)), np.zeros(len(s)))
     zero = np.zeros_like(f0)
-    con = _stage_constraints(pd, GridLimits.of(limits, len(s)), f0, zero, zero, zero[:, 0], zero[:, 0])
-    b_passes, b_lp = reachability_profile(con), lp_profile(con)
+    con = stage_constraints(pd, GridLimits.of(limits, len(s)), f0, zero, zero, zero[:, 0], zero[:, 0])
+    b_passes, b_lp = reachability_profile(con), lp_profile(con)[0]
     np.testing.assert_allclose(b_passes, b_lp, atol=1e-8 * b_lp.max())
     # the NLP: minimise sum 2 ds / (x_i + x_{i+1}) over x = sqrt(b) with the same rows
     opti = ca.Opti()

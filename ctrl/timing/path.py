@@ -29,7 +29,7 @@ from scipy.interpolate import CubicSpline
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
 
-__all__ = ["GeometricPath", "spline_path", "read_path"]
+__all__ = ["GeometricPath", "spline_path", "spline_path_at", "read_path"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,11 +59,15 @@ class GeometricPath:
         if missing:
             raise DataError("missing from the path", field=f"q.{missing[0]}")
         idx = [self.joint_names.index(n) for n in names]
-        return _spline(self.spline.x, self.spline(self.spline.x)[:, idx], tuple(names))
+        return spline_path_at(self.spline.x, self.spline(self.spline.x)[:, idx], names)
 
 
-def _spline(s: np.ndarray, q: np.ndarray, names: tuple[str, ...]) -> GeometricPath:
-    return GeometricPath(joint_names=names, spline=CubicSpline(s, q, axis=0, bc_type="not-a-knot" if len(s) > 2 else "clamped"))
+def spline_path_at(s: np.ndarray, q: np.ndarray, joint_names: Sequence[str]) -> GeometricPath:
+    """Cubic spline (not-a-knot) through samples ``q`` (K, n) at path parameters ``s`` (K,), increasing from 0 to 1."""
+    s = np.asarray(s, dtype=float)
+    if len(s) == 2:
+        return spline_path(q, joint_names)
+    return GeometricPath(joint_names=tuple(joint_names), spline=CubicSpline(s, q, axis=0, bc_type="not-a-knot"))
 
 
 def spline_path(waypoints: np.ndarray, joint_names: Sequence[str]) -> GeometricPath:
@@ -81,7 +85,7 @@ def spline_path(waypoints: np.ndarray, joint_names: Sequence[str]) -> GeometricP
     if q.shape[0] == 2:  # a line: the clamped spline with the chord's slope at both ends
         s = np.array([0.0, 1.0])
         return GeometricPath(tuple(joint_names), CubicSpline(s, q, axis=0, bc_type=((1, q[1] - q[0]), (1, q[1] - q[0]))))
-    return _spline(np.linspace(0.0, 1.0, q.shape[0]), q, tuple(joint_names))
+    return spline_path_at(np.linspace(0.0, 1.0, q.shape[0]), q, joint_names)
 
 
 def read_path(path: str | Path, joint_names: Sequence[str]) -> GeometricPath:
@@ -99,7 +103,4 @@ def read_path(path: str | Path, joint_names: Sequence[str]) -> GeometricPath:
         line = table.line_numbers[int(np.argmax(np.diff(s) <= 0)) + 1]
         raise DataError(f"must be strictly increasing (line {line})", file=table.path, field="s")
     q = np.column_stack([table.column(f"q.{j}") for j in joint_names])
-    s01 = (s - s[0]) / (s[-1] - s[0])
-    if len(s) == 2:
-        return spline_path(q, joint_names)
-    return _spline(s01, q, tuple(joint_names))
+    return spline_path_at((s - s[0]) / (s[-1] - s[0]), q, joint_names)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.timing.closed import RedundantDrives
 from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
 from mbctl.ctrl.timing.jerk import jerk_profile
 from mbctl.ctrl.timing.limits import TimingLimits, timing_limits, timing_robot
@@ -58,31 +59,17 @@ from mbctl.ctrl.timing.lp import lp_profile
 from mbctl.ctrl.timing.path import GeometricPath, spline_path
 from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile, speed_bound
 from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_duration
+from mbctl.ctrl.timing.stages import GridLimits, interval_accel, stage_constraints
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 
-__all__ = ["TimingResult", "GridLimits", "optimal_timing", "SOLVERS", "LIMIT_KINDS"]
+__all__ = ["TimingResult", "optimal_timing", "SOLVERS", "LIMIT_KINDS"]
 
 SOLVERS = ("reachability", "highs")
 LIMIT_KINDS = ("velocity", "acceleration", "jerk", "torque")
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True, eq=False)
-class GridLimits:
-    """Per-grid-point limits (arrays (N+1, nv)); tightened locally between solves."""
-
-    velocity: np.ndarray
-    acceleration: np.ndarray
-    torque: np.ndarray
-    jerk: np.ndarray | None
-
-    @classmethod
-    def of(cls, limits: TimingLimits, points: int) -> GridLimits:
-        tile = lambda x: np.tile(np.asarray(x, dtype=float), (points, 1))  # noqa: E731
-        return cls(tile(limits.velocity), tile(limits.acceleration), tile(limits.torque), None if limits.jerk is None else tile(limits.jerk))
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,8 +82,8 @@ class TimingResult:
         s: The grid of path parameters (N+1,).
         b: Squared path speed ``sdot^2`` at the grid points (1/s²).
         a: Path acceleration ``sddot`` (1/s²): per interval (N,), per grid point (N+1,) with jerk limits.
-        active: Per grid point, the limit closest to binding, ``"torque:<joint>"``, ``"velocity:<joint>"``,
-            ... or ``""`` where none is within 0.1 %.
+        active: Per grid point, the limit closest to binding in the last solve (at its locally tightened value),
+            ``"torque:<joint>"``, ``"velocity:<joint>"``, ... or ``""`` where none is within 0.1 %.
         iterations: Linear solves in all (SCP iterations over every refinement).
         refinements: Times the limits were tightened between grid points and the problem re-solved.
         solve_time: Wall time of the whole computation (s).
@@ -139,51 +126,32 @@ class TimingResult:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _stage_constraints(pd: PathDynamics, lim: GridLimits, f0: np.ndarray, fa: np.ndarray, fb: np.ndarray, a0: np.ndarray, b0: np.ndarray) -> StageConstraints:
-    """Rows ``A a + B b <= C`` of the acceleration and torque limits with the friction linearised
-    at ``(a0, b0)``: ``f ~ f0 + fa (a - a0) + fb (b - b0)``; the velocity limits as ``b <= b_max``."""
-    d1, d2 = pd.dq_ds, pd.ddq_ds
-    acc = np.isfinite(lim.acceleration).any(axis=0)
-    trq = np.isfinite(lim.torque).any(axis=0)
-    ta, tb = pd.tau_a[:, trq] + fa[:, trq], pd.tau_b[:, trq] + fb[:, trq]
-    rest = pd.tau_0[:, trq] + f0[:, trq] - fa[:, trq] * a0[:, None] - fb[:, trq] * b0[:, None]
-    T, Acc = lim.torque[:, trq], lim.acceleration[:, acc]
-    A = np.hstack([d1[:, acc], -d1[:, acc], ta, -ta])
-    B = np.hstack([d2[:, acc], -d2[:, acc], tb, -tb])
-    C = np.hstack([Acc, Acc, T - rest, T + rest])
-    with np.errstate(divide="ignore"):
-        b_max = np.min((lim.velocity / np.abs(d1)) ** 2, axis=1)
-    return StageConstraints(A=A, B=B, C=C, b_max=b_max, ds=float(pd.s[1] - pd.s[0]))
-
-
 def _solve_linear(con: StageConstraints, solver: str) -> np.ndarray:
-    return reachability_profile(con) if solver == "reachability" else lp_profile(con)
+    return reachability_profile(con) if solver == "reachability" else lp_profile(con)[0]
 
 
-def _interval_accel(b: np.ndarray, ds: float) -> np.ndarray:
-    """``a_i = (b_{i+1} - b_i) / (2 ds)`` per interval, repeated at the last grid point (N+1,)."""
-    a = np.diff(b) / (2.0 * ds)
-    return np.append(a, a[-1])
+Linear = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
-def _scp(pd: PathDynamics, lim: GridLimits, solver: str, b_start: np.ndarray | None, max_iterations: int) -> tuple[np.ndarray, int, bool]:
-    """Profile ``b`` under the linearised friction, iterated to a fixed point; returns
-    ``(b, linear solves, converged)``."""
+def _scp(pd: PathDynamics, linear: Linear, b_start: np.ndarray | None, max_iterations: int) -> tuple[np.ndarray, int, bool]:
+    """Profile ``b`` under the friction linearised at the previous profile, iterated to a fixed point;
+    ``linear(f0, fa, fb, a0, b0)`` solves the linear problem with ``f ~ f0 + fa (a - a0) + fb (b - b0)``.
+    Returns ``(b, linear solves, converged)``."""
     n = len(pd.s)
     ds = float(pd.s[1] - pd.s[0])
     zero = np.zeros((n, pd.robot.nv))
-    if pd.friction_is_constant:
-        f0 = pd.friction(np.ones(n), np.zeros(n))
-        return _solve_linear(_stage_constraints(pd, lim, f0, zero, zero, np.zeros(n), np.zeros(n)), solver), 1, True
-    if b_start is None:  # start from the profile under the friction at rest (the dry level, no viscous part)
-        f0 = pd.friction(np.ones(n), np.zeros(n))
-        b_start = _solve_linear(_stage_constraints(pd, lim, f0, zero, zero, np.zeros(n), np.zeros(n)), solver)
+    rest = np.zeros(n)
+    if pd.friction_is_constant or b_start is None:
+        # constant friction: one solve; else the start, under the friction at rest (the dry level, no viscous part)
+        b_start = linear(pd.friction(np.ones(n), rest), zero, zero, rest, rest)
+        if pd.friction_is_constant:
+            return b_start, 1, True
     b = b_start
     # slopes steeper than this would let a faster profile at one grid point force a slower one at the
     # next (2 ds |dtau/db| > |dtau/da|), and the passes' greedy step would no longer be optimal
     cap = 0.25 * np.abs(pd.tau_a) / ds
     for it in range(1, max_iterations + 1):
-        a = _interval_accel(b, ds)
+        a = interval_accel(b, ds)
         f0 = pd.friction(a, b)
         hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
         fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -cap, cap)
@@ -191,7 +159,7 @@ def _scp(pd: PathDynamics, lim: GridLimits, solver: str, b_start: np.ndarray | N
         if pd.load_dependent:
             ha = 1e-3 * np.abs(a) + 1e-6 * max(float(np.abs(a).max()), 1.0)
             fa = (pd.friction(a + ha, b) - f0) / ha[:, None]
-        b_new = _solve_linear(_stage_constraints(pd, lim, f0, fa, fb, a, b), solver)
+        b_new = linear(f0, fa, fb, a, b)
         moved = float(np.max(np.abs(b_new - b)))
         b = b_new
         if moved <= 1e-6 * max(float(b.max()), 1e-12):
@@ -199,10 +167,9 @@ def _scp(pd: PathDynamics, lim: GridLimits, solver: str, b_start: np.ndarray | N
     return b, max_iterations, False
 
 
-def _ratios(robot: RobotModel, traj: Trajectory, limits: TimingLimits, jerk: np.ndarray | None, tau: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """``|x| / limit`` per sample and DOF for velocity, acceleration, torque (feed-forward under
-    ``robot``'s friction, unless given as ``tau``) and, with a jerk limit, the jerk ``jerk`` (rad/s³ or m/s³)."""
-    tau = feedforward(robot, traj).dynamics.tau if tau is None else tau
+def _ratios(traj: Trajectory, limits: TimingLimits, jerk: np.ndarray | None, tau: np.ndarray) -> dict[str, np.ndarray]:
+    """``|x| / limit`` per sample and DOF for velocity, acceleration, torque (drive torques ``tau``, NaN where
+    there is no drive) and, with a jerk limit, the jerk ``jerk`` (rad/s³ or m/s³)."""
     out = {"velocity": np.abs(traj.dq) / limits.velocity, "acceleration": np.abs(traj.ddq) / limits.acceleration, "torque": np.abs(tau) / limits.torque}
     if limits.jerk is not None and jerk is not None:
         out["jerk"] = np.abs(jerk) / limits.jerk
@@ -210,10 +177,11 @@ def _ratios(robot: RobotModel, traj: Trajectory, limits: TimingLimits, jerk: np.
     return {k: v for k, v in out.items() if np.isfinite(getattr(limits, k)).any()}
 
 
-def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray, smooth: bool) -> tuple[str, ...]:
-    """The binding limit at each grid point (within 0.1 %), the closest one where several are."""
+def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray, smooth: bool, tau: np.ndarray | None = None) -> tuple[str, ...]:
+    """The binding limit at each grid point (within 0.1 %), the closest one where several are; ``tau``: the drive
+    torques (default: the path's torques)."""
     names = pd.robot.joint_names
-    tau = pd.torque(a, b)
+    tau = pd.torque(a, b) if tau is None else tau
     x = np.sqrt(b)[:, None]
     ratio = {
         "velocity": pd.dq_ds * x / lim.velocity,
@@ -223,7 +191,7 @@ def _label(pd: PathDynamics, lim: GridLimits, b: np.ndarray, a: np.ndarray, smoo
     if smooth:  # jerk with sdddot = sdot da/ds on the interval ahead
         slope = np.append(np.diff(a), 0.0)[:, None] / (pd.s[1] - pd.s[0])
         ratio["jerk"] = (pd.dddq_ds * x**3 + 3 * pd.ddq_ds * x * a[:, None] + pd.dq_ds * x * slope) / lim.jerk
-    stack = np.stack([np.abs(ratio[k]) for k in ratio])  # (kinds, N+1, nv)
+    stack = np.stack([np.nan_to_num(np.abs(ratio[k])) for k in ratio])  # (kinds, N+1, nv); NaN: no drive
     flat = stack.transpose(1, 0, 2).reshape(len(b), -1)
     best = np.argmax(flat, axis=1)
     kinds = list(ratio)
@@ -300,15 +268,24 @@ def optimal_timing(
         raise InputError(f"must be in (0, 1), got {tolerance!r}", field="tolerance")
     if solver not in SOLVERS:
         raise InputError(f"must be one of {', '.join(SOLVERS)}, got {solver!r}", field="solver")
-    if not all(j.actuated for j in robot.joints):
-        raise InputError("has unactuated DOF; the timing of serial arms needs a drive on every joint", field="robot")
+    smooth = limits.jerk is not None and bool(np.isfinite(limits.jerk).any())
     model = timing_robot(robot, limits.friction)
     s = np.linspace(0.0, 1.0, grid + 1)
     pd = path_dynamics(model, path, s)
     lim = GridLimits.of(limits, grid + 1)
-    smooth = limits.jerk is not None and bool(np.isfinite(limits.jerk).any())
+    drives = None
+    if not all(j.actuated for j in robot.joints):
+        if smooth:
+            raise InputError("jerk limits are not supported for closed chains", field="jerk")
+        drives = RedundantDrives(model, pd.q[0], limits.torque_margin)
+        limits = drives.limits(limits)
+        lim = GridLimits.of(limits, grid + 1)
+        linear = drives.linear(pd, lim)
+    else:
+        linear = lambda *x: _solve_linear(stage_constraints(pd, lim, *x), solver)  # noqa: E731
+    torques = (lambda rob, traj: drives.torques(rob, traj, limits)) if drives else (lambda rob, traj: feedforward(rob, traj).dynamics.tau)
     ordered = path.columns(robot.joint_names) if path.joint_names != robot.joint_names else path
-    b, a, iterations, converged = _solve(pd, lim, solver, None, None, smooth, max_iterations)
+    b, a, iterations, converged = _solve(pd, lim, linear, None, None, smooth, max_iterations)
     refinements, message = 0, ""
     while True:
         traj, s_samples, jerk = sample_profile(ordered, s, b, a, rate_hz, smooth=smooth)
@@ -317,7 +294,7 @@ def optimal_timing(
         message = "" if converged else f"the iterations did not converge in {max_iterations} solves"
         if not verify:
             break
-        ratios = _ratios(model, traj, limits, jerk)
+        ratios = _ratios(traj, limits, jerk, torques(model, traj))
         if not _tighten(lim, ratios, s_samples, s, tolerance):
             break
         if refinements == max_refinements:
@@ -325,34 +302,34 @@ def optimal_timing(
                 message = message or f"limits still exceeded after {max_refinements} refinements"
             break
         refinements += 1
-        b, a, more, converged = _solve(pd, lim, solver, b, a, smooth, max_iterations)
+        b, a, more, converged = _solve(pd, lim, linear, b, a, smooth, max_iterations)
         iterations += more
     tau = None
     worst, full = {}, {}
     if verify:
-        tau = feedforward(robot, traj).dynamics.tau
+        tau = torques(robot, traj)
         worst = {k: _finite_max(v) for k, v in ratios.items()}
-        full = worst if model is robot else {k: _finite_max(v) for k, v in _ratios(robot, traj, limits, jerk, tau).items()}
+        full = worst if model is robot else {k: _finite_max(v) for k, v in _ratios(traj, limits, jerk, tau).items()}
     peak_jerk = np.abs(jerk).max(axis=0) if jerk is not None else np.abs(np.diff(traj.ddq, axis=0) / np.diff(traj.t)[:, None]).max(axis=0)
     held = verify and not message and all(v <= 1.0 + tolerance for v in worst.values())
     a_grid = a if smooth else np.append(a, a[-1])
     asked = GridLimits.of(limits, grid + 1)
     return TimingResult(
-        trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, asked, b, a_grid, smooth),
-        boundaries=_boundaries(pd, asked, a_grid, b) if verify else {}, torque=tau,
+        trajectory=traj, duration=smooth_duration(s, b, a) if smooth else profile_duration(s, b), s=s, b=b, a=a, active=_label(pd, lim, b, a_grid, smooth, drives.distributed(pd.q, pd.torque(a_grid, b), lim.torque) if drives else None),
+        boundaries=_boundaries(pd, asked, a_grid, b, drives is None) if verify else {}, torque=tau,
         iterations=iterations, refinements=refinements, solve_time=time.perf_counter() - start, ratios=worst, ratios_full=full,
         held=held, limits=limits, peak_jerk=peak_jerk, message=message if verify else "not verified", tolerance=tolerance,
     )
 
 
 def _solve(
-    pd: PathDynamics, lim: GridLimits, solver: str, b: np.ndarray | None, a: np.ndarray | None, smooth: bool, max_iterations: int
+    pd: PathDynamics, lim: GridLimits, linear: Linear, b: np.ndarray | None, a: np.ndarray | None, smooth: bool, max_iterations: int
 ) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """One solve at the current limits: ``(b, a, linear or nonlinear solves, converged)``; ``a`` per
     interval, or per grid point for the jerk-limited (``smooth``) profile."""
     ds = float(pd.s[1] - pd.s[0])
     if not smooth or b is None:
-        b, count, converged = _scp(pd, lim, solver, b if not smooth else None, max_iterations)
+        b, count, converged = _scp(pd, linear, b if not smooth else None, max_iterations)
         if not smooth:
             return b, np.diff(b) / (2.0 * ds), count, converged
         a = np.gradient(b, ds) / 2.0
@@ -363,7 +340,7 @@ def _solve(
         f0 = pd.friction(a, b)
         hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
         fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -0.25 * np.abs(pd.tau_a) / ds, 0.25 * np.abs(pd.tau_a) / ds)
-        con = _stage_constraints(pd, lim, f0, np.zeros_like(f0), fb, a, b)
+        con = stage_constraints(pd, lim, f0, np.zeros_like(f0), fb, a, b)
         b_new, a = jerk_profile(con, pd.dq_ds, pd.ddq_ds, pd.dddq_ds, lim.jerk, b, a)
         moved = float(np.max(np.abs(b_new - b)))
         b = b_new
@@ -372,17 +349,18 @@ def _solve(
     return b, a, count + 5, False
 
 
-def _boundaries(pd: PathDynamics, lim: GridLimits, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    """The maximum velocity curve ``sdot_max(s)`` of each limit kind alone (friction at the result)."""
+def _boundaries(pd: PathDynamics, lim: GridLimits, a: np.ndarray, b: np.ndarray, torque: bool = True) -> dict[str, np.ndarray]:
+    """The maximum velocity curve ``sdot_max(s)`` of each limit kind alone (friction at the result); ``torque``:
+    also of the torque limits of a serial arm (a closed chain's drive torques are not rows in ``(a, b)``)."""
     inf = np.full_like(lim.torque, np.inf)
     f = pd.friction(a, b)
     out = {}
     for kind, only in (
         ("velocity", GridLimits(lim.velocity, inf, inf, None)),
         ("acceleration", GridLimits(inf, lim.acceleration, inf, None)),
-        ("torque", GridLimits(inf, inf, lim.torque, None)),
+        ("torque", GridLimits(inf, inf, lim.torque if torque else inf, None)),
     ):
-        bound = speed_bound(_stage_constraints(pd, only, f, np.zeros_like(f), np.zeros_like(f), a, b))
+        bound = speed_bound(stage_constraints(pd, only, f, np.zeros_like(f), np.zeros_like(f), a, b))
         out[kind] = np.sqrt(np.maximum(bound, 0.0))
     return out
 

@@ -111,6 +111,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     source = o.add_mutually_exclusive_group(required=True)
     source.add_argument("--waypoints", help='joint positions in rad or m, one row per waypoint, a cubic spline through them: "0,0; 0.5,1.0"')
     source.add_argument("--path", type=Path, help="CSV of path samples: s, q.<joint>... (interpolated by a cubic spline)")
+    source.add_argument(
+        "--from-constraints", action="store_true",
+        help="the route the config's [[constraints]] trace over simulation.duration (closed loops and programmed paths; "
+        "redundant drives share the torques as unknowns of the timing)",
+    )  # fmt: skip
     o.add_argument("--grid", type=int, default=1000, help="grid intervals along the path (default 1000; 200-300 with --jerk)")
     o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
@@ -294,9 +299,14 @@ def run_optimal(args: argparse.Namespace) -> int:
         if waypoints.shape[1] != robot.nv or waypoints.shape[0] < 2:
             raise InputError(f"needs at least 2 rows of {robot.nv} values ({', '.join(robot.joint_names)})", field="--waypoints")
         path = spline_path(waypoints, robot.joint_names)
+    elif args.from_constraints:
+        from mbctl.ctrl.timing.programmed import path_from_constraints
+
+        path = path_from_constraints(robot)
     else:
         path = read_path(args.path, robot.joint_names)
-    result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver=args.solver)
+    closed = not all(j.actuated for j in robot.joints)
+    result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver="highs" if closed else args.solver)
     write_trajectory(args.out, result.trajectory)
     if args.plot:
         plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
@@ -306,6 +316,8 @@ def run_optimal(args: argparse.Namespace) -> int:
         f"({result.iterations} solves, {result.refinements} refinements)"
     )
     print("  active limits: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in result.active_fractions().items()))
+    if closed:
+        print("  drive torques distributed by the timing's LP (checked: the least-loaded distribution at every sample)")
     print(f"  worst |value| / limit at {args.rate:g} Hz: " + ", ".join(f"{k} {v:.4f}" for k, v in result.ratios.items()))
     if args.friction != "full":
         print("  under the full friction model: " + ", ".join(f"{k} {v:.4f}" for k, v in result.ratios_full.items()))
