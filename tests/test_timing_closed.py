@@ -81,3 +81,13 @@ def test_cli_rrr3_from_constraints(cli, tmp_path):
     r = cli("trajectory", "optimal", "rrr3", "--from-constraints", "--grid", "200", "--out", tmp_path / "t.csv")
     assert r.code == 0, r.err
     assert "torque:a" in r.out and (tmp_path / "t.csv").exists()
+
+
+def test_threeloop_crank_torque_with_load_dependent_friction():
+    """The three-loop mechanism (one crank, load-dependent Stribeck friction in its bearing) retimed under a 2 N·m
+    crank limit: the project's closed-chain feed-forward needs at most that at every 1 kHz sample, and reaches it."""
+    robot = load_robot("threeloop")
+    res = optimal_timing(robot, path_from_constraints(robot), timing_limits(robot, torque={"crank_joint": 2.0}), grid=150)
+    assert res.held, res.message
+    tau = closed_chain_feedforward(feedforward(robot, res.trajectory), mode="min-norm", compare=False).chosen.tau
+    assert 2.0 * 0.99 <= np.abs(tau).max() <= 2.0 * 1.001

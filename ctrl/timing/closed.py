@@ -16,7 +16,9 @@ not the one a fixed distribution rule (pseudo-inverse, minimum internal force) w
 
 Between grid points the check asks, at every output sample, for the smallest ``r`` such that
 some distribution has ``|tau_k| <= r effort_k`` (the ratio the torque limits are used to): in
-closed form for one degree of redundancy, by an LP otherwise.
+closed form without or with one degree of redundancy, by an LP otherwise. Closed chains
+without redundancy (``na = d``, e.g. the three-loop mechanism's single crank) take the same route,
+their drive torques then being unique.
 """
 
 from __future__ import annotations
@@ -71,9 +73,10 @@ class RedundantDrives:
         return Vt[:, :, self.index], Vt
 
     def limits(self, limits: TimingLimits) -> TimingLimits:
-        """``limits`` with the torque limits on the drives (``actuation.effort`` times the margin) and none elsewhere."""
+        """``limits`` with torque limits on the drives only: the smaller of ``actuation.effort`` and the joint's own
+        limit (URDF or override), both times the margin."""
         torque = np.full(self.nv, np.inf)
-        torque[self.index] = self.effort
+        torque[self.index] = np.minimum(self.effort, limits.torque[self.index])
         return replace(limits, torque=torque)
 
     def linear(self, pd: PathDynamics, lim: GridLimits) -> Callable[..., np.ndarray]:
@@ -114,6 +117,9 @@ class RedundantDrives:
         f = np.einsum("ndv,nv->nd", Vt, tau_tree)
         n, d, na = Wt.shape
         effort = np.broadcast_to(effort, (n, na))
+        if na == d:  # no redundancy: the drive torques are unique
+            tau = np.linalg.solve(Wt, f[:, :, None])[:, :, 0]
+            return np.max(np.abs(tau) / effort, axis=1), tau
         if na - d == 1:
             return _one_redundant(Wt, f, effort)
         out, tau = np.empty(n), np.empty((n, na))

@@ -281,7 +281,9 @@ def optimal_timing(
         limits = drives.limits(limits)
         lim = GridLimits.of(limits, grid + 1)
         linear = drives.linear(pd, lim)
-    else:
+    if not any(np.isfinite(x).any() for x in (limits.velocity, limits.acceleration, limits.torque)):
+        raise InputError("no limit bounds the path speed: give torque, velocity or acceleration limits", field="limits")
+    if drives is None:
         linear = lambda *x: _solve_linear(stage_constraints(pd, lim, *x), solver)  # noqa: E731
     torques = (lambda rob, traj: drives.torques(rob, traj, limits)) if drives else (lambda rob, traj: feedforward(rob, traj).dynamics.tau)
     ordered = path.columns(robot.joint_names) if path.joint_names != robot.joint_names else path
