@@ -14,6 +14,8 @@ the same path in both tools. Limits: the URDF's velocity and effort limits. Rows
    run's safety check stops at the velocity limit the timing rides) followed by computed torque on
    the simulated plant in lock-step (``mbctl run --lockstep``): saturated commands counted, on the
    bundled plant (4096-count encoders) and on one measuring with the UR5 drives' 2^19 counts.
+5. The SCARA's programmed tool circle and the 3-RRR's spiral (redundant drives distributed by the
+   timing's LP), retimed.
 
 toppra is not an mbctl dependency: ``pip install toppra`` (or ``pip install -e ".[bench]"``).
 
@@ -40,6 +42,7 @@ from timing import median_seconds  # noqa: E402
 from mbctl.ctrl.feedforward import feedforward  # noqa: E402
 from mbctl.ctrl.timing import optimal_timing, spline_path, timing_limits  # noqa: E402
 from mbctl.ctrl.timing.limits import timing_robot  # noqa: E402
+from mbctl.ctrl.timing.programmed import path_from_constraints  # noqa: E402
 from mbctl.ctrl.trajectory import Trajectory, write_trajectory  # noqa: E402
 from mbctl.dynamics.model.robot import load_robot  # noqa: E402
 
@@ -199,6 +202,15 @@ def main() -> int:
             print(f"  optimal, torque margin 0.9 ({plain.duration:.4f} s): {describe(closed_loop(config, plain.trajectory))}")
             print(f"  optimal, torque margin 0.9, velocity 0.95 ({margin.duration:.4f} s): {describe(closed_loop(config, margin.trajectory))}")
             print(f"  the same 2x slower ({2 * margin.duration:.4f} s), for reference: {describe(closed_loop(config, slowed(margin.trajectory, 2.0)))}")
+    print("\n5. Beyond serial arms (the routes of the configs' programmed constraints, limits checked at 1 kHz)")
+    for name, lim_of in (("scara", lambda r: timing_limits(r, torque_margin=0.9)), ("rrr3", timing_limits)):
+        other = load_robot(name)
+        start = time.perf_counter()
+        rc = optimal_timing(other, path_from_constraints(other), lim_of(other), grid=grid)
+        print(
+            f"  {name}: {rc.duration:.4f} s (config's own motion {other.spec.simulation.duration:g} s), held={rc.held}, "
+            f"worst ratios {', '.join(f'{kk} {v:.4f}' for kk, v in rc.ratios.items())}, {time.perf_counter() - start:.2f} s"
+        )
     print(f"\nmachine load: {Path('/proc/loadavg').read_text().split()[:3]} (a shared 2-core machine)")
     return 0
 

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from mbctl.ctrl.actuation import actuation_settings
+from mbctl.ctrl.closed_chain import check_on_loops
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.redundancy import ActuationRedundancy
 from mbctl.ctrl.timing.dynamics import PathDynamics
@@ -93,7 +94,12 @@ class RedundantDrives:
 
     def torques(self, robot: RobotModel, traj: Trajectory, limits: TimingLimits) -> np.ndarray:
         """Drive torques (samples, nv; NaN off the drives) of the distribution that uses the limits least, for the
-        tree torques of the feed-forward along ``traj``."""
+        tree torques of the feed-forward along ``traj``.
+
+        Raises:
+            DataError: When ``traj`` leaves the loops (a path not sampled on them, e.g. a spline through waypoints).
+        """
+        check_on_loops(robot, list(self.redundancy.loops), traj)
         return self.distributed(traj.q, feedforward(robot, traj).dynamics.tau, limits.torque)
 
     def distributed(self, q: np.ndarray, tau_tree: np.ndarray, torque: np.ndarray) -> np.ndarray:
