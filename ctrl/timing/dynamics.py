@@ -82,6 +82,22 @@ class PathDynamics:
         a = np.asarray(a, dtype=float)[:, None]
         return self.inverse(self.q, self.dq_ds * np.sqrt(b), self.dq_ds * a + self.ddq_ds * b).tau_friction
 
+    def linearised_friction(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(f0, fa, fb)`` with ``friction ~ f0 + fa (a' - a) + fb (b' - b)`` near ``(a, b)``, by forward secants
+        (relative steps 1e-3). ``fa`` is nonzero only with load-dependent friction. ``fb`` is capped at
+        ``|tau_a| / (4 ds)``: a steeper slope (viscous friction near rest, ``d sqrt(b)/db`` unbounded) would let a
+        faster profile at one grid point force a slower one at the next, and the reachability passes' greedy
+        step would no longer be optimal; the cap changes no fixed point (the model is exact at ``(a, b)``)."""
+        f0 = self.friction(a, b)
+        hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
+        cap = 0.25 * np.abs(self.tau_a) / (self.s[1] - self.s[0])
+        fb = np.clip((self.friction(a, b + hb) - f0) / hb[:, None], -cap, cap)
+        fa = np.zeros_like(f0)
+        if self.load_dependent:
+            ha = 1e-3 * np.abs(a) + 1e-6 * max(float(np.abs(a).max()), 1.0)
+            fa = (self.friction(a + ha, b) - f0) / ha[:, None]
+        return f0, fa, fb
+
     def torque(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Total torque (N+1, nv): rigid part plus :meth:`friction`."""
         return self.tau_a * a[:, None] + self.tau_b * b[:, None] + self.tau_0 + self.friction(a, b)

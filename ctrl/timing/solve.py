@@ -25,15 +25,20 @@ bound on ``b`` (:mod:`mbctl.ctrl.timing.dynamics`).
    term the secant lies above it except between the two points it joins, so each iterate is
    (almost) feasible on the side that matters (the convex-concave procedure); at the fixed
    point the linearisation is exact at every grid point, so the limits hold there exactly.
-   The procedure converges to a stationary point of the discretised problem, not a certified
-   global optimum.
+   On the other side of the limit the secant under-estimates a convex term, so the iterates are
+   not monotone in general; convergence is not proven, the iterations are bounded
+   (``max_iterations``) and a run that stops unconverged says so (``held`` is False). A fixed
+   point is a point where the linearised problem reproduces itself, not a certified global
+   optimum.
 3. *Between grid points.* The profile is sampled at the output rate and checked with the full
-   model (feed-forward torques, sampled velocities and accelerations). Where a limit is
-   exceeded by more than ``tolerance`` (0.1 %), that limit is tightened at the neighbouring
-   grid points by the measured ratio and the problem is solved again, at most
-   ``max_refinements`` times; the result says whether the limits held.
+   model (feed-forward torques, sampled velocities and accelerations). Wherever a limit is
+   exceeded that limit is tightened at the neighbouring grid points by the measured ratio and
+   the problem solved again, at most ``max_refinements`` times; the result counts as held when
+   no limit is exceeded by more than ``tolerance`` (0.1 %).
 4. *Jerk limits* (:mod:`mbctl.ctrl.timing.jerk`): a nonlinear program warm-started from the
    jerk-free optimum, output through a C2 ``s(t)``.
+5. *Closed chains* (:mod:`mbctl.ctrl.timing.closed`): the drive torques are unknowns of the LP
+   beside the path speed (redundant drives are distributed while the path is timed).
 
 **Grid error.** The discretised optimum enforces the limits at the grid points only, with
 ``sddot`` constant on each interval; it converges to the continuous optimum as ``ds -> 0``
@@ -147,19 +152,9 @@ def _scp(pd: PathDynamics, linear: Linear, b_start: np.ndarray | None, max_itera
         if pd.friction_is_constant:
             return b_start, 1, True
     b = b_start
-    # slopes steeper than this would let a faster profile at one grid point force a slower one at the
-    # next (2 ds |dtau/db| > |dtau/da|), and the passes' greedy step would no longer be optimal
-    cap = 0.25 * np.abs(pd.tau_a) / ds
     for it in range(1, max_iterations + 1):
         a = interval_accel(b, ds)
-        f0 = pd.friction(a, b)
-        hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
-        fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -cap, cap)
-        fa = zero
-        if pd.load_dependent:
-            ha = 1e-3 * np.abs(a) + 1e-6 * max(float(np.abs(a).max()), 1.0)
-            fa = (pd.friction(a + ha, b) - f0) / ha[:, None]
-        b_new = linear(f0, fa, fb, a, b)
+        b_new = linear(*pd.linearised_friction(a, b), a, b)
         moved = float(np.max(np.abs(b_new - b)))
         b = b_new
         if moved <= 1e-6 * max(float(b.max()), 1e-12):
@@ -339,10 +334,7 @@ def _solve(
     else:
         count, converged = 0, True
     for it in range(1, 6):  # friction re-linearised at the last profile; a few rounds settle it
-        f0 = pd.friction(a, b)
-        hb = 1e-3 * b + 1e-6 * max(float(b.max()), 1.0)
-        fb = np.clip((pd.friction(a, b + hb) - f0) / hb[:, None], -0.25 * np.abs(pd.tau_a) / ds, 0.25 * np.abs(pd.tau_a) / ds)
-        con = stage_constraints(pd, lim, f0, np.zeros_like(f0), fb, a, b)
+        con = stage_constraints(pd, lim, *pd.linearised_friction(a, b), a, b)
         b_new, a = jerk_profile(con, pd.dq_ds, pd.ddq_ds, pd.dddq_ds, lim.jerk, b, a)
         moved = float(np.max(np.abs(b_new - b)))
         b = b_new
