@@ -183,3 +183,19 @@ def test_limits_left_exceeded_are_reported_not_hidden(robots):
     res = optimal_timing(robot, UR5_PATH, timing_limits(robot), grid=20, max_refinements=0)
     assert not res.held and "refinements" in res.message
     assert max(res.ratios.values()) > 1.001
+
+
+def test_load_dependent_friction_fixed_point_and_samples(robots):
+    """tree5 (Stribeck friction scaled by the bearing loads from the joint reactions): at the SCP's fixed point
+    inverse dynamics with reactions meets the limits at the grid, and the refined result at 1 kHz."""
+    robot = robots["tree5"]
+    path = spline_path(np.array([[0, 0, 0, 0, 0], [1.0, 0.8, -0.6, 0.5, 0.4], [1.5, 0.2, 0.4, -0.3, 1.0]]), robot.joint_names)
+    limits = timing_limits(robot, torque=dict.fromkeys(robot.joint_names, 8.0))
+    grid = optimal_timing(robot, path, limits, grid=150, verify=False)
+    q, d1, d2, _ = path(grid.s)
+    a, b = np.append(grid.a, grid.a[-1])[:, None], grid.b[:, None]
+    result = inverse_dynamics(robot, q, d1 * np.sqrt(b), d1 * a + d2 * b, lugre="steady")
+    assert np.nanmax(result.normal_load) > 0  # the loads do enter
+    assert 0.999 < np.max(np.abs(result.tau[:-1]) / limits.torque) <= 1 + 1e-6
+    res = optimal_timing(robot, path, limits, grid=150)
+    assert res.held and np.max(np.abs(feedforward(robot, res.trajectory).dynamics.tau) / limits.torque) <= 1.001
