@@ -50,6 +50,7 @@ def test_optimal_from_a_path_csv_with_overrides(cli, robots, tmp_path):
         (["--waypoints", "0,0; 1,1"], ["--waypoints", "6 values"]),
         (["--path", "PATH"], ["p.csv", "q.shoulder_pan_joint", "missing column"]),
         (["--waypoints", UR5, "--grid", "1"], ["--grid", "must be in"]),
+        (["--waypoints", UR5, "--velocity-limit", "1e-7"], ["--rate", "samples at 1000 Hz"]),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, args, parts):

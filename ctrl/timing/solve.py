@@ -229,6 +229,7 @@ def optimal_timing(
     max_iterations: int = 50,
     solver: str = "reachability",
     verify: bool = True,
+    max_samples: float = 2e7,
     progress: Progress | None = None,
 ) -> TimingResult:
     """Time-optimal timing of ``path`` for ``robot`` (method in the module docstring).
@@ -245,6 +246,7 @@ def optimal_timing(
         max_iterations: SCP iterations per solve at most.
         solver: ``"reachability"`` (TOPP-RA passes) or ``"highs"`` (one sparse LP per solve).
         verify: Check at the output rate and refine; False returns the grid optimum as it is.
+        max_samples: Refuse (before sampling) a timing with more output samples than this.
         progress: Called with ``(round, max_refinements + 1)`` after each solve.
 
     Raises:
@@ -283,6 +285,9 @@ def optimal_timing(
     torques = (lambda rob, traj: drives.torques(rob, traj, limits)) if drives else (lambda rob, traj: feedforward(rob, traj).dynamics.tau)
     ordered = path.columns(robot.joint_names) if path.joint_names != robot.joint_names else path
     b, a, iterations, converged = _solve(pd, lim, linear, None, None, smooth, max_iterations)
+    length = smooth_duration(s, b, a) if smooth else profile_duration(s, b)
+    if length * rate_hz > max_samples:
+        raise InputError(f"the timing lasts {length:.4g} s: {length * rate_hz:.3g} samples at {rate_hz:g} Hz, more than {max_samples:g}", field="rate")
     refinements, message = 0, ""
     while True:
         traj, s_samples, jerk = sample_profile(ordered, s, b, a, rate_hz, smooth=smooth)

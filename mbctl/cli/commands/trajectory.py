@@ -306,7 +306,12 @@ def run_optimal(args: argparse.Namespace) -> int:
     else:
         path = read_path(args.path, robot.joint_names)
     closed = not all(j.actuated for j in robot.joints)
-    result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver="highs" if closed else args.solver)
+    try:
+        result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver="highs" if closed else args.solver)
+    except InputError as exc:
+        if exc.file is None and exc.field in ("rate", "grid"):
+            raise InputError(exc.reason, field=f"--{exc.field}") from None
+        raise
     write_trajectory(args.out, result.trajectory)
     if args.plot:
         plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
