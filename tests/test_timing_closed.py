@@ -8,10 +8,10 @@ import pytest
 
 from mbctl.ctrl.closed_chain import closed_chain_feedforward
 from mbctl.ctrl.feedforward import feedforward
-from mbctl.ctrl.timing import optimal_timing, timing_limits
+from mbctl.ctrl.timing import optimal_timing, spline_path, timing_limits
 from mbctl.ctrl.timing.closed import RedundantDrives
 from mbctl.ctrl.timing.dynamics import path_dynamics
-from mbctl.ctrl.timing.programmed import path_from_constraints
+from mbctl.ctrl.timing.programmed import path_from_constraints, path_on_loops
 from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile
 from mbctl.ctrl.timing.sampling import profile_duration
 from mbctl.dynamics.model.robot import load_robot
@@ -91,3 +91,24 @@ def test_threeloop_crank_torque_with_load_dependent_friction():
     assert res.held, res.message
     tau = closed_chain_feedforward(feedforward(robot, res.trajectory), mode="min-norm", compare=False).chosen.tau
     assert 2.0 * 0.99 <= np.abs(tau).max() <= 2.0 * 1.001
+
+
+def test_path_in_independent_coordinates_is_assembled_on_the_loops(rrr3):
+    """A spline through waypoints of the drives a1, a2 (the 3-RRR's 2 DOF): the other joints are assembled on the
+    loops, the retimed motion keeps on them and the project's distribution realises it within 3 N·m."""
+    robot, route = rrr3
+    q = route(np.array([0.0, 0.5, 1.0]))[0]
+    idx = [robot.joint(n).idx_v for n in ("a1", "a2")]
+    path = path_on_loops(robot, spline_path(q[:, idx], ("a1", "a2")), q[0])
+    np.testing.assert_allclose(path(np.array([0.5]))[0][0], q[1], atol=1e-9)  # the same configuration at the waypoint
+    res = optimal_timing(robot, path, timing_limits(robot), grid=200)
+    assert res.held, res.message
+    tau = closed_chain_feedforward(feedforward(robot, res.trajectory), mode="min-norm", compare=False).chosen.tau
+    assert np.abs(tau).max() <= 3.0 * (1 + 1e-6)
+
+
+def test_cli_independent_coordinates_need_as_many_as_dof(cli, tmp_path):
+    """--joints naming fewer coordinates than the chain has DOF: one line naming --joints, nothing written."""
+    r = cli("trajectory", "optimal", "rrr3", "--joints", "a1", "--waypoints", "0; 1", "--out", tmp_path / "t.csv")
+    assert r.code == 2 and r.err.startswith("mbctl: error: --joints: ") and "2 DOF" in r.err
+    assert not (tmp_path / "t.csv").exists()

@@ -116,6 +116,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the route the config's [[constraints]] trace over simulation.duration (closed loops and programmed paths; "
         "redundant drives share the torques as unknowns of the timing)",
     )  # fmt: skip
+    o.add_argument(
+        "--joints",
+        help="closed chains: the independent coordinates the waypoints or the path file give (as many as the chain has DOF); "
+        "the others are assembled on the loops, from simulation.initial",
+    )  # fmt: skip
     o.add_argument("--grid", type=int, default=1000, help="grid intervals along the path (default 1000; 200-300 with --jerk)")
     o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
@@ -294,18 +299,31 @@ def run_optimal(args: argparse.Namespace) -> int:
             option = {"velocity": "--velocity-limit", "acceleration": "--acceleration-limit", "torque": "--torque-limit"}.get(exc.field, f"--{exc.field.replace('_', '-')}")
             raise InputError(exc.reason, field=option) from None
         raise
+    closed = not all(j.actuated for j in robot.joints)
+    if args.joints is not None and not closed:
+        raise InputError("names independent coordinates of closed chains; give every joint of a serial arm", field="--joints")
+    names = robot.joint_names if args.joints is None else tuple(n.strip() for n in args.joints.split(",") if n.strip())
+    for name in names:
+        if name not in robot.joint_names:
+            raise InputError(f"no joint {name!r} in robot {robot.name} (joints: {', '.join(robot.joint_names)})", field="--joints")
     if args.waypoints is not None:
         waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
-        if waypoints.shape[1] != robot.nv or waypoints.shape[0] < 2:
-            raise InputError(f"needs at least 2 rows of {robot.nv} values ({', '.join(robot.joint_names)})", field="--waypoints")
-        path = spline_path(waypoints, robot.joint_names)
+        if waypoints.shape[1] != len(names) or waypoints.shape[0] < 2:
+            raise InputError(f"needs at least 2 rows of {len(names)} values ({', '.join(names)})", field="--waypoints")
+        path = spline_path(waypoints, names)
     elif args.from_constraints:
         from mbctl.ctrl.timing.programmed import path_from_constraints
 
         path = path_from_constraints(robot)
     else:
-        path = read_path(args.path, robot.joint_names)
-    closed = not all(j.actuated for j in robot.joints)
+        path = read_path(args.path, names)
+    if args.joints is not None:
+        from mbctl.ctrl.timing.programmed import initial_guess, path_on_loops
+
+        try:
+            path = path_on_loops(robot, path, initial_guess(robot))
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"--{exc.field}") from None
     try:
         result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver="highs" if closed else args.solver)
     except InputError as exc:
