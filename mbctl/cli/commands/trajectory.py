@@ -121,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="closed chains: the independent coordinates the waypoints or the path file give (as many as the chain has DOF); "
         "the others are assembled on the loops, from simulation.initial",
     )  # fmt: skip
-    o.add_argument("--grid", type=int, default=1000, help="grid intervals along the path (default 1000; 200-300 with --jerk)")
+    o.add_argument("--grid", type=int, help="grid intervals along the path (default 1000; 250 with --jerk, whose nonlinear program grows with it)")
     o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
                    help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
@@ -286,6 +286,8 @@ def run_optimal(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot, FORMATS)
     robot = load_robot(args.config)
+    if args.grid is None:
+        args.grid = 250 if args.jerk is not None else 1000
     if not 2 <= args.grid <= 100_000:
         raise InputError(f"must be in [2, 100000], got {args.grid}", field="--grid")
     try:
