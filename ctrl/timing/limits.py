@@ -9,7 +9,7 @@ is in SI units (rad/s, rad/s², rad/s³, N·m; m/s, m/s², m/s³, N for prismati
 ``friction`` says which part of the robot's friction model the timing respects:
 ``"full"`` (the configured laws: Coulomb, Stribeck, viscous, LuGre steady state,
 load-dependent), ``"coulomb"`` (each law's Coulomb level ``fc`` only, the model toppra
-can express; a load model is dropped and ``fc`` taken as a torque), or ``"none"``.
+can express; a joint's load model is kept, ``fc`` being a coefficient then), or ``"none"``.
 """
 
 from __future__ import annotations
@@ -104,6 +104,6 @@ def timing_robot(robot: RobotModel, friction: FrictionMode) -> RobotModel:
     def reduced(f: JointFriction | None) -> JointFriction | None:
         if f is None or friction == "none":
             return None
-        return JointFriction(law=CoulombViscous(fc=f.law.fc, fv=0.0))
+        return JointFriction(law=CoulombViscous(fc=f.law.fc, fv=0.0), load=f.load)
 
     return robot.with_friction({j.name: reduced(j.friction) for j in robot.joints})
