@@ -42,6 +42,9 @@ _API = {
     "Trajectory": "mbctl.ctrl.trajectory",
     "quintic_rest_to_rest": "mbctl.ctrl.trajectory",
     "read_trajectory": "mbctl.ctrl.trajectory",
+    "optimal_timing": "mbctl.ctrl.timing.solve",
+    "spline_path": "mbctl.ctrl.timing.path",
+    "timing_limits": "mbctl.ctrl.timing.limits",
     "design_excitation": "mbctl.ctrl.excitation",
     "Excitation": "mbctl.ctrl.excitation",
     "feedforward": "mbctl.ctrl.feedforward",
@@ -61,6 +64,9 @@ if TYPE_CHECKING:
     from mbctl.ctrl.controllers import build_controller
     from mbctl.ctrl.excitation import Excitation, design_excitation
     from mbctl.ctrl.feedforward import FeedforwardResult, feedforward
+    from mbctl.ctrl.timing.limits import timing_limits
+    from mbctl.ctrl.timing.path import spline_path
+    from mbctl.ctrl.timing.solve import optimal_timing
     from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
     from mbctl.dynamics.inverse import inverse_dynamics
     from mbctl.dynamics.model.robot import RobotModel, build_robot, load_robot

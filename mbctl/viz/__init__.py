@@ -15,7 +15,7 @@ path), has an optional ``title`` derived from the result, and returns the path(s
 written. The modules follow the workflows: :mod:`~mbctl.viz.feedforward` (trajectories,
 feed-forward torques), :mod:`~mbctl.viz.simulation`, :mod:`~mbctl.viz.variants`
 (variants, flexible feed-forward), :mod:`~mbctl.viz.run` (closed-loop run logs),
-:mod:`~mbctl.viz.fits` (identification), :mod:`~mbctl.viz.sweep` (parameter studies),
+:mod:`~mbctl.viz.fits` (identification), :mod:`~mbctl.viz.sweep` (parameter studies), :mod:`~mbctl.viz.timing` (path timing),
 :mod:`~mbctl.viz.animation` (3-D pages), :mod:`~mbctl.viz.figures` (what they share).
 The names below are imported on first use: ``import mbctl.viz`` loads neither
 matplotlib nor the numerical stack.
@@ -43,6 +43,7 @@ _API = {
     "plot_servo_fit": "mbctl.viz.fits",
     "plot_arm_fit": "mbctl.viz.fits",
     "plot_sweep": "mbctl.viz.sweep",
+    "plot_timing": "mbctl.viz.timing",
     "animate": "mbctl.viz.animation",
     "LiveView": "mbctl.viz.live",
 }
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from mbctl.viz.run import plot_run
     from mbctl.viz.simulation import plot_reactions, plot_simulation
     from mbctl.viz.sweep import plot_sweep
+    from mbctl.viz.timing import plot_timing
     from mbctl.viz.variants import plot_flexfeed, plot_variants
 
 

@@ -1,5 +1,5 @@
-"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration, or the
-motion a config's constraints prescribe)."""
+"""``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration, the
+motion a config's constraints prescribe, excitation, or the time-optimal timing of a path)."""
 
 from __future__ import annotations
 
@@ -100,6 +100,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-friction", dest="friction", action="store_false",
         help="condition number of the rigid-body base regressor alone (default: with each joint's viscous, Coulomb and offset columns)",
     )
+
+
+    o = kinds.add_parser(
+        "optimal",
+        help="time-optimal timing of a joint path under torque (with the friction model), velocity, acceleration and jerk limits",
+    )
+    common(o)
+    o.set_defaults(run=run_optimal)
+    source = o.add_mutually_exclusive_group(required=True)
+    source.add_argument("--waypoints", help='joint positions in rad or m, one row per waypoint, a cubic spline through them: "0,0; 0.5,1.0"')
+    source.add_argument("--path", type=Path, help="CSV of path samples: s, q.<joint>... (interpolated by a cubic spline)")
+    source.add_argument(
+        "--from-constraints", action="store_true",
+        help="the route the config's [[constraints]] trace over simulation.duration (closed loops and programmed paths; "
+        "redundant drives share the torques as unknowns of the timing)",
+    )  # fmt: skip
+    o.add_argument(
+        "--joints",
+        help="closed chains: the independent coordinates the waypoints or the path file give (as many as the chain has DOF); "
+        "the others are assembled on the loops, from simulation.initial",
+    )  # fmt: skip
+    o.add_argument("--grid", type=int, help="grid intervals along the path (default 1000; 250 with --jerk, whose nonlinear program grows with it)")
+    o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
+    o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
+                   help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
+    for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
+        o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... (overrides the robot's)")
+    o.add_argument("--solver", choices=("reachability", "highs"), default="reachability", help="linear solves: TOPP-RA passes (default) or HiGHS LP")
 
 
 def check_size(args: argparse.Namespace, duration: float, joints: int, field: str) -> None:
@@ -230,4 +258,98 @@ def run_excitation(args: argparse.Namespace) -> int:
     if args.plot:
         plot_trajectory(traj, args.plot, title=f"{robot.name}: excitation, condition number {result.condition:.3g}")
     print(f"wrote {args.out}: {len(traj)} samples over {traj.duration:.3f} s")
+    return 0
+
+
+def joint_values(text: str | None, robot: RobotModel, option: str) -> dict[str, float] | None:
+    """``"2.0"`` (every joint) or ``"j1=2,j3=1.5"`` -> {joint: value}; None for no option."""
+    if text is None:
+        return None
+    if "=" not in text:
+        return dict.fromkeys(robot.joint_names, float(parse_numbers(text, option).ravel()[0]))
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"expected joint=value, got {item!r}", field=option) from None
+    return out
+
+
+def run_optimal(args: argparse.Namespace) -> int:
+    """``mbctl trajectory optimal``: solve, check at the output rate, write, report."""
+    from mbctl.ctrl.timing import optimal_timing, read_path, spline_path, timing_limits
+    from mbctl.viz.timing import plot_timing
+
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    robot = load_robot(args.config)
+    if args.grid is None:
+        args.grid = 250 if args.jerk is not None else 1000
+    if not 2 <= args.grid <= 100_000:
+        raise InputError(f"must be in [2, 100000], got {args.grid}", field="--grid")
+    try:
+        limits = timing_limits(
+            robot, torque_margin=args.torque_margin, friction=args.friction,
+            **{key: joint_values(getattr(args, attr), robot, f"--{attr.replace('_', '-')}")
+               for key, attr in (("velocity", "velocity_limit"), ("acceleration", "acceleration_limit"), ("torque", "torque_limit"), ("jerk", "jerk"))},
+        )  # fmt: skip
+    except InputError as exc:
+        if exc.field in ("velocity", "acceleration", "torque", "jerk", "torque_margin"):
+            option = {"velocity": "--velocity-limit", "acceleration": "--acceleration-limit", "torque": "--torque-limit"}.get(exc.field, f"--{exc.field.replace('_', '-')}")
+            raise InputError(exc.reason, field=option) from None
+        raise
+    closed = not all(j.actuated for j in robot.joints)
+    if args.joints is not None and not closed:
+        raise InputError("names independent coordinates of closed chains; give every joint of a serial arm", field="--joints")
+    names = robot.joint_names if args.joints is None else tuple(n.strip() for n in args.joints.split(",") if n.strip())
+    for name in names:
+        if name not in robot.joint_names:
+            raise InputError(f"no joint {name!r} in robot {robot.name} (joints: {', '.join(robot.joint_names)})", field="--joints")
+    if args.waypoints is not None:
+        waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
+        if waypoints.shape[1] != len(names) or waypoints.shape[0] < 2:
+            raise InputError(f"needs at least 2 rows of {len(names)} values ({', '.join(names)})", field="--waypoints")
+        path = spline_path(waypoints, names)
+    elif args.from_constraints:
+        from mbctl.ctrl.timing.programmed import path_from_constraints
+
+        path = path_from_constraints(robot)
+    else:
+        path = read_path(args.path, names)
+    if args.joints is not None:
+        from mbctl.ctrl.timing.programmed import initial_guess, path_on_loops
+
+        try:
+            path = path_on_loops(robot, path, initial_guess(robot))
+        except InputError as exc:
+            raise InputError(exc.reason, field=f"--{exc.field}") from None
+    try:
+        result = optimal_timing(robot, path, limits, grid=args.grid, rate_hz=args.rate, solver="highs" if closed else args.solver)
+    except InputError as exc:
+        if exc.file is None and exc.field in ("rate", "grid"):
+            raise InputError(exc.reason, field=f"--{exc.field}") from None
+        raise
+    write_trajectory(args.out, result.trajectory)
+    if args.plot:
+        plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
+    print(
+        f"{robot.name}: {result.duration:.4f} s along the path ({args.grid} grid intervals, friction {args.friction}, "
+        f"torque margin {args.torque_margin:g}), computed in {result.solve_time:.2f} s "
+        f"({result.iterations} solves, {result.refinements} refinements)"
+    )
+    print("  active limits: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in result.active_fractions().items()))
+    if closed:
+        print("  drive torques distributed by the timing's LP (checked: the least-loaded distribution at every sample)")
+    print(f"  worst |value| / limit at {args.rate:g} Hz: " + ", ".join(f"{k} {v:.4f}" for k, v in result.ratios.items()))
+    if args.friction != "full":
+        print("  under the full friction model: " + ", ".join(f"{k} {v:.4f}" for k, v in result.ratios_full.items()))
+    if limits.jerk is not None:
+        print("  peak jerk: " + ", ".join(f"{n} {v:.4g}" for n, v in zip(robot.joint_names, result.peak_jerk)))
+    print(f"wrote {args.out}: {len(result.trajectory)} samples over {result.trajectory.duration:.3f} s")
+    if not result.held:
+        warn(f"degraded: {result.message}; the trajectory exceeds a limit by more than {100 * result.tolerance:g} %")
+        return 3
     return 0
