@@ -168,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     if args.animate and summary.cycles:
         animate_log(robot, args.log, args)
     print(format_run(summary))
+    for message in summary.chatter:
+        warn(message)
     if extra:
         rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
         print(
@@ -209,6 +211,12 @@ def format_run(s: RunSummary) -> str:
     ]
     if s.plant_timing:
         lines.append(format_plant(s.plant_timing))
+    if s.sensing:
+        lines.append(f"sensing: {s.sensing}")
+    if s.estimation:
+        lines.append(f"estimation: {s.estimation}")
+    if s.torque_step_rms:
+        lines.append("torque step rms: " + ", ".join(f"{j} {v:.3g}" for j, v in s.torque_step_rms.items()) + " per cycle")
     if s.tracking_rms:
         rms = ", ".join(f"{j} {v:.3g}" for j, v in s.tracking_rms.items())
         lines.append(f"tracking rms: {rms}; max |error| {s.max_abs_error:.3g}")

@@ -1,0 +1,103 @@
+"""What the loop calls each cycle: velocity estimate and external-torque observer in one compiled call.
+
+:class:`StateEstimator` keeps the states of :func:`mbctl.ctrl.estimation.step.build_step`'s
+function in its preallocated input buffers, so a cycle writes the measurement and the applied
+torque, calls the generated C once and reads the estimates: no allocation. The time step ``h``
+is the measurement's own time difference (a repeated measurement, ``h = 0``, changes nothing).
+
+On a detection (``|tau_ext_i| > threshold_i`` on some joint) the loop reacts as the settings
+say; :meth:`StateEstimator.hold_torque` is the compliant hold: gravity compensation with a soft
+spring to where the arm was and damping, ``tau = g(q) + m (w^2 (q_hold - q) - 2 w dq)`` per
+joint, ``m`` the diagonal of ``M(q)`` and ``w = 2 pi`` :data:`HOLD_HZ` (a critically damped
+joint of that natural frequency if decoupled).
+"""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.estimation.model import EstimationModel
+from mbctl.ctrl.estimation.settings import EstimationSettings, estimation_settings
+from mbctl.ctrl.estimation.step import build_step, initial_state
+from mbctl.dynamics.codegen import CompiledFunction, compile_function
+from mbctl.dynamics.model.robot import RobotModel
+
+__all__ = ["HOLD_HZ", "StateEstimator"]
+
+HOLD_HZ = 2.0
+"""Natural frequency (Hz) of the compliant hold's joint springs."""
+
+
+class StateEstimator:
+    """Velocity estimator plus momentum observer of a robot (every DOF actuated).
+
+    Args:
+        robot: The controller's model.
+        period_s: Nominal sampling period (s), for the filter gains.
+        settings: Estimation settings (default: the robot's ``[control]``).
+        compiled: Run generated C (False: CasADi's interpreter, the same arithmetic).
+
+    Attributes:
+        q_hat, dq_hat: Estimated positions (rad, m) and velocities (rad/s, m/s).
+        tau_ext: Observed external joint torques (N·m, N).
+        worst: ``max |tau_ext_i| / threshold_i`` of the last step (> 1: a detection).
+    """
+
+    def __init__(self, robot: RobotModel, period_s: float, settings: EstimationSettings | None = None, *, compiled: bool = True):
+        self.robot = robot
+        self.settings = estimation_settings(robot) if settings is None else settings
+        self.model = EstimationModel(robot)
+        s = self.settings
+        function = build_step(self.model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold)
+        self._f = compile_function(function) if compiled else CompiledFunction(function, None)
+        q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
+        self._momentum = ca.Function("momentum", [q, dq], [self.model.momentum(q, dq)[0]])
+        nv = robot.nv
+        self.q_hat, self.dq_hat, self.tau_ext = np.zeros(nv), np.zeros(nv), np.zeros(nv)
+        self._g, self._m = np.zeros(nv), np.zeros(nv)
+        self.worst = 0.0
+        self._t = math.nan
+
+    @property
+    def compiled(self) -> bool:
+        """The step runs generated C."""
+        return self._f.compiled
+
+    def reset(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
+        """Start from a measurement at time ``t`` (s): estimates equal to it, no external torque."""
+        x, o = initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum)
+        self._f.inputs[0][:] = x
+        self._f.inputs[1][:] = o
+        self.q_hat[:], self.dq_hat[:] = q, dq
+        self.tau_ext[:] = 0.0
+        self.worst = 0.0
+        self._t = t
+
+    def update(self, t: float, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> float:
+        """One step to the measurement ``(q, dq)`` at ``t`` (s), ``tau`` (N·m, N) applied since
+        the last one; returns :attr:`worst`."""
+        h = t - self._t
+        if not h > 0:
+            return self.worst
+        self._t = t
+        f = self._f
+        inputs, outputs = f.inputs, f.outputs
+        inputs[2][:], inputs[3][:], inputs[4][:], inputs[5][:] = q, dq, tau, h
+        f.eval()
+        inputs[0][:], inputs[1][:] = outputs[0], outputs[1]
+        self.q_hat[:], self.dq_hat[:], self.tau_ext[:] = outputs[2], outputs[3], outputs[4]
+        self._g[:], self._m[:] = outputs[5], outputs[6]
+        self.worst = float(outputs[7][0])
+        return self.worst
+
+    def detected_joint(self) -> int:
+        """DOF index with the largest ``|tau_ext| / threshold``."""
+        return int(np.argmax(np.abs(self.tau_ext) / self.settings.threshold))
+
+    def hold_torque(self, q_hold: np.ndarray) -> np.ndarray:
+        """The compliant hold's torques (N·m, N) at the last estimate (see the module docstring)."""
+        w = 2.0 * math.pi * HOLD_HZ
+        return self._g + self._m * (w * w * (q_hold - self.q_hat) - 2.0 * w * self.dq_hat)

@@ -1,0 +1,95 @@
+"""One estimation step as a CasADi function: velocity estimate, then the momentum observer.
+
+``(x, o, q_meas, dq_meas, tau, h) -> (x', o', q_hat, dq_hat, tau_ext, g, m, worst)``
+
+``x`` (3 nv) is the velocity estimator's state, ``o`` (3 nv) the observer's: the integral ``I``,
+the initial momentum ``p0`` and the last output ``r``; ``q_meas, dq_meas`` what the backend
+reports, ``tau`` the torques applied over the last ``h`` seconds (N·m, N per DOF).
+
+Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`):
+
+- ``measured``: ``dq_hat = dq_meas``;
+- ``first-order``: ``x = (q_last, v)``, ``v' = v + a ((q_meas - q_last)/h - v)``;
+- ``alpha-beta``: ``x = (q_hat, v_hat)``, prediction ``v- = v_hat``, ``q- = q_hat + h v-``;
+- ``model``: ``x = (q_hat, v_hat, d_hat)``, prediction ``v- = v_hat + dv + h d_hat``,
+  ``q- = q_hat + h v-``, ``dv`` the robot's dynamics driven by ``tau`` over ``h``
+  (:meth:`~mbctl.ctrl.estimation.model.EstimationModel.velocity_increment`); correction
+  ``(l1, l2/h, l3/h^2) e`` (:func:`~mbctl.ctrl.estimation.filters.observer_gains`). A Luenberger
+  observer with an acceleration-bias state: the model follows the commanded accelerations, so the
+  correction only removes quantisation noise, and ``d_hat`` takes up a constant unmodelled load
+  (without it the velocity estimate would carry a bias ``l1 d / l2``).
+
+Generalized-momentum observer (``K`` the gain, 1/s; ``p = M(q) dq``, ``beta`` of
+:meth:`~mbctl.ctrl.estimation.model.EstimationModel.momentum`), discretised with ``I``::
+
+    I' = I + h (tau + beta(q, dq) + r),   r' = K (p(q, dq) - p0 - I')
+
+``r`` follows the external joint torque ``tau_ext`` as a first-order lag of time constant
+``1/K``. ``g`` is the gravity torque and ``m`` the diagonal of ``M`` (for the compliant hold),
+``worst = max_i |r_i| / threshold_i`` (a detection when > 1).
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.estimation.filters import alpha_beta_gains, first_order_gain, observer_gains
+from mbctl.ctrl.estimation.model import EstimationModel
+
+__all__ = ["STEP_INPUTS", "STEP_OUTPUTS", "build_step", "initial_state"]
+
+STEP_INPUTS = ("x", "o", "q_meas", "dq_meas", "tau", "h")
+STEP_OUTPUTS = ("x_next", "o_next", "q_hat", "dq_hat", "tau_ext", "g", "m", "worst")
+
+
+def _velocity(kind: str, model: EstimationModel, x, q_meas, dq_meas, tau, h, cutoff_hz: float, period_s: float):
+    """``(x', q_hat, dq_hat)`` of the velocity estimator ``kind``."""
+    nv = model.nv
+    q_x, v_x, d_x = x[:nv], x[nv : 2 * nv], x[2 * nv :]
+    if kind == "measured":
+        return ca.vertcat(q_meas, dq_meas, d_x), q_meas, dq_meas
+    if kind == "first-order":
+        a = first_order_gain(cutoff_hz, period_s)
+        v = v_x + a * ((q_meas - q_x) / h - v_x)
+        return ca.vertcat(q_meas, v, d_x), q_meas, v
+    if kind == "alpha-beta":
+        alpha, beta = alpha_beta_gains(cutoff_hz, period_s)
+        q_pred = q_x + h * v_x
+        e = q_meas - q_pred
+        q_hat, v_hat = q_pred + alpha * e, v_x + (beta / h) * e
+        return ca.vertcat(q_hat, v_hat, d_x), q_hat, v_hat
+    l1, l2, l3 = observer_gains(cutoff_hz, period_s)
+    v_pred = v_x + model.velocity_increment(q_x, v_x, tau, h) + h * d_x
+    q_pred = q_x + h * v_pred
+    e = q_meas - q_pred
+    q_hat, v_hat, d_hat = q_pred + l1 * e, v_pred + (l2 / h) * e, d_x + (l3 / (h * h)) * e
+    return ca.vertcat(q_hat, v_hat, d_hat), q_hat, v_hat
+
+
+def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: float, gain: float, threshold: np.ndarray) -> ca.Function:
+    """The step function (see the module docstring) with its constants: the filter's cutoff (Hz)
+    at the nominal ``period_s`` (s), the observer ``gain`` K (1/s), the per-DOF ``threshold``
+    (N·m, N; inf: never detects)."""
+    nv = model.nv
+    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 3 * nv)
+    q_meas, dq_meas, tau = (ca.SX.sym(name, nv) for name in ("q_meas", "dq_meas", "tau"))
+    h = ca.SX.sym("h")
+    integral, p0, r = o[:nv], o[nv : 2 * nv], o[2 * nv :]
+    x_next, q_hat, dq_hat = _velocity(kind, model, x, q_meas, dq_meas, tau, h, cutoff_hz, period_s)
+    p, beta, g, m = model.momentum(q_hat, dq_hat)
+    integral = integral + h * (tau + beta + r)
+    r = gain * (p - p0 - integral)
+    finite = np.isfinite(threshold)
+    ratio = [ca.fabs(r[i]) / float(threshold[i]) for i in range(nv) if finite[i]]
+    worst = ca.mmax(ca.vertcat(*ratio)) if ratio else ca.SX(0.0)
+    outputs = [x_next, ca.vertcat(integral, p0, r), q_hat, dq_hat, r, g, m, worst]
+    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", [x, o, q_meas, dq_meas, tau, h], outputs, list(STEP_INPUTS), list(STEP_OUTPUTS))
+
+
+def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentum: ca.Function) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, o)`` at rest or in motion at ``(q, dq)``: the estimate equal to the measurement,
+    ``I = 0``, ``r = 0`` and ``p0 = M(q) dq`` (``momentum`` evaluates ``p``)."""
+    nv = model.nv
+    p0 = np.asarray(momentum(q, dq)).ravel()
+    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv)])
