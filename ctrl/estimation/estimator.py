@@ -54,7 +54,7 @@ class StateEstimator:
         function = build_step(self.model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold)
         self._f = compile_function(function) if compiled else CompiledFunction(function, None)
         q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
-        self._momentum = ca.Function("momentum", [q, dq], [self.model.momentum(q, dq)[0]])
+        self._momentum = ca.Function("momentum", [q, dq], list(self.model.momentum(q, dq)[:2]))
         nv = robot.nv
         self.q_hat, self.dq_hat, self.tau_ext = np.zeros(nv), np.zeros(nv), np.zeros(nv)
         self._g, self._m = np.zeros(nv), np.zeros(nv)

@@ -77,7 +77,7 @@ def estimation_settings(robot: RobotModel, *, threshold: float | dict[str, float
     given = threshold if threshold is not None else collision.threshold
     values = default if spec.collision is not None or threshold is not None else np.full(robot.nv, math.inf)
     if given is not None:
-        values = per_joint_values(robot, given, default=math.nan, require_all=False, file=file, field="control.collision.threshold")
+        values = per_joint_values(robot, given, default=math.nan, require_all=False, file=file if threshold is None else None, field="control.collision.threshold" if threshold is None else "--threshold")
         values = np.where(np.isnan(values), default, values)
     return EstimationSettings(
         velocity=spec.velocity, cutoff_hz=spec.velocity_cutoff_hz, gain=collision.gain, threshold=values, reaction=collision.reaction, file=file

@@ -2,8 +2,8 @@
 
 ``(x, o, q_meas, dq_meas, tau, h) -> (x', o', q_hat, dq_hat, tau_ext, g, m, worst)``
 
-``x`` (3 nv) is the velocity estimator's state, ``o`` (3 nv) the observer's: the integral ``I``,
-the initial momentum ``p0`` and the last output ``r``; ``q_meas, dq_meas`` what the backend
+``x`` (3 nv) is the velocity estimator's state, ``o`` (4 nv) the observer's: the integral ``I``,
+the initial momentum ``p0``, the last output ``r`` and the last ``beta``; ``q_meas, dq_meas`` what the backend
 reports, ``tau`` the torques applied over the last ``h`` seconds (N·m, N per DOF).
 
 Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`):
@@ -20,9 +20,15 @@ Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`)
   (without it the velocity estimate would carry a bias ``l1 d / l2``).
 
 Generalized-momentum observer (``K`` the gain, 1/s; ``p = M(q) dq``, ``beta`` of
-:meth:`~mbctl.ctrl.estimation.model.EstimationModel.momentum`), discretised with ``I``::
+:meth:`~mbctl.ctrl.estimation.model.EstimationModel.momentum`)::
 
-    I' = I + h (tau + beta(q, dq) + r),   r' = K (p(q, dq) - p0 - I')
+    r = K (p - p0 - integral of (tau + beta + r) dt)
+
+discretised with ``I`` the integral, ``beta`` by the trapezoidal rule and ``r`` implicitly (so a
+long gap between samples, ``K h > 2``, cannot make it ring)::
+
+    r' = K (p - p0 - I - h (tau + (beta + beta_last)/2)) / (1 + K h)
+    I' = I + h (tau + (beta + beta_last)/2 + r')
 
 ``r`` follows the external joint torque ``tau_ext`` as a first-order lag of time constant
 ``1/K``. ``g`` is the gravity torque and ``m`` the diagonal of ``M`` (for the compliant hold),
@@ -72,24 +78,25 @@ def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: fl
     at the nominal ``period_s`` (s), the observer ``gain`` K (1/s), the per-DOF ``threshold``
     (N·m, N; inf: never detects)."""
     nv = model.nv
-    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 3 * nv)
+    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 4 * nv)
     q_meas, dq_meas, tau = (ca.SX.sym(name, nv) for name in ("q_meas", "dq_meas", "tau"))
     h = ca.SX.sym("h")
-    integral, p0, r = o[:nv], o[nv : 2 * nv], o[2 * nv :]
+    integral, p0, beta_last = o[:nv], o[nv : 2 * nv], o[3 * nv :]
     x_next, q_hat, dq_hat = _velocity(kind, model, x, q_meas, dq_meas, tau, h, cutoff_hz, period_s)
     p, beta, g, m = model.momentum(q_hat, dq_hat)
-    integral = integral + h * (tau + beta + r)
-    r = gain * (p - p0 - integral)
+    known = integral + h * (tau + 0.5 * (beta + beta_last))
+    r = gain * (p - p0 - known) / (1.0 + gain * h)
+    integral = known + h * r
     finite = np.isfinite(threshold)
     ratio = [ca.fabs(r[i]) / float(threshold[i]) for i in range(nv) if finite[i]]
     worst = ca.mmax(ca.vertcat(*ratio)) if ratio else ca.SX(0.0)
-    outputs = [x_next, ca.vertcat(integral, p0, r), q_hat, dq_hat, r, g, m, worst]
+    outputs = [x_next, ca.vertcat(integral, p0, r, beta), q_hat, dq_hat, r, g, m, worst]
     return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", [x, o, q_meas, dq_meas, tau, h], outputs, list(STEP_INPUTS), list(STEP_OUTPUTS))
 
 
 def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentum: ca.Function) -> tuple[np.ndarray, np.ndarray]:
     """``(x, o)`` at rest or in motion at ``(q, dq)``: the estimate equal to the measurement,
-    ``I = 0``, ``r = 0`` and ``p0 = M(q) dq`` (``momentum`` evaluates ``p``)."""
+    ``I = 0``, ``r = 0``, ``p0 = M(q) dq`` and ``beta`` at ``(q, dq)`` (``momentum`` evaluates ``(p, beta)``)."""
     nv = model.nv
-    p0 = np.asarray(momentum(q, dq)).ravel()
-    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv)])
+    p0, beta = (np.asarray(v).ravel() for v in momentum(q, dq))
+    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv), beta])
