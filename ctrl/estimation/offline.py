@@ -4,7 +4,8 @@ The observer of :mod:`mbctl.ctrl.estimation.step` runs causally over the samples
 times allowed: each step is the time since the previous sample), as it would have in the loop,
 with the recorded torque as ``tau`` (a measured joint torque, or the command) and, by default,
 the recorded velocity. A detection is a run of samples with ``|tau_ext_i| > threshold_i`` on a
-joint: its start time, the joint, the peak and its time.
+joint (runs less than :data:`MERGE_GAP_S` apart are one: a noisy estimate dips below the threshold
+in the middle of one collision): its start time, the joint, the peak and its time.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from mbctl.ctrl.estimation.estimator import StateEstimator
 from mbctl.ctrl.estimation.settings import EstimationSettings, estimation_settings
 from mbctl.dynamics.model.robot import RobotModel
 
-__all__ = ["Detection", "ObserverRun", "observe"]
+__all__ = ["MERGE_GAP_S", "Detection", "ObserverRun", "observe"]
+
+MERGE_GAP_S = 0.05
+"""Detections on one joint closer than this (s) are reported as one."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,13 @@ def _detections(robot: RobotModel, t: np.ndarray, tau_ext: np.ndarray, detected:
     for i, name in enumerate(robot.joint_names):
         flags = np.r_[False, detected[:, i], False].astype(np.int8)
         starts, ends = np.flatnonzero(np.diff(flags) == 1), np.flatnonzero(np.diff(flags) == -1)
+        runs: list[list[int]] = []
         for a, b in zip(starts, ends):
+            if runs and t[a] - t[runs[-1][1] - 1] < MERGE_GAP_S:
+                runs[-1][1] = b
+            else:
+                runs.append([a, b])
+        for a, b in runs:
             k = a + int(np.argmax(np.abs(tau_ext[a:b, i])))
             out.append(Detection(joint=name, start_s=float(t[a]), end_s=float(t[b - 1]), peak=float(tau_ext[k, i]), peak_s=float(t[k])))
     return tuple(sorted(out, key=lambda d: d.start_s))
