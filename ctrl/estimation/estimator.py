@@ -51,7 +51,7 @@ class StateEstimator:
         self.settings = estimation_settings(robot) if settings is None else settings
         self.model = EstimationModel(robot)
         s = self.settings
-        function = build_step(self.model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold)
+        function = build_step(self.model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz)
         self._f = compile_function(function) if compiled else CompiledFunction(function, None)
         q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
         self._momentum = ca.Function("momentum", [q, dq], list(self.model.momentum(q, dq)[:2]))

@@ -41,6 +41,7 @@ class EstimationSettings:
         threshold: Detection threshold on ``|tau_ext|`` per DOF (N·m, N; inf: none).
         reaction: ``"stop"``, ``"hold"`` or ``"none"``.
         file: The robot TOML, for errors.
+        observer_cutoff_hz: Cutoff of the observer's own velocity low-pass (Hz; inf: none).
     """
 
     velocity: str
@@ -49,6 +50,7 @@ class EstimationSettings:
     threshold: np.ndarray
     reaction: str
     file: Path | None = None
+    observer_cutoff_hz: float = math.inf
 
     def describe(self) -> str:
         """One line for the run summary."""
@@ -59,7 +61,8 @@ class EstimationSettings:
             "model": f"model-based observer (dynamics driven by the commanded torque), bandwidth {self.cutoff_hz:g} Hz",
         }[self.velocity]
         detect = f"reaction {self.reaction}" if np.isfinite(self.threshold).any() else "detection off (no [control.collision])"
-        return f"controller velocity: {what}; momentum observer K {self.gain:g} 1/s, {detect}"
+        filtered = f", its velocity low-passed at {self.observer_cutoff_hz:g} Hz" if math.isfinite(self.observer_cutoff_hz) else ""
+        return f"controller velocity: {what}; momentum observer K {self.gain:g} 1/s{filtered}, {detect}"
 
 
 def estimation_settings(robot: RobotModel, *, threshold: float | dict[str, float] | None = None) -> EstimationSettings:
@@ -80,7 +83,8 @@ def estimation_settings(robot: RobotModel, *, threshold: float | dict[str, float
         values = per_joint_values(robot, given, default=math.nan, require_all=False, file=file if threshold is None else None, field="control.collision.threshold" if threshold is None else "--threshold")
         values = np.where(np.isnan(values), default, values)
     return EstimationSettings(
-        velocity=spec.velocity, cutoff_hz=spec.velocity_cutoff_hz, gain=collision.gain, threshold=values, reaction=collision.reaction, file=file
+        velocity=spec.velocity, cutoff_hz=spec.velocity_cutoff_hz, gain=collision.gain, threshold=values, reaction=collision.reaction, file=file,
+        observer_cutoff_hz=collision.velocity_cutoff_hz,
     )
 
 

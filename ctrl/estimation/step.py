@@ -2,8 +2,8 @@
 
 ``(x, o, q_meas, dq_meas, tau, h) -> (x', o', q_hat, dq_hat, tau_ext, g, m, worst)``
 
-``x`` (3 nv) is the velocity estimator's state, ``o`` (4 nv) the observer's: the integral ``I``,
-the initial momentum ``p0``, the last output ``r`` and the last ``beta``; ``q_meas, dq_meas`` what the backend
+``x`` (3 nv) is the velocity estimator's state, ``o`` (5 nv) the observer's: the integral ``I``,
+the initial momentum ``p0``, the last output ``r``, the last ``beta`` and its own velocity ``v``; ``q_meas, dq_meas`` what the backend
 reports, ``tau`` the torques applied over the last ``h`` seconds (N·m, N per DOF).
 
 Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`):
@@ -31,11 +31,16 @@ long gap between samples, ``K h > 2``, cannot make it ring)::
     I' = I + h (tau + (beta + beta_last)/2 + r')
 
 ``r`` follows the external joint torque ``tau_ext`` as a first-order lag of time constant
-``1/K``. ``g`` is the gravity torque and ``m`` the diagonal of ``M`` (for the compliant hold),
+``1/K``. Velocity noise reaches ``r`` as ``K M(q) dv`` unfiltered (through ``p``), so the observer
+may low-pass its velocity first (``[control.collision] velocity_cutoff_hz``): ``v' = v + (1 -
+exp(-2 pi f h)) (dq_hat - v)``, ``p`` and ``beta`` taken at ``v``. A torque that changes no
+motion (a sensor's) still shows with lag ``1/K``; one that moves the arm, ``1/(2 pi f)`` later. ``g`` is the gravity torque and ``m`` the diagonal of ``M`` (for the compliant hold),
 ``worst = max_i |r_i| / threshold_i`` (a detection when > 1).
 """
 
 from __future__ import annotations
+
+import math
 
 import casadi as ca
 import numpy as np
@@ -73,24 +78,28 @@ def _velocity(kind: str, model: EstimationModel, x, q_meas, dq_meas, tau, h, cut
     return ca.vertcat(q_hat, v_hat, d_hat), q_hat, v_hat
 
 
-def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: float, gain: float, threshold: np.ndarray) -> ca.Function:
+def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: float, gain: float, threshold: np.ndarray, observer_cutoff_hz: float = math.inf) -> ca.Function:
     """The step function (see the module docstring) with its constants: the filter's cutoff (Hz)
     at the nominal ``period_s`` (s), the observer ``gain`` K (1/s), the per-DOF ``threshold``
-    (N·m, N; inf: never detects)."""
+    (N·m, N; inf: never detects), the cutoff of the observer's own velocity filter (Hz; inf: none)."""
     nv = model.nv
-    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 4 * nv)
+    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 5 * nv)
     q_meas, dq_meas, tau = (ca.SX.sym(name, nv) for name in ("q_meas", "dq_meas", "tau"))
     h = ca.SX.sym("h")
-    integral, p0, beta_last = o[:nv], o[nv : 2 * nv], o[3 * nv :]
+    integral, p0, beta_last, v_obs = o[:nv], o[nv : 2 * nv], o[3 * nv : 4 * nv], o[4 * nv :]
     x_next, q_hat, dq_hat = _velocity(kind, model, x, q_meas, dq_meas, tau, h, cutoff_hz, period_s)
-    p, beta, g, m = model.momentum(q_hat, dq_hat)
+    if math.isfinite(observer_cutoff_hz):
+        v_obs = v_obs + (1.0 - ca.exp(-2.0 * math.pi * observer_cutoff_hz * h)) * (dq_hat - v_obs)
+    else:
+        v_obs = dq_hat
+    p, beta, g, m = model.momentum(q_hat, v_obs)
     known = integral + h * (tau + 0.5 * (beta + beta_last))
     r = gain * (p - p0 - known) / (1.0 + gain * h)
     integral = known + h * r
     finite = np.isfinite(threshold)
     ratio = [ca.fabs(r[i]) / float(threshold[i]) for i in range(nv) if finite[i]]
     worst = ca.mmax(ca.vertcat(*ratio)) if ratio else ca.SX(0.0)
-    outputs = [x_next, ca.vertcat(integral, p0, r, beta), q_hat, dq_hat, r, g, m, worst]
+    outputs = [x_next, ca.vertcat(integral, p0, r, beta, v_obs), q_hat, dq_hat, r, g, m, worst]
     return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", [x, o, q_meas, dq_meas, tau, h], outputs, list(STEP_INPUTS), list(STEP_OUTPUTS))
 
 
@@ -99,4 +108,4 @@ def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentu
     ``I = 0``, ``r = 0``, ``p0 = M(q) dq`` and ``beta`` at ``(q, dq)`` (``momentum`` evaluates ``(p, beta)``)."""
     nv = model.nv
     p0, beta = (np.asarray(v).ravel() for v in momentum(q, dq))
-    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv), beta])
+    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv), beta, dq])

@@ -10,6 +10,7 @@ velocity_cutoff_hz = 40.0                # Hz: bandwidth of that estimate
 gain = 200.0                             # 1/s: K, the observer's bandwidth
 threshold = { j1 = 5.0 }                 # N·m (N): one number, or by joint (default: break-away friction + 1 % of the effort limit)
 reaction = "stop"                        # stop (torque off) | hold (compliant hold) | none (log only)
+velocity_cutoff_hz = 10.0                # Hz: optional low-pass of the velocity the observer uses
 [control.computed-torque]                # e'' + kd e' + kp e = 0
 kp = 400.0                               # 1/s²: one number for every actuated joint, or by joint name
 kd = 40.0                                # 1/s
@@ -34,6 +35,7 @@ names against the robot (:mod:`mbctl.ctrl.settings`, :mod:`mbctl.ctrl.task_space
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +69,7 @@ VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
 first-order filtered difference of positions, an alpha-beta tracking filter, or an observer on the
 robot's dynamics driven by the commanded torque."""
 REACTIONS = ("stop", "hold", "none")
-COLLISION_KEYS = ("gain", "threshold", "reaction")
+COLLISION_KEYS = ("gain", "threshold", "reaction", "velocity_cutoff_hz")
 GAIN_KEYS = ("kp", "kd")
 TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
 NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
@@ -107,11 +109,13 @@ class TaskSpaceSpec:
 @dataclass(frozen=True)
 class CollisionSpec:
     """The momentum observer: ``gain`` K (1/s), detection ``threshold`` on ``|tau_ext|`` (N·m, N;
-    one number, by joint, or None for the default), ``reaction`` on a detection."""
+    one number, by joint, or None for the default), ``reaction`` on a detection, the cutoff (Hz) of
+    a low-pass on the velocity it uses (inf: none)."""
 
     gain: float = 200.0
     threshold: PerJoint | None = None
     reaction: str = "stop"
+    velocity_cutoff_hz: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ def _collision(t: Table) -> CollisionSpec:
         gain=_positive(t, "gain", "1/s") if "gain" in t else CollisionSpec.gain,
         threshold=_positive_per_joint(t, "threshold") if "threshold" in t else None,
         reaction=t.string("reaction", "stop", choices=REACTIONS),
+        velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else math.inf,
     )
 
 
