@@ -41,9 +41,9 @@ class LoopEstimator:
         self.estimator.reset(t, state.q, state.dq)
 
     def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
-        e = self.estimator
-        e.update(t, state.q, state.dq, tau_applied)
-        return JointState(t=state.t, q=state.q, dq=e.dq_hat.copy(), effort=state.effort)
+        """The measurement with the estimated velocity (the estimator's buffer: valid for this cycle)."""
+        self.estimator.update(t, state.q, state.dq, tau_applied)
+        return JointState(t=state.t, q=state.q, dq=self.dq_hat, effort=state.effort)
 
     def detection(self, t: float) -> str:
         e = self.estimator

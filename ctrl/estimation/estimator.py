@@ -44,6 +44,9 @@ class StateEstimator:
         q_hat, dq_hat: Estimated positions (rad, m) and velocities (rad/s, m/s).
         tau_ext: Observed external joint torques (N·m, N).
         worst: ``max |tau_ext_i| / threshold_i`` of the last step (> 1: a detection).
+
+    The three arrays are the compiled function's output buffers: the next :meth:`update`
+    overwrites them in place (copy what you keep).
     """
 
     def __init__(self, robot: RobotModel, period_s: float, settings: EstimationSettings | None = None, *, compiled: bool = True):
@@ -55,9 +58,11 @@ class StateEstimator:
         self._f = compile_function(function) if compiled else CompiledFunction(function, None)
         q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
         self._momentum = ca.Function("momentum", [q, dq], list(self.model.momentum(q, dq)[:2]))
-        nv = robot.nv
-        self.q_hat, self.dq_hat, self.tau_ext = np.zeros(nv), np.zeros(nv), np.zeros(nv)
-        self._g, self._m = np.zeros(nv), np.zeros(nv)
+        outputs = self._f.outputs
+        self.q_hat, self.dq_hat, self.tau_ext, self._g, self._m, self._worst = outputs[2], outputs[3], outputs[4], outputs[5], outputs[6], outputs[7]
+        self._x, self._o = self._f.inputs[0], self._f.inputs[1]
+        self._x_next, self._o_next = outputs[0], outputs[1]
+        self._q_in, self._dq_in, self._tau_in, self._h_in = self._f.inputs[2:6]
         self.worst = 0.0
         self._t = math.nan
 
@@ -69,8 +74,7 @@ class StateEstimator:
     def reset(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
         """Start from a measurement at time ``t`` (s): estimates equal to it, no external torque."""
         x, o = initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum)
-        self._f.inputs[0][:] = x
-        self._f.inputs[1][:] = o
+        self._x[:], self._o[:] = x, o
         self.q_hat[:], self.dq_hat[:] = q, dq
         self.tau_ext[:] = 0.0
         self.worst = 0.0
@@ -83,14 +87,11 @@ class StateEstimator:
         if not h > 0:
             return self.worst
         self._t = t
-        f = self._f
-        inputs, outputs = f.inputs, f.outputs
-        inputs[2][:], inputs[3][:], inputs[4][:], inputs[5][:] = q, dq, tau, h
-        f.eval()
-        inputs[0][:], inputs[1][:] = outputs[0], outputs[1]
-        self.q_hat[:], self.dq_hat[:], self.tau_ext[:] = outputs[2], outputs[3], outputs[4]
-        self._g[:], self._m[:] = outputs[5], outputs[6]
-        self.worst = float(outputs[7][0])
+        self._q_in[:], self._dq_in[:], self._tau_in[:] = q, dq, tau
+        self._h_in[0] = h
+        self._f.eval()
+        self._x[:], self._o[:] = self._x_next, self._o_next
+        self.worst = float(self._worst[0])
         return self.worst
 
     def detected_joint(self) -> int:
