@@ -52,6 +52,37 @@ def test_compiled_step_equals_the_interpreted_one(robots, kind):
     assert a.compiled and not b.compiled
 
 
+def test_one_compiled_step_serves_robots_that_differ_in_their_numbers(robots):
+    """Two UR5s with different forearm masses share one library, and each gets its own numbers:
+    the same estimates as a step built with its numbers as constants."""
+    import pinocchio as pin
+
+    from mbctl.ctrl.estimation.model import EstimationModel
+    from mbctl.ctrl.estimation.step import build_step
+    from mbctl.dynamics.codegen import CompiledFunction
+
+    robot = robots["ur5"]
+    model = pin.Model(robot.model)
+    jid = robot.joint("elbow_joint").id
+    body = model.inertias[jid]
+    model.inertias[jid] = pin.Inertia(1.5 * body.mass, body.lever, 1.5 * body.inertia)  # the same zeros: the same structure
+    heavier = dataclasses.replace(robot, model=model)
+    settings = dataclasses.replace(estimation_settings(robot), threshold=np.full(6, 5.0))
+    a, b = (StateEstimator(r, 1e-3, settings) for r in (robot, heavier))
+    assert a._f.library == b._f.library
+    s = settings
+    reference = CompiledFunction(build_step(EstimationModel(heavier), s.velocity, s.cutoff_hz, 1e-3, s.gain, s.threshold), None)
+    b.reset(0.0, UR5_MOVE[0], np.zeros(6))
+    reference.inputs[0][:], reference.inputs[1][:] = b._x, b._o
+    rng = np.random.default_rng(2)
+    for k in range(1, 20):
+        q, tau = UR5_MOVE[0] + 0.01 * rng.normal(size=6), 20 * rng.normal(size=6)
+        b.update(k * 1e-3, q, np.zeros(6), tau)
+        x, o, _, dq_hat, tau_ext, *_ = reference(reference.inputs[0].copy(), reference.inputs[1].copy(), q, np.zeros(6), tau, 1e-3)
+        reference.inputs[0][:], reference.inputs[1][:] = x, o
+        assert np.allclose(b.dq_hat, dq_hat, rtol=1e-9, atol=1e-9) and np.allclose(b.tau_ext, tau_ext, rtol=1e-9, atol=1e-9)
+
+
 def _ur5_copy(tmp_path, plant: str, control: str = "") -> str:
     text = load_robot("ur5").source.read_text()
     start = text.index("[control.collision]")

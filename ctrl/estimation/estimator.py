@@ -15,6 +15,7 @@ joint of that natural frequency if decoupled).
 from __future__ import annotations
 
 import math
+import threading
 
 import casadi as ca
 import numpy as np
@@ -24,11 +25,39 @@ from mbctl.ctrl.estimation.settings import EstimationSettings, estimation_settin
 from mbctl.ctrl.estimation.step import build_step, initial_state
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.simulation.structure import ParameterVector, robot_key
 
 __all__ = ["HOLD_HZ", "StateEstimator"]
 
 HOLD_HZ = 2.0
 """Natural frequency (Hz) of the compliant hold's joint springs."""
+
+_KEPT = 16  # step functions kept per thread
+_steps = threading.local()
+
+
+def _step_function(robot: RobotModel, settings: EstimationSettings, period_s: float, compiled: bool) -> CompiledFunction:
+    """The step of :func:`~mbctl.ctrl.estimation.step.build_step` with the robot's numbers as a
+    bound last input: generated and compiled once per structure and settings in a thread (a
+    parameter study that changes masses or friction compiles it once), as the laws are
+    (:mod:`mbctl.ctrl.compiled_laws`)."""
+    values = ParameterVector(symbolic=False)
+    EstimationModel(robot, values)
+    s = settings
+    kinds = [(j.idx_v, type(j.friction.law).__name__) for j in robot.joints if j.friction is not None]
+    key = (robot_key(robot, "estimation", s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, kinds, values.names), compiled)
+    kept = getattr(_steps, "by_key", None)
+    if kept is None:
+        kept = _steps.by_key = {}
+    if key in kept:
+        return kept[key].instance().bind(values.array)
+    symbols = ParameterVector(symbolic=True)
+    model = EstimationModel(robot, symbols)
+    function = build_step(model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, symbols.symbols)
+    kept[key] = step = compile_function(function) if compiled else CompiledFunction(function, None)
+    while len(kept) > _KEPT:
+        kept.pop(next(iter(kept)))
+    return step.bind(values.array)
 
 
 class StateEstimator:
@@ -53,9 +82,7 @@ class StateEstimator:
         self.robot = robot
         self.settings = estimation_settings(robot) if settings is None else settings
         self.model = EstimationModel(robot)
-        s = self.settings
-        function = build_step(self.model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz)
-        self._f = compile_function(function) if compiled else CompiledFunction(function, None)
+        self._f = _step_function(robot, self.settings, period_s, compiled)
         q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
         self._momentum = ca.Function("momentum", [q, dq], list(self.model.momentum(q, dq)[:2]))
         outputs = self._f.outputs

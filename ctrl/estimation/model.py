@@ -28,6 +28,7 @@ from mbctl.dynamics.friction.laws import JointFriction as JointLaw
 from mbctl.dynamics.friction.laws import LuGre, simplify_law
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation.compiled_forces import friction_damping_of, friction_of
+from mbctl.dynamics.simulation.structure import ParameterVector, parametrize_robot, twin
 from mbctl.dynamics.symbolic import SymbolicDynamics
 
 __all__ = ["FRICTION_SMOOTHING", "EstimationModel", "estimation_robot"]
@@ -47,14 +48,30 @@ def estimation_robot(robot: RobotModel) -> RobotModel:
 
 
 class EstimationModel:
-    """Symbolic dynamics with friction of a robot, for the estimation step (see the module docstring)."""
+    """Symbolic dynamics with friction of a robot, for the estimation step (see the module docstring).
 
-    def __init__(self, robot: RobotModel):
+    Args:
+        robot: The controller's model.
+        vec: Collects the robot's numbers (inertial parameters, rotor inertias, friction
+            coefficients; the order of :func:`~mbctl.dynamics.simulation.structure.parametrize_robot`)
+            as parameters: symbols, so that one generated function serves every robot of the
+            same structure, or values, to fill that input. None: the numbers are constants.
+    """
+
+    def __init__(self, robot: RobotModel, vec: ParameterVector | None = None):
         self.robot = estimation_robot(robot)
         self.nv = robot.nv
-        self.sd = SymbolicDynamics(self.robot)
         self.friction = JointFriction(self.robot, smoothing=FRICTION_SMOOTHING)
-        self._static = [law for _, law, _ in self.friction._static]
+        self._parameters = ca.SX(0, 1)  # the parameter symbols, when there are any
+        if vec is None:
+            self.sd = SymbolicDynamics(self.robot)
+            self._static = [law for _, law, _ in self.friction._static]
+            return
+        params = parametrize_robot(self.robot, (), vec)
+        self.sd = SymbolicDynamics(self.robot, bodies=params.bodies, armature=params.armature)
+        names = self.robot.joint_names
+        self._static = [twin(law, f"{names[i]}.friction", vec) for i, law, _ in self.friction._static]
+        self._parameters = vec.symbols if vec.symbolic else ca.SX(0, 1)
 
     def friction_force(self, dq: ca.SX) -> ca.SX:
         """``Q_f(dq) = -F(dq)`` (N·m, N per DOF)."""
@@ -77,13 +94,13 @@ class EstimationModel:
     def momentum(self, q: ca.SX, dq: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
         """``(p, beta, g, m)``: momentum ``M dq``, ``beta = C^T dq - g + Q_f`` (so ``dp/dt = tau + beta +
         tau_ext``), gravity ``g(q)`` and the diagonal ``m`` of ``M(q)``."""
-        return tuple(self._momentum_function(q, dq))
+        return tuple(self._momentum_function(q, dq, self._parameters))
 
     @cached_property
     def _momentum_function(self) -> ca.Function:
-        """``(q, dq) -> (p, beta, g, m)`` on symbols (the gradient needs them), called on expressions."""
+        """``(q, dq, parameters) -> (p, beta, g, m)`` on symbols (the gradient needs them), called on expressions."""
         q, dq = ca.SX.sym("q", self.nv), ca.SX.sym("dq", self.nv)
         M = self.sd.mass_matrix_of(q)
         g = self.sd.gravity_of(q)
         ct_dq = ca.gradient(0.5 * ca.dot(dq, ca.mtimes(M, dq)), q)
-        return ca.Function("momentum", [q, dq], [ca.mtimes(M, dq), ct_dq - g + self.friction_force(dq), g, ca.diag(M)])
+        return ca.Function("momentum", [q, dq, self._parameters], [ca.mtimes(M, dq), ct_dq - g + self.friction_force(dq), g, ca.diag(M)])

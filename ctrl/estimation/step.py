@@ -78,10 +78,20 @@ def _velocity(kind: str, model: EstimationModel, x, q_meas, dq_meas, tau, h, cut
     return ca.vertcat(q_hat, v_hat, d_hat), q_hat, v_hat
 
 
-def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: float, gain: float, threshold: np.ndarray, observer_cutoff_hz: float = math.inf) -> ca.Function:
+def build_step(
+    model: EstimationModel,
+    kind: str,
+    cutoff_hz: float,
+    period_s: float,
+    gain: float,
+    threshold: np.ndarray,
+    observer_cutoff_hz: float = math.inf,
+    parameters: ca.SX | None = None,
+) -> ca.Function:
     """The step function (see the module docstring) with its constants: the filter's cutoff (Hz)
     at the nominal ``period_s`` (s), the observer ``gain`` K (1/s), the per-DOF ``threshold``
-    (N·m, N; inf: never detects), the cutoff of the observer's own velocity filter (Hz; inf: none)."""
+    (N·m, N; inf: never detects), the cutoff of the observer's own velocity filter (Hz; inf: none).
+    ``parameters``: the symbols ``model`` was built on, the function's last input ``p``."""
     nv = model.nv
     x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 5 * nv)
     q_meas, dq_meas, tau = (ca.SX.sym(name, nv) for name in ("q_meas", "dq_meas", "tau"))
@@ -100,7 +110,10 @@ def build_step(model: EstimationModel, kind: str, cutoff_hz: float, period_s: fl
     ratio = [ca.fabs(r[i]) / float(threshold[i]) for i in range(nv) if finite[i]]
     worst = ca.mmax(ca.vertcat(*ratio)) if ratio else ca.SX(0.0)
     outputs = [x_next, ca.vertcat(integral, p0, r, beta, v_obs), q_hat, dq_hat, r, g, m, worst]
-    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", [x, o, q_meas, dq_meas, tau, h], outputs, list(STEP_INPUTS), list(STEP_OUTPUTS))
+    inputs, names = [x, o, q_meas, dq_meas, tau, h], list(STEP_INPUTS)
+    if parameters is not None:
+        inputs, names = [*inputs, parameters], [*names, "p"]
+    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", inputs, outputs, names, list(STEP_OUTPUTS))
 
 
 def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentum: ca.Function) -> tuple[np.ndarray, np.ndarray]:
