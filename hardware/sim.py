@@ -82,14 +82,17 @@ def drive_encoder_counts(robot: RobotModel) -> dict[str, float]:
 
 
 def _with_drive_encoders(robot: RobotModel, config: PlantConfig) -> PlantConfig:
-    """The plant's encoders: ``[plant] encoder_counts`` where given, else the drive table's."""
+    """The plant's encoders: ``[plant] encoder_counts`` where given (one number: every joint), else
+    the drive table's, else :data:`DEFAULT_ENCODER_COUNTS`."""
     sensors = config.sensors
-    if sensors.encoder_counts is not None:
+    given = sensors.encoder_counts
+    if given is not None and not isinstance(given, dict):
         return config
     counts = drive_encoder_counts(robot)
     if not counts:
         return config
-    sensors = dataclasses.replace(sensors, encoder_counts=counts, encoder_source="drive table (motor counts x gear)")
+    source = "drive table (motor counts x gear)" if given is None else "[plant] encoder_counts, else the drive table"
+    sensors = dataclasses.replace(sensors, encoder_counts={**counts, **(given or {})}, encoder_source=source)
     return dataclasses.replace(config, sensors=sensors)
 
 
@@ -111,7 +114,8 @@ def sensing_description(config: PlantConfig, names: list[str], resolution: np.nd
         position = "exact positions"
     else:
         source = s.encoder_source or ("[plant] encoder_counts" if s.encoder_counts is not None else f"default {DEFAULT_ENCODER_COUNTS} counts/rev")
-        position = "encoders (" + ", ".join(f"{n} {r:.3g}" for n, r in zip(names, resolution)) + f" rad or m per count; {source})"
+        each = f"{resolution[0]:.3g} on every joint" if np.all(resolution == resolution[0]) else ", ".join(f"{n} {r:.3g}" for n, r in zip(names, resolution))
+        position = f"encoders ({each}, rad or m per count; {source})"
     if s.velocity == "exact":
         velocity = "exact velocity"
     else:

@@ -107,7 +107,7 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int) -> 
     """Refuse, before the loop starts, a run whose log would not fit the memory budget or the disk."""
     if not duration_s > 0:
         return  # not a size: the session says what is wrong
-    cycles, memory, disk = run_footprint(duration_s, args.rate, joints)
+    cycles, memory, disk = run_footprint(duration_s, args.rate, joints, estimation=args.controller != "position")
     field = "--duration" if args.duration is not None else "--trajectory"
     what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz)"
     check_memory(memory, budget(args), what=what, field=field)
