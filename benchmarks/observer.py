@@ -70,7 +70,7 @@ def before_settings(name: str, text: str) -> str:
     text = re.sub(r"\[control\.collision\][^\[]*", "", text)
     if "velocity = \"model\"" in text:
         text = text.replace('velocity = "model"', 'velocity = "measured"', 1)
-    else:
+    elif "\n[control]\n" not in text:
         text = re.sub(r"^\[control\.", '[control]\nvelocity = "measured"\n[control.', text, count=1, flags=re.M)
     if name.startswith("panda"):
         text = re.sub(r"encoder_counts = 524288.*", "encoder_counts = 0", text).replace('velocity = "difference"', 'velocity = "exact"')
