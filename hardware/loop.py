@@ -272,7 +272,8 @@ def run_loop(
         if breach:
             raise _Stop(f"limit breach: {breach}")
         try:
-            tau = np.asarray(controller(t, state), dtype=float)
+            # after a detection with reaction "hold": the estimator's compliant hold, checked and limited alike
+            tau = np.asarray(controller(t, state) if holding is None else estimator.hold(holding), dtype=float)
         except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
             raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
         if tau.shape != (n,) or not np.isfinite(tau).all():
@@ -307,9 +308,9 @@ def run_loop(
         nonlocal steps_counted
         if k >= 1:
             step = tau - tau_last
-            step_sq.__iadd__(step * step)
+            np.add(step_sq, step * step, out=step_sq)
             if k >= 2:
-                flips.__iadd__(step * step_last < 0)
+                np.add(flips, step * step_last < 0, out=flips)
             step_last[:] = step
             steps_counted += 1
         tau_last[:] = tau
@@ -379,10 +380,7 @@ def run_loop(
                             raise _Stop(f"collision detected: {detected}; torque off")
                         if detected and estimator.reaction == "hold":
                             holding = state.q.copy()
-                if holding is None:
-                    tau = control(t, state)
-                else:
-                    tau = np.clip(estimator.hold(holding), -limits.effort, limits.effort)
+                tau = control(t, state)
                 if torque_mode:
                     count_step(tau)
                 control_end = clock.now()
