@@ -244,6 +244,9 @@ class DynamixelBus(JointInterface):
                 pass
         self._enabled = False
 
+    sensing = "Dynamixel servos: present position (4096 counts per servo turn) and the servos' own present velocity"
+    """How the servos are measured, for the run summary."""
+
     def read(self) -> JointState:
         """One sync read of present current, velocity and position."""
         address, length = STATE_BLOCK

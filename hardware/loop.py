@@ -1,4 +1,4 @@
-"""The fixed-rate control loop: read -> control -> safety -> write -> log.
+"""The fixed-rate control loop: read -> estimate -> control -> safety -> write -> log.
 
 Timing: absolute deadlines ``t0 + k*period`` on a :class:`~mbctl.hardware.clock.LoopClock`
 (the wall clock by default: sleep, then spin the last ``spin_s``). A cycle that
@@ -14,7 +14,17 @@ controller and the reference at t = 0 and goes through the logging path once
 of anything. The controller therefore sees t = 0 twice. Then it turns torque on,
 just before the first deadline.
 
-Each cycle's phases are timed — read, control (safety checks and the controller),
+Estimate (optional, :class:`Estimator`): the measurement goes through a state estimator
+(velocity, external joint torques) before the controller and the limit checks see it; the
+estimates are logged (``dq_hat``, ``tau_ext``). A detected collision stops the run with torque
+off (reaction ``stop``), or hands the arm to the estimator's compliant hold for the rest of the
+run (``hold``), or is only reported (``none``); each says so in the stop reason.
+
+Chatter: the summary holds the RMS change of each joint's torque command from one cycle to
+the next and how often that change flips sign, and a warning per joint whose command chatters
+(:func:`chatter_warnings`).
+
+Each cycle's phases are timed — read, control (estimation, safety checks and the controller),
 write, log — and their p50/p99/max are in the summary; the log holds them per cycle.
 
 Safety, checked every cycle, stops the run with a stated reason:
@@ -41,7 +51,7 @@ import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -59,17 +69,47 @@ from mbctl.hardware.interface import (
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.summary import RunSummary, chatter_warnings, spread
 
-__all__ = ["Controller", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "run_loop", "log_columns", "run_footprint"]
+__all__ = ["Controller", "Estimator", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "chatter_warnings", "run_loop", "log_columns", "run_footprint"]
 
 PHASES = ("read", "control", "write", "log")
 """The timed phases of a cycle, in order."""
+ESTIMATE_GROUPS = ("dq_hat", "tau_ext")
+"""Log groups of a run with an estimator."""
 
 
 class Controller(Protocol):
     """Maps the time since start (s) and a measurement to actuator torques (N·m, N)."""
 
     def __call__(self, t: float, state: JointState) -> np.ndarray: ...
+
+
+class Estimator(Protocol):
+    """The estimate step: turns a measurement into the state the controller sees.
+
+    Attributes:
+        dq_hat: Velocities of the last estimate (rad/s, m/s), logged.
+        tau_ext: External joint torques of the last estimate (N·m, N), logged.
+        reaction: What a detection does: ``"stop"``, ``"hold"`` or ``"none"``.
+    """
+
+    dq_hat: np.ndarray
+    tau_ext: np.ndarray
+    reaction: str
+
+    def reset(self, t: float, state: JointState) -> None:
+        """Start from this measurement (the warm-up's) at loop time ``t`` (s)."""
+
+    def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
+        """The estimated state at loop time ``t`` (s; the step is the time since the last call),
+        given the torques applied since the last call (N·m, N)."""
+
+    def detection(self, t: float) -> str:
+        """A description of the collision detected at the last call (``""``: none)."""
+
+    def hold(self, q_hold: np.ndarray) -> np.ndarray:
+        """Torques of the compliant hold (N·m, N) about the positions ``q_hold``, at the last estimate."""
 
 
 Reference = Callable[[float], tuple[np.ndarray, np.ndarray]]
@@ -124,73 +164,22 @@ class LoopConfig:
     command: CommandMode = CommandMode.TORQUE
 
 
-@dataclass
-class RunSummary:
-    """What a run did; ``to_json`` gives the summary file's content.
-
-    Times in µs. ``period_error_*``: ``|period - 1/rate|``; ``period_jitter_us``: the
-    standard deviation of the period. ``phases_us``: p50/p99/max of each phase of a
-    cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant_timing``: the
-    backend's own timing report, if it has one (a simulated plant in its own
-    process: its steps, overruns and real-time factor). ``scheduling``: the policy
-    the loop ran under (``SCHED_FIFO 80``, or ``normal (...)`` with the reason).
-    """
-
-    cycles: int = 0
-    overruns: int = 0
-    period_p50_us: float = math.nan
-    period_p99_us: float = math.nan
-    period_error_p99_us: float = math.nan
-    period_error_max_us: float = math.nan
-    period_jitter_us: float = math.nan
-    compute_p50_us: float = math.nan
-    compute_p99_us: float = math.nan
-    phases_us: dict[str, dict[str, float]] = field(default_factory=dict)
-    tracking_rms: dict[str, float] = field(default_factory=dict)
-    max_abs_error: float = math.nan
-    stop_reason: str = ""
-    comm_errors: dict[str, int] = field(default_factory=dict)
-    failed_reads: int = 0
-    saturated: int = 0
-    rate_hz: float = math.nan
-    duration_s: float = 0.0
-    plant_timing: dict[str, float] = field(default_factory=dict)
-    scheduling: str = ""
-
-    @property
-    def completed(self) -> bool:
-        """The run went to its end (possibly degraded)."""
-        return self.stop_reason.startswith("completed")
-
-    @property
-    def clean(self) -> bool:
-        """The run went to its end without an overrun."""
-        return self.stop_reason == "completed"
-
-    @property
-    def overrun_fraction(self) -> float:
-        """Overrun cycles per cycle run (0 for no cycles)."""
-        return self.overruns / self.cycles if self.cycles else 0.0
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "completed": self.completed, "clean": self.clean}
-
-
-def log_columns(joint_names: Sequence[str]) -> list[str]:
+def log_columns(joint_names: Sequence[str], estimation: bool = False) -> list[str]:
     """Columns of the run log: times, one column per joint for each quantity, phase durations.
 
     ``t`` (s since the start), ``period`` and ``compute`` (s), ``read_ok`` (1/0), then
-    ``q``, ``dq``, ``q_ref``, ``dq_ref``, ``tau``, ``effort`` per joint, then
+    ``q``, ``dq``, ``q_ref``, ``dq_ref``, ``tau``, ``effort`` per joint (with ``estimation``
+    also ``dq_hat`` and ``tau_ext``: the estimated velocity and external torque), then
     ``phase.read``, ``phase.control``, ``phase.write`` (s, NaN when skipped) and
     ``phase.log``: the time spent logging the *previous* cycle (NaN in the first row).
     """
     cols = ["t", "period", "compute", "read_ok"]
-    for group in ("q", "dq", "q_ref", "dq_ref", "tau", "effort"):
+    for group in ("q", "dq", "q_ref", "dq_ref", "tau", "effort") + (ESTIMATE_GROUPS if estimation else ()):
         cols += [f"{group}.{j}" for j in joint_names]
     return cols + [f"phase.{p}" for p in PHASES]
 
 
-def run_footprint(duration_s: float, rate_hz: float, joints: int) -> tuple[float, float, float]:
+def run_footprint(duration_s: float, rate_hz: float, joints: int, estimation: bool = False) -> tuple[float, float, float]:
     """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
     and the disk it writes at most (bytes), before it starts.
 
@@ -201,7 +190,7 @@ def run_footprint(duration_s: float, rate_hz: float, joints: int) -> tuple[float
     """
     product = duration_s * rate_hz
     cycles = float(round(product)) if math.isfinite(product) else math.inf
-    columns = 4 + 6 * joints + len(PHASES)
+    columns = 4 + (6 + 2 * estimation) * joints + len(PHASES)
     return cycles, cycles * 8.0 * (2 + len(PHASES) + columns), cycles * 16.0 * columns
 
 
@@ -221,6 +210,7 @@ def run_loop(
     comm_errors: Callable[[], dict[str, int]] | None = None,
     saturation_count: Callable[[], int] | None = None,
     clock: LoopClock | None = None,
+    estimator: Estimator | None = None,
 ) -> RunSummary:
     """Run the loop on an opened backend: warm up, torque on, cycles; always ends with torque off.
 
@@ -234,6 +224,8 @@ def run_loop(
         comm_errors: Returns the backend's communication error counts.
         saturation_count: Returns how many commands the backend itself limited.
         clock: Time source for deadlines and phase timings (default: the wall clock).
+        estimator: The estimate step between read and control (None: the controller sees the
+            measurement); its estimates are logged when the log has their columns.
     """
     clock = clock or WallClock(config.spin_s)
     n = len(backend.joint_names)
@@ -254,6 +246,14 @@ def run_loop(
     state: JointState | None = None
     stop = threading.Event()
     stop_reason = ["completed"]
+    # torque steps, accumulated in place: sum of squares and sign flips per joint
+    tau_last, step_last = np.zeros(n), np.zeros(n)
+    step_sq, flips = np.zeros(n), np.zeros(n)
+    steps_counted = 0
+    estimating = estimator is not None
+    logs_estimates = estimating and len(log.columns) == len(log_columns(backend.joint_names, estimation=True))
+    holding: np.ndarray | None = None  # the position held after a detection with reaction "hold"
+    detected = ""
 
     def on_signal(signum: int, _frame: object) -> None:
         stop_reason[0] = f"signal {signal.Signals(signum).name}"
@@ -272,7 +272,8 @@ def run_loop(
         if breach:
             raise _Stop(f"limit breach: {breach}")
         try:
-            tau = np.asarray(controller(t, state), dtype=float)
+            # after a detection with reaction "hold": the estimator's compliant hold, checked and limited alike
+            tau = np.asarray(controller(t, state) if holding is None else estimator.hold(holding), dtype=float)
         except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
             raise _Stop(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
         if tau.shape != (n,) or not np.isfinite(tau).all():
@@ -296,8 +297,23 @@ def run_loop(
         row[0], row[1], row[2], row[3] = t, period_s, compute, float(state is not None)
         values = (state.q, state.dq, q_ref, dq_ref, tau, state.effort) if state is not None else (nan_n, nan_n, q_ref, dq_ref, tau, nan_n)
         row[4 : 4 + 6 * n] = np.concatenate(values)
-        row[4 + 6 * n :] = timings
+        if logs_estimates:
+            row[4 + 6 * n : 4 + 7 * n] = estimator.dq_hat if state is not None else nan_n
+            row[4 + 7 * n : 4 + 8 * n] = estimator.tau_ext if state is not None else nan_n
+        row[len(row) - len(PHASES) :] = timings
         return q_ref, dq_ref
+
+    def count_step(tau: np.ndarray) -> None:
+        """The torque step of this cycle into the chatter statistics (from the second cycle on)."""
+        nonlocal steps_counted
+        if k >= 1:
+            step = tau - tau_last
+            np.add(step_sq, step * step, out=step_sq)
+            if k >= 2:
+                np.add(flips, step * step_last < 0, out=flips)
+            step_last[:] = step
+            steps_counted += 1
+        tau_last[:] = tau
 
     k = 0
     t0 = None
@@ -312,6 +328,9 @@ def run_loop(
         except (DriveFault, CommunicationError) as exc:
             raise _Stop(f"warm-up read failed: {exc}") from None
         saturated_before = saturated
+        if estimating:
+            estimator.reset(0.0, warm)
+            warm = estimator(0.0, warm, np.zeros(n))
         control(0.0, warm)
         saturated = saturated_before
         fill_row(0.0, math.nan, math.nan, warm, np.zeros(n), np.full(len(PHASES), np.nan))
@@ -351,8 +370,19 @@ def run_loop(
 
             tau = np.zeros(n)
             control_end = write_end = read_end
+            measured = state
             if state is not None:
+                if estimating:
+                    state = estimator(t, state, tau_last)
+                    if not detected:
+                        detected = estimator.detection(t)
+                        if detected and estimator.reaction == "stop":
+                            raise _Stop(f"collision detected: {detected}; torque off")
+                        if detected and estimator.reaction == "hold":
+                            holding = state.q.copy()
                 tau = control(t, state)
+                if torque_mode:
+                    count_step(tau)
                 control_end = clock.now()
                 try:
                     backend.write(JointCommand(config.command, tau))
@@ -367,7 +397,7 @@ def run_loop(
                 timing[1], timing[2] = control_end - read_end, write_end - control_end
             timing[3] = last_log
 
-            q_ref, _ = fill_row(t, periods[k], compute, state, tau if torque_mode else nan_n, timing)
+            q_ref, _ = fill_row(t, periods[k], compute, measured, tau if torque_mode else nan_n, timing)
             if reference is not None and state is not None:
                 err = state.q - q_ref
                 sq_error += err**2
@@ -389,6 +419,10 @@ def run_loop(
         stop_reason[0] = "completed"
         if summary.overruns:
             stop_reason[0] = f"completed, degraded: {summary.overruns} overruns ({100 * summary.overruns / k:.1f} %)"
+        if detected and holding is not None:
+            stop_reason[0] = f"collision detected: {detected}; held compliantly to the end"
+        elif detected:
+            stop_reason[0] = f"completed, degraded: collision detected: {detected} (reaction none)"
     except _Stop as stopped:
         stop_reason[0] = stopped.reason
     finally:
@@ -414,11 +448,19 @@ def run_loop(
         c = computes * 1e6
         summary.compute_p50_us = float(np.percentile(c, 50))
         summary.compute_p99_us = float(np.percentile(c, 99))
-    summary.phases_us = {name: _spread(phases[:k, i] * 1e6) for i, name in enumerate(PHASES)}
+    summary.phases_us = {name: spread(phases[:k, i] * 1e6) for i, name in enumerate(PHASES)}
     good = k - summary.failed_reads
     if reference is not None and good > 0:
         summary.tracking_rms = {j: float(v) for j, v in zip(backend.joint_names, np.sqrt(sq_error / good))}
         summary.max_abs_error = max_error
+    if steps_counted:
+        names = backend.joint_names
+        rms = np.sqrt(step_sq / steps_counted)
+        changes = flips / max(steps_counted - 1, 1)
+        summary.torque_step_rms = {j: float(v) for j, v in zip(names, rms)}
+        summary.torque_step_sign_changes = {j: float(v) for j, v in zip(names, changes)}
+        summary.chatter = chatter_warnings(names, rms, changes, limits.effort)
+    summary.collision = detected
     summary.comm_errors = dict(Counter(comm_errors())) if comm_errors else {}
     summary.saturated = saturated + (saturation_count() if saturation_count else 0)
     return summary
@@ -441,14 +483,6 @@ def _no_gc_pauses() -> Iterator[None]:
         gc.unfreeze()
         if was_enabled:
             gc.enable()
-
-
-def _spread(values: np.ndarray) -> dict[str, float]:
-    """p50, p99 and max of the finite values (NaN if none)."""
-    v = values[np.isfinite(values)]
-    if v.size == 0:
-        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
-    return {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
 
 
 def _limit_breach(names: Sequence[str], limits: SafetyLimits, state: JointState) -> str:

@@ -50,7 +50,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.clock import WallClock
 from mbctl.hardware.interface import CommandMode, CommunicationError, HardwareError, JointCommand, JointInterface, JointState
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
-from mbctl.hardware.sim import PlantConfig, SimPlant
+from mbctl.hardware.sim import PlantConfig, SimPlant, encoder_resolution, sensing_description
 
 __all__ = ["PlantProcess"]
 
@@ -224,6 +224,12 @@ class PlantProcess(JointInterface):
         self._saturated = 0
         self._last_seq = -1.0
         self._stale = 0
+
+    @property
+    def sensing(self) -> str:
+        """How the plant is measured, in one line (:func:`~mbctl.hardware.sim.sensing_description`)."""
+        names = list(self.joint_names)
+        return sensing_description(self.config, names, encoder_resolution(self.truth, names, self.config.sensors.encoder_counts))
 
     @property
     def saturated(self) -> int:

@@ -27,10 +27,12 @@ from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
+from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.interface import CommandMode, HardwareError, JointInterface
 from mbctl.hardware.loop import (
     Controller,
+    Estimator,
     LoopConfig,
     Reference,
     RunSummary,
@@ -247,11 +249,13 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     """
     if options.lockstep and not (options.plant == "sim" or options.emulate):
         raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
+    estimator = None
     if options.law == POSITION:
         check_position_mode(robot, options)
         tracking: TrackingController | GoalPositions = GoalPositions(robot, traj)
     else:
         tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
+        estimator = LoopEstimator(robot, 1.0 / options.rate_hz, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     command = _drive_mode(options)
     # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry
@@ -264,7 +268,10 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         if offset.max() > START_TOLERANCE:
             worst = robot.actuated_names[int(offset.argmax())]
             raise InputError(f"the robot is {offset.max():.3g} away from the trajectory's start at joint {worst}; move it there first")
-        summary = enable_and_run(backend, tracking, robot, config, RunLog(log_path, log_columns(backend.joint_names)), tracking.reference)
+        columns = log_columns(backend.joint_names, estimation=estimator is not None)
+        summary = enable_and_run(backend, tracking, robot, config, RunLog(log_path, columns), tracking.reference, estimator=estimator)
+        summary.sensing = getattr(backend, "sensing", "")
+    summary.estimation = estimator.describe() if estimator is not None else "none (position mode: the drives close the loop)"
     if isinstance(backend, PlantProcess):
         summary.plant_timing = backend.timing()  # complete once the plant has stopped
     summary.saturated += tracking.saturated_cycles
@@ -278,6 +285,7 @@ def enable_and_run(
     config: LoopConfig,
     log: RunLog,
     reference: Reference | None = None,
+    estimator: Estimator | None = None,
 ) -> RunSummary:
     """:func:`~mbctl.hardware.loop.run_loop` (which turns torque on after its warm-up) with the
     robot's limits and the backend's own error and saturation counts in the summary."""
@@ -290,4 +298,5 @@ def enable_and_run(
         reference,
         comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
         saturation_count=lambda: int(getattr(backend, "saturated", 0)),
+        estimator=estimator,
     )

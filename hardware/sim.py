@@ -22,8 +22,11 @@ from collections import deque
 import numpy as np
 import pinocchio as pin
 
-from mbctl.config.plant import PayloadSpec, PlantConfig, PlantSpec, SensorModel
+from mbctl.config.canopen import CanopenSpec
+from mbctl.config.drives import DrivesSpec
+from mbctl.config.plant import DEFAULT_ENCODER_COUNTS, PayloadSpec, PlantConfig, PlantSpec, SensorModel
 from mbctl.dynamics.codegen import CompiledFunction
+from mbctl.dynamics.external import ExternalWrench
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.per_joint import check_joint_names
 from mbctl.dynamics.model.robot import RobotModel
@@ -37,7 +40,7 @@ from mbctl.hardware.interface import (
     JointState,
 )
 
-__all__ = ["PlantConfig", "SensorModel", "SimPlant", "TruthPlant", "truth_model"]
+__all__ = ["PlantConfig", "SensorModel", "SimPlant", "TruthPlant", "drive_encoder_counts", "encoder_resolution", "sensing_description", "truth_model"]
 
 
 def truth_model(robot: RobotModel, spec: PlantSpec | None = None) -> tuple[RobotModel, PlantConfig]:
@@ -49,12 +52,75 @@ def truth_model(robot: RobotModel, spec: PlantSpec | None = None) -> tuple[Robot
     if spec is None:
         spec = robot.spec.plant if robot.spec is not None else None
     if spec is None:
-        return robot, PlantConfig()
+        return robot, _with_drive_encoders(robot, PlantConfig())
     check_joint_names(robot, spec.friction, file=spec.file, field="plant.joints")
+    counts = spec.config.sensors.encoder_counts
+    if isinstance(counts, dict):
+        check_joint_names(robot, counts, file=spec.file, field="plant.encoder_counts")
+    contact = spec.config.contact
+    if contact is not None and not robot.model.existFrame(contact.frame):
+        raise ConfigError(f"no frame {contact.frame!r} in the model", file=spec.file, field="plant.contact.frame")
     truth = robot.with_friction({name: None if f is None else joint_friction(f) for name, f in spec.friction.items()}) if spec.friction else robot
     if spec.payload is not None:
         truth = _with_payload(truth, spec.payload, spec.file)
-    return truth, spec.config
+    return truth, _with_drive_encoders(robot, spec.config)
+
+
+def drive_encoder_counts(robot: RobotModel) -> dict[str, float]:
+    """Counts per joint revolution (per metre for prismatic joints) of the robot's drives, by joint:
+    the motor encoder's counts per motor turn times the gear ratio (CiA 402 drives), the servo's
+    4096 counts per turn times its gearing (Dynamixel); a prismatic joint's drive turn is 2 pi m of
+    travel in the drives' unit conversion. Empty without a drive table."""
+    drives = robot.spec.drives if robot.spec is not None else None
+    if isinstance(drives, CanopenSpec):
+        per_turn = {name: d.counts_per_rev * d.gear_ratio for name, d in drives.drives.items()}
+    elif isinstance(drives, DrivesSpec):
+        per_turn = {name: 4096.0 * d.gear_ratio for name, d in drives.servos.items()}
+    else:
+        return {}
+    return {name: c if robot.joint(name).kind == "revolute" else c / (2 * math.pi) for name, c in per_turn.items()}
+
+
+def _with_drive_encoders(robot: RobotModel, config: PlantConfig) -> PlantConfig:
+    """The plant's encoders: ``[plant] encoder_counts`` where given (one number: every joint), else
+    the drive table's, else :data:`DEFAULT_ENCODER_COUNTS`."""
+    sensors = config.sensors
+    given = sensors.encoder_counts
+    if given is not None and not isinstance(given, dict):
+        return config
+    counts = drive_encoder_counts(robot)
+    if not counts:
+        return config
+    source = "drive table (motor counts x gear)" if given is None else "[plant] encoder_counts, else the drive table"
+    sensors = dataclasses.replace(sensors, encoder_counts={**counts, **(given or {})}, encoder_source=source)
+    return dataclasses.replace(config, sensors=sensors)
+
+
+def encoder_resolution(truth: RobotModel, names: list[str], counts: int | dict | None) -> np.ndarray:
+    """Position quantum per joint (rad, m; 0: exact): a revolution (a metre) over its counts."""
+    out = np.zeros(len(names))
+    for k, name in enumerate(names):
+        c = counts.get(name, DEFAULT_ENCODER_COUNTS) if isinstance(counts, dict) else counts
+        c = DEFAULT_ENCODER_COUNTS if c is None else c
+        out[k] = (2 * math.pi if truth.joint(name).kind == "revolute" else 1.0) / c if c else 0.0
+    return out
+
+
+def sensing_description(config: PlantConfig, names: list[str], resolution: np.ndarray) -> str:
+    """One line on how the plant is measured: encoder resolution per joint and its source, and
+    the velocity it reports (for the run summary)."""
+    s = config.sensors
+    if not resolution.any():
+        position = "exact positions"
+    else:
+        source = s.encoder_source or ("[plant] encoder_counts" if s.encoder_counts is not None else f"default {DEFAULT_ENCODER_COUNTS} counts/rev")
+        each = f"{resolution[0]:.3g} on every joint" if np.all(resolution == resolution[0]) else ", ".join(f"{n} {r:.3g}" for n, r in zip(names, resolution))
+        position = f"encoders ({each}, rad or m per count; {source})"
+    if s.velocity == "exact":
+        velocity = "exact velocity"
+    else:
+        velocity = f"velocity: difference of encoder positions, first-order low-pass {s.velocity_cutoff_hz:g} Hz"
+    return f"plant: {position}; {velocity}"
 
 
 def _with_payload(robot: RobotModel, payload: PayloadSpec, file) -> RobotModel:
@@ -119,13 +185,14 @@ class TruthPlant:
     def _steps(self, dt: float) -> int:
         return max(1, math.ceil(dt / self.max_step_s - 1e-9))
 
-    def step(self, tau: np.ndarray, dt: float, goal: np.ndarray | None = None) -> None:
-        """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N) and the servos' goal
+    def step(self, tau: np.ndarray, dt: float, goal: np.ndarray | None = None, external: np.ndarray | None = None) -> None:
+        """Advance ``dt`` seconds holding actuator efforts ``tau`` (N·m, N), the servos' goal
         positions ``goal`` (rad, one per actuated joint, read at :attr:`servo_slots`; NaN or
-        None: that servo's motor is off)."""
+        None: that servo's motor is off) and an external generalized force ``external`` (N·m,
+        N per DOF; :class:`~mbctl.dynamics.external.ExternalWrench`)."""
         steps = self._steps(dt)
         h = dt / steps
-        generalized = self._B @ tau
+        generalized = self._B @ tau if external is None else self._B @ tau + external
         goals = None
         if self.servo_slots:
             goals = np.full(len(self.servo_slots), np.nan) if goal is None else np.asarray(goal, dtype=float)[list(self.servo_slots)]
@@ -181,9 +248,9 @@ class SimPlant(JointInterface):
         self.config = config or PlantConfig()
         self._q0 = q0
         self._limits = np.array([truth.joint(n).limits.effort for n in self.joint_names])
-        self._resolution = np.array(
-            [2 * math.pi if truth.joint(n).kind == "revolute" else 1.0 for n in self.joint_names]
-        ) / max(self.config.sensors.encoder_counts, 1)
+        self._resolution = encoder_resolution(truth, list(self.joint_names), self.config.sensors.encoder_counts)
+        contact = self.config.contact
+        self._contact = None if contact is None else ExternalWrench(truth, contact.frame, contact.force, contact.torque, contact.start_s, contact.duration_s)
         self.saturated = 0
         self._reset()
 
@@ -199,16 +266,25 @@ class SimPlant(JointInterface):
         self._q_last: np.ndarray | None = None
         self._measure()
 
+    @property
+    def sensing(self) -> str:
+        """How the plant is measured, in one line (:func:`sensing_description`)."""
+        return sensing_description(self.config, list(self.joint_names), self._resolution)
+
     def _advance_one_period(self) -> None:
         goal = self._goal if self._enabled else None
-        self.plant.step(self._tau if self._enabled else np.zeros_like(self._tau), self.period_s, goal)
+        external = None
+        if self._contact is not None and self._contact.active(self.t):
+            external = self._contact.generalized(self.plant.full.q)
+        self.plant.step(self._tau if self._enabled else np.zeros_like(self._tau), self.period_s, goal, external)
         self.t += self.period_s
         self._measure()
 
     def _measure(self) -> None:
         s = self.config.sensors
         q, dq = self.plant.state()
-        q_meas = np.round(q / self._resolution) * self._resolution if s.encoder_counts else q
+        quantum = np.where(self._resolution > 0, self._resolution, 1.0)
+        q_meas = np.where(self._resolution > 0, np.round(q / quantum) * quantum, q)
         if s.velocity == "exact" or self._q_last is None:
             self._v_filtered = dq
         else:

@@ -394,6 +394,9 @@ class Cia402Bus(JointInterface):
             self._last_heartbeat[k] = self._now()
         return 0
 
+    sensing = "CiA 402 drives: position actual (0x6064) and the drives' own velocity actual (0x606C)"
+    """How the drives are measured, for the run summary."""
+
     def read(self) -> JointState:
         """One SYNC; every drive's TPDO1 and TPDO2 in SI units."""
         bus = self._bus

@@ -41,6 +41,7 @@ COMMANDS = {
     "plot": "compare torque CSVs in one figure",
     "simulate": "simulate constrained dynamics ([[constraints]], [simulation] of a robot TOML)",
     "run": "closed-loop run against the simulated plant or real drives",
+    "observe": "external joint torques and collisions in a log (momentum observer)",
     "emulate": "emulate the robot's Dynamixel bus on a pty",
     "identify": "friction identification: run experiments, fit logs",
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",

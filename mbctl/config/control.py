@@ -4,6 +4,13 @@
 [control]
 effort = { shoulder_pan_joint = 100.0 }   # optional saturation level, N·m (N): one number or by joint
 friction_velocity = "desired"            # desired | measured: where computed torque evaluates friction
+velocity = "model"                       # measured | first-order | alpha-beta | model: the velocity the laws see
+velocity_cutoff_hz = 40.0                # Hz: bandwidth of that estimate
+[control.collision]                      # generalized-momentum observer of external joint torques
+gain = 200.0                             # 1/s: K, the observer's bandwidth
+threshold = { j1 = 5.0 }                 # N·m (N): one number, or by joint (default: break-away friction + 1 % of the effort limit)
+reaction = "stop"                        # stop (torque off) | hold (compliant hold) | none (log only)
+velocity_cutoff_hz = 10.0                # Hz: optional low-pass of the velocity the observer uses
 [control.computed-torque]                # e'' + kd e' + kp e = 0
 kp = 400.0                               # 1/s²: one number for every actuated joint, or by joint name
 kd = 40.0                                # 1/s
@@ -28,6 +35,7 @@ names against the robot (:mod:`mbctl.ctrl.settings`, :mod:`mbctl.ctrl.task_space
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +44,9 @@ from mbctl.tomlfields import Table
 __all__ = [
     "CONTROL_KEYS",
     "FRICTION_VELOCITIES",
+    "REACTIONS",
+    "VELOCITY_ESTIMATORS",
+    "CollisionSpec",
     "OBJECTIVES",
     "TASK_AXES",
     "ControlSpec",
@@ -51,8 +62,14 @@ PerJoint = float | dict[str, float]
 
 JOINT_LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
 """The joint-space control laws (:mod:`mbctl.ctrl.controllers`)."""
-CONTROL_KEYS = ("effort", "friction_velocity", "computed-torque", "pd", "task-space")
+CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision")
 FRICTION_VELOCITIES = ("desired", "measured")
+VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
+"""Where the laws' velocity comes from (:mod:`mbctl.ctrl.estimation`): the backend's as it is, a
+first-order filtered difference of positions, an alpha-beta tracking filter, or an observer on the
+robot's dynamics driven by the commanded torque."""
+REACTIONS = ("stop", "hold", "none")
+COLLISION_KEYS = ("gain", "threshold", "reaction", "velocity_cutoff_hz")
 GAIN_KEYS = ("kp", "kd")
 TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
 NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
@@ -90,6 +107,18 @@ class TaskSpaceSpec:
 
 
 @dataclass(frozen=True)
+class CollisionSpec:
+    """The momentum observer: ``gain`` K (1/s), detection ``threshold`` on ``|tau_ext|`` (N·m, N;
+    one number, by joint, or None for the default), ``reaction`` on a detection, the cutoff (Hz) of
+    a low-pass on the velocity it uses (inf: none)."""
+
+    gain: float = 200.0
+    threshold: PerJoint | None = None
+    reaction: str = "stop"
+    velocity_cutoff_hz: float = math.inf
+
+
+@dataclass(frozen=True)
 class ControlSpec:
     """The ``[control]`` table, parsed.
 
@@ -99,6 +128,9 @@ class ControlSpec:
         computed_torque: Gains of the computed-torque law, or None.
         pd: Gains of the PD laws, or None.
         task_space: The task-space law, or None.
+        velocity: The velocity estimator (:data:`VELOCITY_ESTIMATORS`).
+        velocity_cutoff_hz: Its bandwidth (Hz).
+        collision: The momentum observer's detection settings, or None: it observes, never detects.
         file: The robot TOML, for errors found against the robot (None: built in Python).
     """
 
@@ -107,6 +139,9 @@ class ControlSpec:
     computed_torque: GainsSpec | None = None
     pd: GainsSpec | None = None
     task_space: TaskSpaceSpec | None = None
+    velocity: str = "model"
+    velocity_cutoff_hz: float = 40.0
+    collision: CollisionSpec | None = None
     file: Path | None = None
 
 
@@ -151,6 +186,16 @@ def _task_space(t: Table) -> TaskSpaceSpec:
     )
 
 
+def _collision(t: Table) -> CollisionSpec:
+    t.only(COLLISION_KEYS)
+    return CollisionSpec(
+        gain=_positive(t, "gain", "1/s") if "gain" in t else CollisionSpec.gain,
+        threshold=_positive_per_joint(t, "threshold") if "threshold" in t else None,
+        reaction=t.string("reaction", "stop", choices=REACTIONS),
+        velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else math.inf,
+    )
+
+
 def parse_control(t: Table) -> ControlSpec:
     """Parse the ``[control]`` table.
 
@@ -165,5 +210,8 @@ def parse_control(t: Table) -> ControlSpec:
         computed_torque=_gains(t.table("computed-torque")) if "computed-torque" in t else None,
         pd=_gains(t.table("pd")) if "pd" in t else None,
         task_space=_task_space(t.table("task-space")) if "task-space" in t else None,
+        velocity=t.string("velocity", "model", choices=VELOCITY_ESTIMATORS),
+        velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else ControlSpec.velocity_cutoff_hz,
+        collision=_collision(t.table("collision")) if "collision" in t else None,
         file=t.file,
     )

@@ -111,7 +111,7 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int) -> 
     """Refuse, before the loop starts, a run whose log would not fit the memory budget or the disk."""
     if not duration_s > 0:
         return  # not a size: the session says what is wrong
-    cycles, memory, disk = run_footprint(duration_s, args.rate, joints)
+    cycles, memory, disk = run_footprint(duration_s, args.rate, joints, estimation=args.controller != "position")
     field = "--duration" if args.duration is not None else "--trajectory"
     what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz)"
     check_memory(memory, budget(args), what=what, field=field)
@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
         if args.animate and summary.cycles:
             animate_log(robot, npz, args)
         print(format_run(summary))
+        for message in summary.chatter:
+            warn(message)
         if extra:
             rms = ", ".join(f"{axis} {v:.3g}" for axis, v in extra["task_rms_m"].items())
             print(
@@ -223,6 +225,12 @@ def format_run(s: RunSummary) -> str:
     ]
     if s.plant_timing:
         lines.append(format_plant(s.plant_timing))
+    if s.sensing:
+        lines.append(f"sensing: {s.sensing}")
+    if s.estimation:
+        lines.append(f"estimation: {s.estimation}")
+    if s.torque_step_rms:
+        lines.append("torque step rms: " + ", ".join(f"{j} {v:.3g}" for j, v in s.torque_step_rms.items()) + " per cycle")
     if s.tracking_rms:
         rms = ", ".join(f"{j} {v:.3g}" for j, v in s.tracking_rms.items())
         lines.append(f"tracking rms: {rms}; max |error| {s.max_abs_error:.3g}")

@@ -1,0 +1,124 @@
+"""One estimation step as a CasADi function: velocity estimate, then the momentum observer.
+
+``(x, o, q_meas, dq_meas, tau, h) -> (x', o', q_hat, dq_hat, tau_ext, g, m, worst)``
+
+``x`` (3 nv) is the velocity estimator's state, ``o`` (5 nv) the observer's: the integral ``I``,
+the initial momentum ``p0``, the last output ``r``, the last ``beta`` and its own velocity ``v``; ``q_meas, dq_meas`` what the backend
+reports, ``tau`` the torques applied over the last ``h`` seconds (N·m, N per DOF).
+
+Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`):
+
+- ``measured``: ``dq_hat = dq_meas``;
+- ``first-order``: ``x = (q_last, v)``, ``v' = v + a ((q_meas - q_last)/h - v)``;
+- ``alpha-beta``: ``x = (q_hat, v_hat)``, prediction ``v- = v_hat``, ``q- = q_hat + h v-``;
+- ``model``: ``x = (q_hat, v_hat, d_hat)``, prediction ``v- = v_hat + dv + h d_hat``,
+  ``q- = q_hat + h v-``, ``dv`` the robot's dynamics driven by ``tau`` over ``h``
+  (:meth:`~mbctl.ctrl.estimation.model.EstimationModel.velocity_increment`); correction
+  ``(l1, l2/h, l3/h^2) e`` (:func:`~mbctl.ctrl.estimation.filters.observer_gains`). A Luenberger
+  observer with an acceleration-bias state: the model follows the commanded accelerations, so the
+  correction only removes quantisation noise, and ``d_hat`` takes up a constant unmodelled load
+  (without it the velocity estimate would carry a bias ``l1 d / l2``).
+
+Generalized-momentum observer (``K`` the gain, 1/s; ``p = M(q) dq``, ``beta`` of
+:meth:`~mbctl.ctrl.estimation.model.EstimationModel.momentum`)::
+
+    r = K (p - p0 - integral of (tau + beta + r) dt)
+
+discretised with ``I`` the integral, ``beta`` by the trapezoidal rule and ``r`` implicitly (so a
+long gap between samples, ``K h > 2``, cannot make it ring)::
+
+    r' = K (p - p0 - I - h (tau + (beta + beta_last)/2)) / (1 + K h)
+    I' = I + h (tau + (beta + beta_last)/2 + r')
+
+``r`` follows the external joint torque ``tau_ext`` as a first-order lag of time constant
+``1/K``. Velocity noise reaches ``r`` as ``K M(q) dv`` unfiltered (through ``p``), so the observer
+may low-pass its velocity first (``[control.collision] velocity_cutoff_hz``): ``v' = v + (1 -
+exp(-2 pi f h)) (dq_hat - v)``, ``p`` and ``beta`` taken at ``v``. A torque that changes no
+motion (a sensor's) still shows with lag ``1/K``; one that moves the arm, ``1/(2 pi f)`` later. ``g`` is the gravity torque and ``m`` the diagonal of ``M`` (for the compliant hold),
+``worst = max_i |r_i| / threshold_i`` (a detection when > 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.estimation.filters import alpha_beta_gains, first_order_gain, observer_gains
+from mbctl.ctrl.estimation.model import EstimationModel
+
+__all__ = ["STEP_INPUTS", "STEP_OUTPUTS", "build_step", "initial_state"]
+
+STEP_INPUTS = ("x", "o", "q_meas", "dq_meas", "tau", "h")
+STEP_OUTPUTS = ("x_next", "o_next", "q_hat", "dq_hat", "tau_ext", "g", "m", "worst")
+
+
+def _velocity(kind: str, model: EstimationModel, x, q_meas, dq_meas, tau, h, cutoff_hz: float, period_s: float):
+    """``(x', q_hat, dq_hat)`` of the velocity estimator ``kind``."""
+    nv = model.nv
+    q_x, v_x, d_x = x[:nv], x[nv : 2 * nv], x[2 * nv :]
+    if kind == "measured":
+        return ca.vertcat(q_meas, dq_meas, d_x), q_meas, dq_meas
+    if kind == "first-order":
+        a = first_order_gain(cutoff_hz, period_s)
+        v = v_x + a * ((q_meas - q_x) / h - v_x)
+        return ca.vertcat(q_meas, v, d_x), q_meas, v
+    if kind == "alpha-beta":
+        alpha, beta = alpha_beta_gains(cutoff_hz, period_s)
+        q_pred = q_x + h * v_x
+        e = q_meas - q_pred
+        q_hat, v_hat = q_pred + alpha * e, v_x + (beta / h) * e
+        return ca.vertcat(q_hat, v_hat, d_x), q_hat, v_hat
+    l1, l2, l3 = observer_gains(cutoff_hz, period_s)
+    v_pred = v_x + model.velocity_increment(q_x, v_x, tau, h) + h * d_x
+    q_pred = q_x + h * v_pred
+    e = q_meas - q_pred
+    q_hat, v_hat, d_hat = q_pred + l1 * e, v_pred + (l2 / h) * e, d_x + (l3 / (h * h)) * e
+    return ca.vertcat(q_hat, v_hat, d_hat), q_hat, v_hat
+
+
+def build_step(
+    model: EstimationModel,
+    kind: str,
+    cutoff_hz: float,
+    period_s: float,
+    gain: float,
+    threshold: np.ndarray,
+    observer_cutoff_hz: float = math.inf,
+    parameters: ca.SX | None = None,
+) -> ca.Function:
+    """The step function (see the module docstring) with its constants: the filter's cutoff (Hz)
+    at the nominal ``period_s`` (s), the observer ``gain`` K (1/s), the per-DOF ``threshold``
+    (N·m, N; inf: never detects), the cutoff of the observer's own velocity filter (Hz; inf: none).
+    ``parameters``: the symbols ``model`` was built on, the function's last input ``p``."""
+    nv = model.nv
+    x, o = ca.SX.sym("x", 3 * nv), ca.SX.sym("o", 5 * nv)
+    q_meas, dq_meas, tau = (ca.SX.sym(name, nv) for name in ("q_meas", "dq_meas", "tau"))
+    h = ca.SX.sym("h")
+    integral, p0, beta_last, v_obs = o[:nv], o[nv : 2 * nv], o[3 * nv : 4 * nv], o[4 * nv :]
+    x_next, q_hat, dq_hat = _velocity(kind, model, x, q_meas, dq_meas, tau, h, cutoff_hz, period_s)
+    if math.isfinite(observer_cutoff_hz):
+        v_obs = v_obs + (1.0 - ca.exp(-2.0 * math.pi * observer_cutoff_hz * h)) * (dq_hat - v_obs)
+    else:
+        v_obs = dq_hat
+    p, beta, g, m = model.momentum(q_hat, v_obs)
+    known = integral + h * (tau + 0.5 * (beta + beta_last))
+    r = gain * (p - p0 - known) / (1.0 + gain * h)
+    integral = known + h * r
+    finite = np.isfinite(threshold)
+    ratio = [ca.fabs(r[i]) / float(threshold[i]) for i in range(nv) if finite[i]]
+    worst = ca.mmax(ca.vertcat(*ratio)) if ratio else ca.SX(0.0)
+    outputs = [x_next, ca.vertcat(integral, p0, r, beta, v_obs), q_hat, dq_hat, r, g, m, worst]
+    inputs, names = [x, o, q_meas, dq_meas, tau, h], list(STEP_INPUTS)
+    if parameters is not None:
+        inputs, names = [*inputs, parameters], [*names, "p"]
+    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", inputs, outputs, names, list(STEP_OUTPUTS))
+
+
+def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentum: ca.Function) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, o)`` at rest or in motion at ``(q, dq)``: the estimate equal to the measurement,
+    ``I = 0``, ``r = 0``, ``p0 = M(q) dq`` and ``beta`` at ``(q, dq)`` (``momentum`` evaluates ``(p, beta)``)."""
+    nv = model.nv
+    p0, beta = (np.asarray(v).ravel() for v in momentum(q, dq))
+    return np.concatenate([q, dq, np.zeros(nv)]), np.concatenate([np.zeros(nv), p0, np.zeros(nv), beta, dq])

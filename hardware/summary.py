@@ -1,0 +1,103 @@
+"""What a run did: :class:`RunSummary`, and the chatter check on its torque commands."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+__all__ = ["CHATTER_SIGN_CHANGES", "CHATTER_STEP_FRACTION", "RunSummary", "chatter_warnings", "spread"]
+
+
+CHATTER_STEP_FRACTION = 0.002
+"""A command chatters when its RMS step exceeds this fraction of the joint's effort limit ..."""
+CHATTER_SIGN_CHANGES = 0.3
+"""... and its step changes sign in more than this fraction of the cycles."""
+
+
+def chatter_warnings(names: Sequence[str], step_rms: np.ndarray, sign_changes: np.ndarray, effort: np.ndarray) -> list[str]:
+    """One warning per joint whose torque command chatters: an RMS step (N·m, N per cycle) above
+    :data:`CHATTER_STEP_FRACTION` of its effort limit whose sign flips in more than
+    :data:`CHATTER_SIGN_CHANGES` of the cycles (noise, not a smooth command)."""
+    out = []
+    for name, rms, flips, limit in zip(names, step_rms, sign_changes, effort):
+        if rms > CHATTER_STEP_FRACTION * limit and flips > CHATTER_SIGN_CHANGES:
+            out.append(f"{name}: the torque command chatters (RMS step {rms:.3g} per cycle, {100 * rms / limit:.2g} % of the effort limit {limit:g}; "
+                       f"its sign flips in {100 * flips:.0f} % of the cycles)")
+    return out
+
+
+
+@dataclass
+class RunSummary:
+    """What a run did; ``to_json`` gives the summary file's content.
+
+    Times in µs. ``period_error_*``: ``|period - 1/rate|``; ``period_jitter_us``: the
+    standard deviation of the period. ``phases_us``: p50/p99/max of each phase of a
+    cycle (:data:`PHASES`); ``compute`` is read + control + write. ``plant_timing``: the
+    backend's own timing report, if it has one (a simulated plant in its own
+    process: its steps, overruns and real-time factor). ``scheduling``: the policy
+    the loop ran under (``SCHED_FIFO 80``, or ``normal (...)`` with the reason). ``sensing`` and
+    ``estimation``: where positions and velocities come from and how they are filtered.
+    ``torque_step_rms``: RMS change of each joint's torque command per cycle (N·m, N; from the
+    second cycle on: the first step is torque coming on); ``torque_step_sign_changes``: the
+    fraction of cycles in which that change flips sign; ``chatter``: a warning per chattering
+    command. ``collision``: the collision detected, if any.
+    """
+
+    cycles: int = 0
+    overruns: int = 0
+    period_p50_us: float = math.nan
+    period_p99_us: float = math.nan
+    period_error_p99_us: float = math.nan
+    period_error_max_us: float = math.nan
+    period_jitter_us: float = math.nan
+    compute_p50_us: float = math.nan
+    compute_p99_us: float = math.nan
+    phases_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    tracking_rms: dict[str, float] = field(default_factory=dict)
+    max_abs_error: float = math.nan
+    stop_reason: str = ""
+    comm_errors: dict[str, int] = field(default_factory=dict)
+    failed_reads: int = 0
+    saturated: int = 0
+    rate_hz: float = math.nan
+    duration_s: float = 0.0
+    plant_timing: dict[str, float] = field(default_factory=dict)
+    scheduling: str = ""
+    sensing: str = ""
+    estimation: str = ""
+    torque_step_rms: dict[str, float] = field(default_factory=dict)
+    torque_step_sign_changes: dict[str, float] = field(default_factory=dict)
+    chatter: list[str] = field(default_factory=list)
+    collision: str = ""
+
+    @property
+    def completed(self) -> bool:
+        """The run went to its end (possibly degraded)."""
+        return self.stop_reason.startswith("completed")
+
+    @property
+    def clean(self) -> bool:
+        """The run went to its end without an overrun."""
+        return self.stop_reason == "completed"
+
+    @property
+    def overrun_fraction(self) -> float:
+        """Overrun cycles per cycle run (0 for no cycles)."""
+        return self.overruns / self.cycles if self.cycles else 0.0
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "completed": self.completed, "clean": self.clean}
+
+
+def spread(values: np.ndarray) -> dict[str, float]:
+    """p50, p99 and max of the finite values (NaN if none)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    return {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
