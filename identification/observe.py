@@ -18,16 +18,20 @@ from mbctl.ctrl.estimation.settings import estimation_settings
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError
 from mbctl.identification.arm_log import ArmLog, read_arm_log
+from mbctl.rosbag import BagOptions
 
 __all__ = ["observe_log", "observer_table", "read_observer_log"]
 
 
-def read_observer_log(path: str | Path, joint_names: tuple[str, ...]) -> ArmLog:
-    """The log at ``path`` for ``joint_names`` (``t``, ``q``, optional ``dq``, ``tau`` required)."""
-    return read_arm_log(path, joint_names, need_torque=True)
+def read_observer_log(path: str | Path, joint_names: tuple[str, ...], bag: BagOptions = BagOptions()) -> ArmLog:
+    """The log at ``path`` (CSV, NPZ or ROS 2 bag read with ``bag``) for ``joint_names`` (``t``, ``q``, optional ``dq``, ``tau`` required)."""
+    return read_arm_log(path, joint_names, need_torque=True, bag=bag)
 
 
-def observe_log(robot: RobotModel, path: str | Path, *, threshold: float | dict[str, float] | None = None, velocity: str | None = None) -> ObserverRun:
+def observe_log(
+    robot: RobotModel, path: str | Path, *, threshold: float | dict[str, float] | None = None, velocity: str | None = None,
+    bag: BagOptions = BagOptions(),
+) -> ObserverRun:
     """The observer over the log at ``path`` with the robot's ``[control]`` settings (``threshold``,
     N·m or N, one number or by joint, replaces its thresholds; ``velocity`` its estimator: by
     default the log's velocity where it has one).
@@ -37,7 +41,7 @@ def observe_log(robot: RobotModel, path: str | Path, *, threshold: float | dict[
     """
     if any(not j.actuated for j in robot.joints):
         raise DataError("the observer needs every DOF of the robot in the log; this robot has unactuated DOF", file=path)
-    log = read_observer_log(path, robot.joint_names)
+    log = read_observer_log(path, robot.joint_names, bag)
     settings = estimation_settings(robot, threshold=threshold)
     kind = velocity or ("measured" if log.dq is not None else settings.velocity)
     settings = type(settings)(**{**settings.__dict__, "velocity": kind})

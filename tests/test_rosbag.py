@@ -153,6 +153,18 @@ def test_feedforward_on_the_bag_gives_the_csvs_rms_table(cli, panda, tmp_path):
     assert np.abs(out["csv"][1] - out["sqlite3"][1]).max() < 1e-9
 
 
+def test_observe_on_the_bag_is_the_observer_on_the_csv(cli, panda, tmp_path):
+    """``mbctl observe ROBOT BAG``: the external-torque table equals the one of the CSV it was
+    written from (times through nanosecond stamps: 1e-9)."""
+    tables = {}
+    for kind in ("csv", "mcap"):
+        r = cli("observe", "panda_arm_identified", panda[kind], "--out", tmp_path / f"{kind}.csv")
+        assert r.code == 0, r.err
+        tables[kind] = read_csv(tmp_path / f"{kind}.csv")
+    assert tables["csv"].header == tables["mcap"].header and "tau_ext.panda_joint1" in tables["csv"].header
+    assert np.abs(tables["csv"].data - tables["mcap"].data).max() < 1e-9
+
+
 @pytest.mark.slow
 def test_the_whole_panda_log_as_a_bag_identifies_and_feeds_forward_as_the_csv(cli, tmp_path):
     """The shared Panda log (12.6 s) as a SQLite 3 bag, nine joints shuffled: the fitted torques
