@@ -21,7 +21,7 @@ off (reaction ``stop``), or hands the arm to the estimator's compliant hold for 
 run (``hold``), or is only reported (``none``); each says so in the stop reason.
 
 Chatter: the summary holds the RMS change of each joint's torque command from one cycle to
-the next and how often that change flips sign, and a warning per joint whose command chatters
+the next and how often a cycle reverses it, and a warning per joint whose command chatters
 (:func:`chatter_warnings`).
 
 Each cycle's phases are timed — read, control (estimation, safety checks and the controller),
@@ -69,7 +69,7 @@ from mbctl.hardware.interface import (
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
-from mbctl.hardware.summary import RunSummary, chatter_warnings, spread
+from mbctl.hardware.summary import RunSummary, chatter_warnings, reversal_threshold, spread
 
 __all__ = ["Controller", "Estimator", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "chatter_warnings", "run_loop", "log_columns", "run_footprint"]
 
@@ -246,9 +246,10 @@ def run_loop(
     state: JointState | None = None
     stop = threading.Event()
     stop_reason = ["completed"]
-    # torque steps, accumulated in place: sum of squares and sign flips per joint
-    tau_last, step_last = np.zeros(n), np.zeros(n)
-    step_sq, flips = np.zeros(n), np.zeros(n)
+    # torque steps, accumulated in place: sum of squares and reversals per joint
+    tau_last, step_last, step, back = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    step_sq, reversals = np.zeros(n), np.zeros(n)
+    reverse_by = reversal_threshold(limits.effort)
     steps_counted = 0
     estimating = estimator is not None
     logs_estimates = estimating and len(log.columns) == len(log_columns(backend.joint_names, estimation=True))
@@ -307,10 +308,11 @@ def run_loop(
         """The torque step of this cycle into the chatter statistics (from the second cycle on)."""
         nonlocal steps_counted
         if k >= 1:
-            step = tau - tau_last
+            np.subtract(tau, tau_last, out=step)
             np.add(step_sq, step * step, out=step_sq)
             if k >= 2:
-                np.add(flips, step * step_last < 0, out=flips)
+                np.minimum(np.abs(step), np.abs(step_last), out=back)
+                np.add(reversals, (step * step_last < 0) & (back > reverse_by), out=reversals)
             step_last[:] = step
             steps_counted += 1
         tau_last[:] = tau
@@ -456,10 +458,10 @@ def run_loop(
     if steps_counted:
         names = backend.joint_names
         rms = np.sqrt(step_sq / steps_counted)
-        changes = flips / max(steps_counted - 1, 1)
+        fraction = reversals / max(steps_counted - 1, 1)
         summary.torque_step_rms = {j: float(v) for j, v in zip(names, rms)}
-        summary.torque_step_sign_changes = {j: float(v) for j, v in zip(names, changes)}
-        summary.chatter = chatter_warnings(names, rms, changes, limits.effort)
+        summary.torque_step_reversals = {j: float(v) for j, v in zip(names, fraction)}
+        summary.chatter = chatter_warnings(names, fraction, limits.effort)
     summary.collision = detected
     summary.comm_errors = dict(Counter(comm_errors())) if comm_errors else {}
     summary.saturated = saturated + (saturation_count() if saturation_count else 0)

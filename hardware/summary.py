@@ -8,26 +8,38 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["CHATTER_SIGN_CHANGES", "CHATTER_STEP_FRACTION", "RunSummary", "chatter_warnings", "spread"]
+__all__ = ["CHATTER_REVERSALS", "CHATTER_STEP_FRACTION", "RunSummary", "chatter_warnings", "reversal_threshold", "spread"]
 
 
 CHATTER_STEP_FRACTION = 0.002
-"""A command chatters when its RMS step exceeds this fraction of the joint's effort limit ..."""
-CHATTER_SIGN_CHANGES = 0.3
-"""... and its step changes sign in more than this fraction of the cycles."""
+"""A cycle reverses a command when its step goes back on the previous one by more than this
+fraction of the joint's effort limit ..."""
+CHATTER_REVERSALS = 0.1
+"""... and a command chatters when more than this fraction of its cycles reverse it."""
 
 
-def chatter_warnings(names: Sequence[str], step_rms: np.ndarray, sign_changes: np.ndarray, effort: np.ndarray) -> list[str]:
-    """One warning per joint whose torque command chatters: an RMS step (N·m, N per cycle) above
-    :data:`CHATTER_STEP_FRACTION` of its effort limit whose sign flips in more than
-    :data:`CHATTER_SIGN_CHANGES` of the cycles (noise, not a smooth command)."""
-    out = []
-    for name, rms, flips, limit in zip(names, step_rms, sign_changes, effort):
-        if rms > CHATTER_STEP_FRACTION * limit and flips > CHATTER_SIGN_CHANGES:
-            out.append(f"{name}: the torque command chatters (RMS step {rms:.3g} per cycle, {100 * rms / limit:.2g} % of the effort limit {limit:g}; "
-                       f"its sign flips in {100 * flips:.0f} % of the cycles)")
-    return out
+def reversal_threshold(effort: np.ndarray) -> np.ndarray:
+    """The step (N·m, N) by which a cycle must go back on the previous one to count as a reversal."""
+    return CHATTER_STEP_FRACTION * np.asarray(effort, dtype=float)
 
+
+def chatter_warnings(names: Sequence[str], reversals: np.ndarray, effort: np.ndarray) -> list[str]:
+    """One warning per joint whose torque command chatters.
+
+    With the steps ``d_k = tau_k - tau_{k-1}``, cycle ``k`` reverses the command when ``d_k`` and
+    ``d_{k-1}`` have opposite signs and ``min(|d_k|, |d_{k-1}|)`` exceeds
+    :func:`reversal_threshold`; ``reversals`` is the fraction of cycles that do, per joint. A
+    command chatters when it exceeds :data:`CHATTER_REVERSALS`: noise passed on to the drive,
+    not a smooth command, nor one that jumps once (the bang-bang switch of a time-optimal
+    motion, with a few cycles of ringing), nor one that saws by a hair (a sampled reference's
+    staircase).
+    """
+    return [
+        f"{name}: the torque command chatters (it reverses by more than {100 * CHATTER_STEP_FRACTION:g} % of the effort limit {limit:g} "
+        f"in {100 * rev:.0f} % of the cycles)"
+        for name, rev, limit in zip(names, reversals, effort)
+        if rev > CHATTER_REVERSALS
+    ]
 
 
 @dataclass
@@ -42,9 +54,9 @@ class RunSummary:
     the loop ran under (``SCHED_FIFO 80``, or ``normal (...)`` with the reason). ``sensing`` and
     ``estimation``: where positions and velocities come from and how they are filtered.
     ``torque_step_rms``: RMS change of each joint's torque command per cycle (N·m, N; from the
-    second cycle on: the first step is torque coming on); ``torque_step_sign_changes``: the
-    fraction of cycles in which that change flips sign; ``chatter``: a warning per chattering
-    command. ``collision``: the collision detected, if any.
+    second cycle on: the first step is torque coming on); ``torque_step_reversals``: the
+    fraction of cycles that reverse the command (:func:`chatter_warnings`); ``chatter``: a
+    warning per chattering command. ``collision``: the collision detected, if any.
     """
 
     cycles: int = 0
@@ -70,7 +82,7 @@ class RunSummary:
     sensing: str = ""
     estimation: str = ""
     torque_step_rms: dict[str, float] = field(default_factory=dict)
-    torque_step_sign_changes: dict[str, float] = field(default_factory=dict)
+    torque_step_reversals: dict[str, float] = field(default_factory=dict)
     chatter: list[str] = field(default_factory=list)
     collision: str = ""
 

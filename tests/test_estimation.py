@@ -127,22 +127,31 @@ def test_chatter_is_reported_on_coarse_encoders_and_not_on_the_defaults(cli, tmp
     """A differenced 4096-count encoder used as is makes computed torque chatter: warned, and
     the RMS step is large; the bundled UR5 (drive-table encoders, model observer) is smooth."""
     robot = _ur5_copy(tmp_path, 'encoder_counts = 4096\nvelocity = "difference"', 'velocity = "measured"')
-    r, summary, _ = _run(cli, robot, ur5_move, tmp_path, "coarse")
+    r, summary, log = _run(cli, robot, ur5_move, tmp_path, "coarse")
     assert summary["chatter"] and "chatters" in r.err and "shoulder_lift_joint" in r.err
     assert summary["torque_step_rms"]["shoulder_lift_joint"] > 10.0
+    effort = np.array([j.limits.effort for j in load_robot("ur5").joints])  # the loop's in-place counts = the log's commands
+    assert np.allclose(list(summary["torque_step_reversals"].values()), _reversals(log["tau"], effort), rtol=1e-12)
     r, summary, _ = _run(cli, "ur5", ur5_move, tmp_path, "default")
     assert r.code == 0 and summary["chatter"] == [] and "chatters" not in r.err
     assert max(summary["torque_step_rms"].values()) < 1.0 and summary["saturated"] == 0
     assert "drive table" in summary["sensing"] and "model-based" in summary["estimation"]
 
 
-def test_chatter_warning_tells_noise_from_a_smooth_command():
-    """Steps of alternating sign warn; a steep but smooth ramp, or tiny noise, does not."""
-    names, effort = ["a", "b", "c"], np.array([100.0, 100.0, 100.0])
-    rng = np.random.default_rng(0)
-    tau = np.column_stack([rng.normal(0, 2.0, 1000), np.linspace(0, 90, 1000), rng.normal(0, 0.01, 1000)])
+def _reversals(tau: np.ndarray, effort: np.ndarray) -> np.ndarray:
+    """The fraction of cycles (rows) whose step goes back on the previous one by more than 0.2 % of ``effort``."""
     steps = np.diff(tau, axis=0)
-    rms = np.sqrt((steps**2).mean(axis=0))
-    flips = (steps[1:] * steps[:-1] < 0).mean(axis=0)
-    warnings = chatter_warnings(names, rms, flips, effort)
+    back = np.minimum(np.abs(steps[1:]), np.abs(steps[:-1]))
+    return ((steps[1:] * steps[:-1] < 0) & (back > 0.002 * effort)).mean(axis=0)
+
+
+def test_chatter_warning_tells_noise_from_a_smooth_command():
+    """Steps of alternating sign warn; a steep but smooth ramp, tiny noise, or a bang-bang switch
+    (full torque to full reverse, a few cycles of ringing) on a finely sawing ramp does not."""
+    names, effort = ["a", "b", "c", "d"], np.array([100.0, 100.0, 100.0, 100.0])
+    rng = np.random.default_rng(0)
+    switch = np.where(np.arange(1000) < 500, 90.0, -90.0) + np.linspace(0, 5, 1000) + 0.01 * (-1.0) ** np.arange(1000)
+    switch[500:504] += [-60.0, 80.0, -30.0, 10.0]
+    tau = np.column_stack([rng.normal(0, 2.0, 1000), np.linspace(0, 90, 1000), rng.normal(0, 0.01, 1000), switch])
+    warnings = chatter_warnings(names, _reversals(tau, effort), effort)
     assert len(warnings) == 1 and warnings[0].startswith("a:")

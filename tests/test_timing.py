@@ -167,13 +167,25 @@ def test_gravity_beyond_the_torque_limit_is_infeasible(robots):
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"velocity": {"nope": 1.0}}, "velocity"), ({"torque_margin": -0.5}, "torque_margin"), ({"jerk": {"elbow_joint": 0.0}}, "jerk")],
+    [
+        ({"velocity": {"nope": 1.0}}, "velocity"), ({"torque_margin": -0.5}, "torque_margin"), ({"velocity_margin": 1.5}, "velocity_margin"),
+        ({"jerk": {"elbow_joint": 0.0}}, "jerk"),
+    ],
 )
 def test_bad_limits_name_the_field(robots, kwargs, field):
     """Unknown joints, a margin outside (0, 1] and non-positive limits are InputErrors naming the argument."""
     with pytest.raises(InputError) as exc:
         timing_limits(robots["ur5"], **kwargs)
     assert exc.value.field == field
+
+
+def test_margins_scale_the_limits_after_the_overrides(robots):
+    """velocity_margin and torque_margin multiply the URDF's limits, and an override before scaling."""
+    robot = robots["ur5"]
+    limits = timing_limits(robot, torque_margin=0.9, velocity_margin=0.95, velocity={"elbow_joint": 2.0})
+    urdf_v = np.array([j.limits.velocity for j in robot.joints])
+    assert limits.velocity[1] == pytest.approx(0.95 * urdf_v[1]) and limits.velocity[2] == pytest.approx(0.95 * 2.0)
+    assert np.allclose(limits.torque, 0.9 * np.array([j.limits.effort for j in robot.joints]))
 
 
 def test_limits_left_exceeded_are_reported_not_hidden(robots):

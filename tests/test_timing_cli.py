@@ -47,6 +47,7 @@ def test_optimal_from_a_path_csv_with_overrides(cli, robots, tmp_path):
     [
         (["--waypoints", UR5, "--velocity-limit", "nope=1"], ["--velocity-limit", "no joint 'nope'"]),
         (["--waypoints", UR5, "--torque-margin", "-0.5"], ["--torque-margin", "must be in (0, 1]"]),
+        (["--waypoints", UR5, "--velocity-margin", "0"], ["--velocity-margin", "must be in (0, 1]"]),
         (["--waypoints", "0,0; 1,1"], ["--waypoints", "6 values"]),
         (["--path", "PATH"], ["p.csv", "q.shoulder_pan_joint", "missing column"]),
         (["--waypoints", UR5, "--grid", "1"], ["--grid", "must be in"]),

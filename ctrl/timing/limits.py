@@ -3,7 +3,9 @@
 Defaults come from the robot (URDF velocity and effort limits, kept in
 :class:`~mbctl.dynamics.model.robot.JointLimits`); acceleration and jerk have no URDF field
 and are unlimited unless given. The torque limits are scaled by ``torque_margin`` (e.g.
-0.9 leaves 10 % of every drive's torque for feedback). Overrides name joints; every value
+0.9 leaves 10 % of every drive's torque for feedback), the velocity limits by
+``velocity_margin`` (e.g. 0.95: a closed loop that tracks the timing overshoots it a little,
+and ``mbctl run`` stops at the robot's velocity limit itself). Overrides name joints; every value
 is in SI units (rad/s, rad/s², rad/s³, N·m; m/s, m/s², m/s³, N for prismatic joints).
 
 ``friction`` says which part of the robot's friction model the timing respects:
@@ -42,6 +44,7 @@ class TimingLimits:
         jerk: |dddq| limit (rad/s³ or m/s³); None for a timing without jerk limits.
         torque: |tau| limit (N·m or N) of actuated joints, already scaled by ``torque_margin``.
         torque_margin: The factor applied to the drive limits, in (0, 1].
+        velocity_margin: The factor applied to the velocity limits, in (0, 1].
         friction: The part of the friction model respected (see module docstring).
     """
 
@@ -51,6 +54,7 @@ class TimingLimits:
     torque: np.ndarray
     torque_margin: float = 1.0
     friction: FrictionMode = "full"
+    velocity_margin: float = 1.0
 
 
 def _per_joint(robot: RobotModel, base: np.ndarray, overrides: Mapping[str, float] | None, field: str) -> np.ndarray:
@@ -68,6 +72,7 @@ def timing_limits(
     robot: RobotModel,
     *,
     torque_margin: float = 1.0,
+    velocity_margin: float = 1.0,
     velocity: Mapping[str, float] | None = None,
     acceleration: Mapping[str, float] | None = None,
     jerk: Mapping[str, float] | None = None,
@@ -76,7 +81,8 @@ def timing_limits(
 ) -> TimingLimits:
     """The robot's limits with per-joint overrides (joint name -> value, SI units).
 
-    ``torque`` overrides replace the drive limit before ``torque_margin`` scales it. A
+    ``torque`` and ``velocity`` overrides replace the robot's limit before ``torque_margin``
+    and ``velocity_margin`` scale it. A
     ``jerk`` mapping limits only the joints it names; None means no jerk limit.
 
     Raises:
@@ -85,15 +91,19 @@ def timing_limits(
     """
     if not (0 < torque_margin <= 1):
         raise InputError(f"must be in (0, 1], got {torque_margin}", field="torque_margin")
+    if not (0 < velocity_margin <= 1):
+        raise InputError(f"must be in (0, 1], got {velocity_margin}", field="velocity_margin")
     if friction not in FRICTION_MODES:
         raise InputError(f"must be one of {', '.join(FRICTION_MODES)}, got {friction!r}", field="friction")
     nv = robot.nv
-    vel = _per_joint(robot, np.array([j.limits.velocity for j in robot.joints]), velocity, "velocity")
+    vel = _per_joint(robot, np.array([j.limits.velocity for j in robot.joints]), velocity, "velocity") * velocity_margin
     acc = _per_joint(robot, np.full(nv, math.inf), acceleration, "acceleration")
     jrk = None if jerk is None else _per_joint(robot, np.full(nv, math.inf), jerk, "jerk")
     eff = np.array([j.limits.effort if j.actuated else math.inf for j in robot.joints])
     eff = _per_joint(robot, eff, torque, "torque") * torque_margin
-    return TimingLimits(velocity=vel, acceleration=acc, jerk=jrk, torque=eff, torque_margin=torque_margin, friction=friction)
+    return TimingLimits(
+        velocity=vel, acceleration=acc, jerk=jrk, torque=eff, torque_margin=torque_margin, friction=friction, velocity_margin=velocity_margin
+    )
 
 
 def timing_robot(robot: RobotModel, friction: FrictionMode) -> RobotModel:

@@ -123,6 +123,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     o.add_argument("--grid", type=int, help="grid intervals along the path (default 1000; 250 with --jerk, whose nonlinear program grows with it)")
     o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
+    o.add_argument("--velocity-margin", type=float, default=1.0,
+                   help="fraction of every velocity limit the timing may use, in (0, 1] (default 1; e.g. 0.95 to run it in closed loop)")  # fmt: skip
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
                    help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
     for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
@@ -292,12 +294,12 @@ def run_optimal(args: argparse.Namespace) -> int:
         raise InputError(f"must be in [2, 100000], got {args.grid}", field="--grid")
     try:
         limits = timing_limits(
-            robot, torque_margin=args.torque_margin, friction=args.friction,
+            robot, torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, friction=args.friction,
             **{key: joint_values(getattr(args, attr), robot, f"--{attr.replace('_', '-')}")
                for key, attr in (("velocity", "velocity_limit"), ("acceleration", "acceleration_limit"), ("torque", "torque_limit"), ("jerk", "jerk"))},
         )  # fmt: skip
     except InputError as exc:
-        if exc.field in ("velocity", "acceleration", "torque", "jerk", "torque_margin"):
+        if exc.field in ("velocity", "acceleration", "torque", "jerk", "torque_margin", "velocity_margin"):
             option = {"velocity": "--velocity-limit", "acceleration": "--acceleration-limit", "torque": "--torque-limit"}.get(exc.field, f"--{exc.field.replace('_', '-')}")
             raise InputError(exc.reason, field=option) from None
         raise
@@ -337,7 +339,7 @@ def run_optimal(args: argparse.Namespace) -> int:
         plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
     print(
         f"{robot.name}: {result.duration:.4f} s along the path ({args.grid} grid intervals, friction {args.friction}, "
-        f"torque margin {args.torque_margin:g}), computed in {result.solve_time:.2f} s "
+        f"torque margin {args.torque_margin:g}{f', velocity margin {args.velocity_margin:g}' if args.velocity_margin != 1 else ''}), computed in {result.solve_time:.2f} s "
         f"({result.iterations} solves, {result.refinements} refinements)"
     )
     print("  active limits: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in result.active_fractions().items()))
