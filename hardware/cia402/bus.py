@@ -33,6 +33,8 @@ periods of ``cycle_s``.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import logging
 import socket
 import struct
 import time
@@ -85,7 +87,7 @@ from mbctl.hardware.interface import (
     JointState,
 )
 
-__all__ = ["Cia402Bus", "DriveStateFault", "open_can_bus", "UDP_DEFAULT_CHANNEL"]
+__all__ = ["Cia402Bus", "DriveStateFault", "open_can_bus", "udp_multicast_channel", "UDP_DEFAULT_CHANNEL"]
 
 UDP_DEFAULT_CHANNEL = "239.74.163.2:43113"
 _CAN_ERRORS = (can.CanError, OSError)
@@ -117,26 +119,65 @@ def open_can_bus(interface: str, channel: str | None, bitrate: int) -> can.BusAB
         if interface == "virtual":
             return can.Bus(interface="virtual", channel=channel or "mbctl")
         if interface == "udp_multicast":
-            group, _, port = (channel or UDP_DEFAULT_CHANNEL).partition(":")
-            bus = can.Bus(interface="udp_multicast", channel=group, port=int(port or 43113))
-            _loopback_only(bus, group)
+            # checked before python-can builds a bus: one it fails to build warns at exit that it was not shut down
+            group, port = udp_multicast_channel(channel or UDP_DEFAULT_CHANNEL)
+            bus = can.Bus(interface="udp_multicast", channel=group, port=port)
+            try:
+                _loopback_only(bus, group)
+            except BaseException:
+                bus.shutdown()
+                raise
             return bus
         return can.Bus(interface=interface, channel=channel, bitrate=bitrate)
     except (can.CanError, OSError, ValueError, ImportError) as exc:
         raise CommunicationError("port", f"cannot open CAN interface {interface} channel {channel}: {exc}") from None
 
 
+def udp_multicast_channel(channel: str) -> tuple[str, int]:
+    """``"239.74.163.2:43113"`` -> ``("239.74.163.2", 43113)``: an IPv4 multicast group and a UDP port
+    (default 43113).
+
+    Raises:
+        ValueError: Naming what is wrong, for anything else (a host name, ``can0``, a bad port).
+    """
+    group, _, port = channel.partition(":")
+    try:
+        multicast = ipaddress.ip_address(group).version == 4 and ipaddress.ip_address(group).is_multicast
+    except ValueError:
+        multicast = False
+    if not multicast:
+        raise ValueError(f"udp_multicast needs GROUP:PORT with an IPv4 multicast group (224.0.0.0 to 239.255.255.255), e.g. {UDP_DEFAULT_CHANNEL}; got {channel!r}")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"udp_multicast port must be 1 to 65535, got {port!r} in {channel!r}")
+    return group, int(port or 43113)
+
+
 def _loopback_only(bus: can.BusABC, group: str) -> None:
     """Send and receive the multicast group on 127.0.0.1 only (python-can joins it on the
     default interface, which would put emulated frames on the machine's network)."""
     sock = bus._multicast._socket  # python-can exposes no option for the interface
-    if sock.family != socket.AF_INET:
-        bus.shutdown()
-        raise ValueError(f"udp_multicast channel {group}: an IPv4 multicast group is needed (kept on loopback)")
     g = socket.inet_aton(group)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, g + struct.pack("@I", socket.INADDR_ANY))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, g + socket.inet_aton("127.0.0.1"))
+
+
+class _Drop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _sdo_log_held() -> Iterator[None]:
+    """canopen's SDO client logs an aborted transfer (``Transfer aborted by client``) as an error
+    before it raises; :meth:`Cia402Bus._sdo` reports the failure itself, in one line, so that
+    logger's records are dropped during the SDO phase (other loggers' warnings pass)."""
+    logger, drop = logging.getLogger("canopen.sdo.client"), _Drop()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 class Cia402Bus(JointInterface):
@@ -226,10 +267,12 @@ class Cia402Bus(JointInterface):
 
     @contextlib.contextmanager
     def _sdo_phase(self) -> Iterator[None]:
-        """canopen's listener thread, for SDO replies; stopped again before any cycle."""
+        """canopen's listener thread, for SDO replies; stopped again before any cycle. SDO failures
+        raise one-line errors (:meth:`_sdo`), so canopen's own log records of them are held back."""
         notifier = can.Notifier(self._bus, self._network.listeners, timeout=0.005)
         try:
-            yield
+            with _sdo_log_held():
+                yield
         finally:
             notifier.stop()
 
@@ -271,8 +314,16 @@ class Cia402Bus(JointInterface):
 
     # -- JointInterface ---------------------------------------------------------------------
     def open(self) -> None:
-        """Connect, configure every drive by SDO (see the module's docstring), NMT operational; torque off."""
+        """Connect, configure every drive by SDO (see the module's docstring), NMT operational; torque off.
+        A failure closes the bus again."""
         self._bus = open_can_bus(self.interface, self.channel, self.config.bitrate)
+        try:
+            self._configure()
+        except BaseException:
+            self.close()
+            raise
+
+    def _configure(self) -> None:
         self._network = canopen.Network(self._bus)
         for nid in self._ids:
             od = canopen.import_od(str(self.config.eds), nid) if self.config.eds is not None else build_dictionary(nid)
