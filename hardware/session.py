@@ -169,7 +169,7 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
         raise InputError(f"{len(robot.actuated_names)} drives need {100 * load:.0f} % of the {config.bitrate / 1e6:g} Mbit/s bus per cycle (SYNC and three PDOs each); "
                          f"lower the rate to {int(options.rate_hz / load)} Hz or less", field="--rate")
     channel = options.channel if options.channel is not None else config.channel
-    if interface == "udp_multicast" and channel is not None:
+    if interface == "udp_multicast" and channel is not None and not (options.emulate and options.channel is None):  # an emulator gets a channel of its own below
         check_udp_channel(channel, given=options.channel is not None)
     # lock-step: the emulator takes what time it needs; the heartbeat clock counts SYNC periods
     timing = {"pdo_timeout_s": 5.0, "clock": None} if options.lockstep else {"clock": time.monotonic}
