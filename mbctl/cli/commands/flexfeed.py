@@ -22,7 +22,7 @@ from mbctl.errors import InputError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
-    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--modes", help="comma-separated distribution modes (default: the 3-RRR study's three)")
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
@@ -64,13 +64,10 @@ def check_records_size(args: argparse.Namespace, spec, modes: int) -> None:
 def run(args: argparse.Namespace) -> int:
     from mbctl.config.robot import read_robot_spec
     from mbctl.ctrl.flexible_feedforward import STUDY_MODES, flexible_feedforward, summary_table
-    from mbctl.fileio import atomic_output, check_output
-    from mbctl.viz.variants import FLEXFEED_PLOTS, plot_flexfeed
+    from mbctl.fileio import atomic_output, check_output_dir
+    from mbctl.viz.variants import plot_flexfeed
 
-    if not args.out_dir.is_dir():
-        raise InputError("output directory does not exist", file=args.out_dir)
-    for name in (*FLEXFEED_PLOTS, "flexfeed.json"):
-        check_output(args.out_dir / name)
+    check_output_dir(args.out_dir)  # created once the runs are done: a failed run leaves nothing behind
     modes = list(STUDY_MODES) if args.modes is None else [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -97,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     )
     table = summary_table(result)
     table["config"] = str(args.config)
+    args.out_dir.mkdir(exist_ok=True)
     written = plot_flexfeed(result, args.out_dir)
     path = args.out_dir / "flexfeed.json"
     with atomic_output(path) as tmp:

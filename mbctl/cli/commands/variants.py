@@ -34,13 +34,13 @@ from mbctl.dynamics.simulation.variants import (
     run_variant,
 )
 from mbctl.errors import InputError
-from mbctl.fileio import atomic_output, check_output
-from mbctl.viz.variants import VARIANT_PLOTS, plot_variants
+from mbctl.fileio import atomic_output, check_output_dir
+from mbctl.viz.variants import plot_variants
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]], [simulation] and [base], [flexible], friction")
-    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
     p.add_argument("--step", type=float, help="override simulation.step (s)")
@@ -69,10 +69,7 @@ def check_runs_size(args: argparse.Namespace, robot, overrides: dict, count: int
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.out_dir.is_dir():
-        raise InputError("output directory does not exist", file=args.out_dir)
-    for name in (*VARIANT_PLOTS, "rms.json"):
-        check_output(args.out_dir / name)
+    check_output_dir(args.out_dir)  # created once the runs are done: a failed run leaves nothing behind
     for value, option in ((args.step, "--step"), (args.duration, "--duration")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"must be > 0, got {value!r}", field=option)
@@ -121,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         "baumgarte": dataclasses.asdict(setup.baumgarte) if setup.baumgarte else None,
         "variants": table,
     }
+    args.out_dir.mkdir(exist_ok=True)
     written = plot_variants(runs, args.out_dir, title=robot.name)
     with atomic_output(args.out_dir / "rms.json") as tmp:
         tmp.write_text(json.dumps(report, indent=2) + "\n")
