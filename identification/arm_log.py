@@ -36,6 +36,7 @@ from typing import Literal
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
+from mbctl.config.robot import RobotSpec, locking_variants
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
 from mbctl.hardware.runlog import log_table
@@ -64,20 +65,34 @@ class ArmLog:
     tau: np.ndarray | None
 
 
-def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequence[str], path: Path, required: bool) -> np.ndarray | None:
+def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequence[str], path: Path, required: bool, spec: RobotSpec | None) -> np.ndarray | None:
     names = [f"{group}.{j}" for j in joints]
     present = [n in columns for n in names]
     if not any(present) and not required:
         return None
     if not all(present):
         missing = names[present.index(False)]
-        raise DataError(f"missing column {missing!r} (the robot's joints: {', '.join(joints)})", file=path, field=missing)
+        absent = [j for j, here in zip(joints, present) if not here]
+        raise DataError(f"missing column {missing!r} (the robot's joints: {', '.join(joints)}){_locking_hint(spec, absent, len(absent) < len(joints))}", file=path, field=missing)
     index = {c: i for i, c in enumerate(columns)}
     return data[:, [index[n] for n in names]]
 
 
-def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True) -> ArmLog:
-    """Read a CSV or NPZ log for the joints ``joint_names``.
+def _locking_hint(spec: RobotSpec | None, absent: Sequence[str], some: bool) -> str:
+    """For a log without the columns of some (``some``) of the robot's joints: the bundled robot that
+    locks them, or how to lock them in the TOML; nothing when no robot description is known."""
+    if spec is None or not some:
+        return ""
+    names = ", ".join(absent)
+    variants = locking_variants(spec, absent)
+    if variants:
+        return f"; the log has no columns of {names}: the bundled {' or '.join(variants)} is {spec.name} with them locked"
+    return f"; the log has no columns of {names}: lock them in the robot TOML (locked = {{ {', '.join(f'{j} = 0.0' for j in absent)} }})"
+
+
+def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True, spec: RobotSpec | None = None) -> ArmLog:
+    """Read a CSV or NPZ log for the joints ``joint_names`` (of the robot ``spec`` describes, if given:
+    a log without some joints' columns then names the bundled robot that locks them).
 
     Raises:
         DataError: Naming the file and column, for a missing file or column, fewer than
@@ -99,8 +114,8 @@ def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: b
         raise DataError("no column 't' (s)", file=path, field="t")
     joints = tuple(joint_names)
     t = data[:, columns.index("t")]
-    q = _group(columns, data, "q", joints, path, True)
-    tau = _group(columns, data, "tau", joints, path, need_torque)
+    q = _group(columns, data, "q", joints, path, True, spec)
+    tau = _group(columns, data, "tau", joints, path, need_torque, spec)
     if path.suffix.lower() == ".npz" and tau is not None and len(t) > 1:
         held_until = np.r_[t[1:], 2 * t[-1] - t[-2]]
         tau = np.column_stack([np.interp(t, 0.5 * (t + held_until), tau[:, c]) for c in range(tau.shape[1])])
@@ -109,7 +124,7 @@ def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: b
         joint_names=joints,
         t=t,
         q=q,  # type: ignore[arg-type]
-        dq=_group(columns, data, "dq", joints, path, False),
+        dq=_group(columns, data, "dq", joints, path, False, spec),
         tau=tau,
     )
     if len(log.t) < 10:

@@ -105,7 +105,7 @@ def trajectory_or_log(path: Path, robot: RobotModel):  # noqa: ANN201  (Trajecto
         return read_trajectory(path, robot.joint_names), None
     from mbctl.identification.arm_log import condition_log, read_arm_log
 
-    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False))
+    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False, spec=robot.spec))
     print(f"{path}: no ddq columns, conditioned as a measured log: {log.notes[1]}")
     return Trajectory(t=log.t, joint_names=log.joint_names, q=log.q, dq=log.dq, ddq=log.ddq), log.tau
 

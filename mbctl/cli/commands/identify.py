@@ -435,7 +435,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     memory = budget(args)
     for path in [*args.logs, *args.validate]:
         check_read(path, memory, field="LOG")
-    raws = [read_arm_log(path, joints) for path in args.logs]
+    raws = [read_arm_log(path, joints, spec=robot.spec) for path in args.logs]
     # the fit holds the regressor with its filtered copies: samples x joints x (10 per body + friction) doubles, ~4 times
     samples = sum((raw.t.max() - raw.t.min()) * args.rate for raw in raws)
     check_memory(samples * robot.nv * (10 * robot.model.njoints + 4 * robot.nv) * 8 * 4, memory, what=f"the fit ({samples:.4g} samples at --rate)", field="LOG")
@@ -446,7 +446,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
             log = log.split(1 - args.holdout)[0]
             held_out.append((f"{path.name} (last {args.holdout:.0%})", condition_log(raw, predict).split(1 - args.holdout)[1]))
         fitted.append(log)
-    held_out += [(path.name, condition_log(read_arm_log(path, joints), predict)) for path in args.validate]
+    held_out += [(path.name, condition_log(read_arm_log(path, joints, spec=robot.spec), predict)) for path in args.validate]
     for note in dict.fromkeys(n for log in fitted for n in log.notes):
         print(note)
     fit = fit_arm(robot, fitted, settings)
