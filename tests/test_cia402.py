@@ -22,7 +22,8 @@ from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
-from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault, open_can_bus
+from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
 from mbctl.hardware.cia402.objects import Mode, State
 from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, canopen_config

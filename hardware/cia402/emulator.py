@@ -42,7 +42,7 @@ import can
 import canopen
 import numpy as np
 
-from mbctl.hardware.cia402.bus import open_can_bus
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
     ERROR_CODE,

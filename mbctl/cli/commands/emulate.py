@@ -83,7 +83,7 @@ def stop_event() -> threading.Event:
 
 def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     """CiA 402 drives on udp_multicast (loopback) or a virtual channel, until interrupted."""
-    from mbctl.hardware.cia402.bus import UDP_DEFAULT_CHANNEL
+    from mbctl.hardware.cia402.canbus import UDP_DEFAULT_CHANNEL
     from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
     from mbctl.hardware.cia402.units import canopen_config
     from mbctl.hardware.realtime import realtime_priority

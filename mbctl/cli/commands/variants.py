@@ -19,17 +19,19 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_memory, format_count
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, write_view
-from mbctl.cli.commands.simulate import npz_arrays
+from mbctl.cli.commands.simulate import npz_arrays, size_option
 from mbctl.cli.console import ProgressPrinter
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
+from mbctl.dynamics.simulation.pilot import RunTimeEstimate
 from mbctl.dynamics.simulation.setup import build_dynamics, simulation_setup
 from mbctl.dynamics.simulation.variants import (
     Variant,
     VariantRun,
     available_variants,
+    estimate_variant,
     rms_table,
     run_variant,
 )
@@ -48,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel: a Dask LocalCluster of this many processes (default 1: in this process)")
     p.add_argument("--save-runs", action="store_true", help="also write <variant>.npz per run")
     p.add_argument("--animate", action="store_true", help="also write <variant>.html per run (3-D; see mbctl animate)")
+    add_time_limit(p)
     add_view_arguments(p)
     p.set_defaults(run=run)
 
@@ -66,6 +69,20 @@ def check_runs_size(args: argparse.Namespace, robot, overrides: dict, count: int
     where = {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
     estimate = count * samples * sample_bytes(build_dynamics(robot, setup))
     check_memory(estimate, budget(args), what=f"{count} run{'s' if count != 1 else ''} of {format_count(samples)} samples", **where)
+
+
+def check_runs_time(args: argparse.Namespace, variants: list[Variant], overrides: dict) -> None:
+    """Refuse, before any run, variants estimated to take longer than ``--time-limit`` together: a pilot
+    of each variant's first steps, the sum shared among ``--jobs`` processes (at best)."""
+    estimates = [estimate_variant(args.config, v, **overrides) for v in variants]
+    processes = min(args.jobs, len(variants))
+    units = sum(e.units for e in estimates)
+    total = RunTimeEstimate(
+        seconds=sum(e.seconds for e in estimates) / processes, units=units, unit=estimates[0].unit,
+        per_unit_s=sum(e.seconds for e in estimates) / units, timed=sum(e.timed for e in estimates),
+    )  # fmt: skip
+    where = f" on {processes} processes" if processes > 1 else ""
+    check_estimate(args, total, what=f"{len(variants)} variant{'s' if len(variants) != 1 else ''}{where}", **size_option(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         variants = wanted
     overrides = {k: v for k, v in (("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
     check_runs_size(args, robot, overrides, len(variants))
+    check_runs_time(args, variants, overrides)
 
     if args.jobs > 1:
         # the study engine's Dask map: a LocalCluster of --jobs processes (one variant per task)
