@@ -100,8 +100,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--law", choices=tuple(SERVO_LAWS), default="stribeck-load", help="friction law (default stribeck-load)")
     s.add_argument("--starts", type=int, default=3, help="optimiser starts (default 3)")
     s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
-    s.add_argument("--stall", type=_names, default=(), metavar="NAME[,NAME]",
-                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), torque_saturation (N m), comma-separated")
+    s.add_argument("--stall", type=_names, default=("auto",), metavar="NAME[,NAME]",
+                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), torque_saturation (N m), "
+                        "comma-separated; none; auto (default): torque_saturation, fitted where the logs ask for half the duty or "
+                        "more in 1 %% of their samples, else held at the data sheet's value (if the logs name a known servo)")
+    s.add_argument("--datasheet", choices=("auto", "none"), default="auto",
+                   help="auto (default): where the logs name a known servo (XL330), hold R at its data sheet's stall resistance "
+                        "(position logs cannot tell kt from R); none: fit R within its bounds")
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
@@ -317,7 +322,8 @@ def fit_logs(args: argparse.Namespace) -> int:
 
 def fit_servo_logs(args: argparse.Namespace) -> int:
     from mbctl.dynamics.actuator import STALL_PARAMETERS
-    from mbctl.identification.servo import PARAMETERS, fit_servo
+    from mbctl.identification.servo import PARAMETERS, fit_servo, stall_choice
+    from mbctl.identification.servo_datasheet import datasheet_of
     from mbctl.identification.servo_log import read_servo_logs
 
     for path, kinds in ((args.out, (".json",)), (args.plot, FORMATS), (args.write_back, (".toml",))):
@@ -344,10 +350,21 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         if any(t.endswith(".npz") for t in [*args.logs, *args.validate]):
             bench = bench_model(robot, args.joint)
     logs, held_out = read_servo_logs(args.logs, "LOG", bench, args.joint), read_servo_logs(args.validate, "--validate", bench, args.joint)
-    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=args.stall)
+    sheet = datasheet_of([log.motor for log in logs]) if args.datasheet == "auto" else None
+    stall, bounds, why = stall_choice(args.stall, logs, sheet)
+    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=stall, bounds=bounds, datasheet=sheet)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
+    if why:
+        print(f"  stall: {why}")
+    if sheet is not None:
+        low, high = sheet.torque_constant_range
+        inside = "inside" if low <= fit.parameters["kt"] <= high else "OUTSIDE"
+        print(f"  {sheet.name} data sheet: R held at its stall resistance {sheet.resistance:.3g} ohm (V/I {sheet.resistances.min():.3g}-{sheet.resistances.max():.3g}); "
+              f"kt {fit.parameters['kt']:.3g} N m/A is {inside} its {low:.3g}-{high:.3g} N m/A")
     for name, value in fit.parameters.items():
-        print(f"  {name:<17} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}")
+        lo, hi = bounds.get(name, PARAMETERS[name][:2]) if name != "R" or sheet is None else (value, value)
+        where = "held" if lo == hi else "AT ITS BOUND" if value in (lo, hi) else ""
+        print(f"  {name:<17} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}" + (f" ({where})" if where else ""))
     if "current_limit" in fit.unidentified:
         print(f"  current_limit not reached in the logs (largest simulated current {fit.unidentified['current_limit']:.3g} A): "
               "not identified, fitted without it; a log where the servo stalls below its goal shows it")
