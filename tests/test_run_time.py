@@ -71,3 +71,13 @@ def test_a_mistyped_step_is_refused_before_the_run(cli, tmp_path, monkeypatch, c
     assert not list(tmp_path.iterdir())
     r = cli(*command, "--duration", "0.01", "--time-limit", "soon")
     assert r.code == 2 and "--time-limit: expected a duration" in r.err
+
+
+def test_a_pilot_that_fails_gives_no_estimate_and_the_run_says_why(cli, tmp_path):
+    """A step far too large for the four-bar: the pilot's first steps blow up, so no estimate (None, which
+    check_estimate lets pass), and the run itself stops with its own one-line error, as without the pilot."""
+    system, q0, dq0, setup = _fourbar(duration=1.0, step=0.2)
+    assert estimate_run_time(system, q0, dq0, setup) is None
+    check_estimate(argparse.Namespace(time_limit="1s"), None, what="the run", field="--step")
+    r = cli("simulate", "fourbar", "--duration", "1", "--step", "0.2", "--out", tmp_path / "x.npz")
+    assert r.code != 0 and len(r.err.strip().splitlines()) == 1 and "t = 0.5 s" in r.err and not (tmp_path / "x.npz").exists(), r.err

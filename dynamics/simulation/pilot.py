@@ -25,6 +25,7 @@ import numpy as np
 from mbctl.config.simulation import SimulationSpec
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.simulation.integrate import simulate
+from mbctl.errors import MbctlError
 
 __all__ = ["RunTimeEstimate", "estimate_run_time", "run_units"]
 
@@ -55,9 +56,9 @@ class _Enough(Exception):
 def run_units(setup: SimulationSpec) -> tuple[float, str]:
     """``(units, unit)`` of a run: its steps for RK4 and ROS2, its recorded samples for the adaptive
     methods (a float: 1e13 is a number to compare, not a loop)."""
-    if setup.integrator in ("rk4", "ros2"):
-        return max(1.0, math.ceil(setup.duration / setup.step - 1e-9)), "steps"
-    return max(1.0, math.ceil(setup.duration / (setup.output_step or setup.step) - 1e-9)), "samples"
+    fixed = setup.integrator in ("rk4", "ros2")
+    units = setup.duration / (setup.step if fixed else setup.output_step or setup.step)
+    return (max(1.0, math.ceil(units - 1e-9)) if math.isfinite(units) else math.inf), "steps" if fixed else "samples"
 
 
 def estimate_run_time(
@@ -69,12 +70,9 @@ def estimate_run_time(
     backend: str = "auto",
     pilot_units: int = 2000,
     pilot_wall_s: float = 0.3,
-) -> RunTimeEstimate:
-    """Time the first units of the run ``setup`` describes (see the module docstring).
-
-    Raises:
-        Whatever the run itself raises in its first units (a singular start, an unstable step).
-    """
+) -> RunTimeEstimate | None:
+    """Time the first units of the run ``setup`` describes (see the module docstring); None when they
+    fail (a singular start, an unstable step: the run itself then says why, as it would have)."""
     units, unit = run_units(setup)
     fixed = unit == "steps"
     h = setup.duration / units if fixed else (setup.output_step or setup.step)
@@ -94,14 +92,17 @@ def estimate_run_time(
 
     start = time.perf_counter()
     try:
-        run = simulate(
-            system, q0, dq0, pilot * h, integrator=setup.integrator, step=h if fixed else setup.step, output_step=output,
-            rtol=setup.rtol, atol=setup.atol, max_step=setup.max_step, jacobian_interval=setup.jacobian_interval,
-            backend=backend, progress=progress,
-        )  # fmt: skip
+        with np.errstate(all="ignore"):  # a pilot that blows up gives no estimate; the run reports it
+            run = simulate(
+                system, q0, dq0, pilot * h, integrator=setup.integrator, step=h if fixed else setup.step, output_step=output,
+                rtol=setup.rtol, atol=setup.atol, max_step=setup.max_step, jacobian_interval=setup.jacobian_interval,
+                backend=backend, progress=progress,
+            )  # fmt: skip
         end = time.perf_counter()
     except _Enough:
         run, end = None, marks[-1][0]
+    except MbctlError:
+        return None
     if len(marks) >= 2 and marks[-1][1] > marks[0][1]:
         # from the first report on: the compilation (or the loading of a cached library) is behind it
         (t0, done0), (t1, done1) = marks[0], marks[-1]

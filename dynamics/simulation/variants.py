@@ -199,7 +199,7 @@ def _variant_system(path: str | Path, variant: Variant, setup: SimulationSpec | 
     return robot, setup, system, q0, dq0
 
 
-def estimate_variant(path: str | Path, variant: Variant, *, setup: SimulationSpec | None = None, **overrides) -> RunTimeEstimate:
+def estimate_variant(path: str | Path, variant: Variant, *, setup: SimulationSpec | None = None, **overrides) -> RunTimeEstimate | None:
     """The wall time :func:`run_variant` will take with these arguments, from a pilot of its first steps
     (:func:`mbctl.dynamics.simulation.pilot.estimate_run_time`)."""
     _, setup, system, q0, dq0 = _variant_system(path, variant, setup, overrides)

@@ -38,8 +38,12 @@ def add_time_limit(p: argparse.ArgumentParser) -> None:
 
 def check_estimate(args: argparse.Namespace, estimate, *, what: str, field: str, file: Path | None = None) -> None:
     """Refuse a run whose :class:`~mbctl.dynamics.simulation.pilot.RunTimeEstimate` is above ``--time-limit``
-    (naming ``field``, the option or file field that sets its size); print it when above a minute."""
+    (naming ``field``, the option or file field that sets its size); print it when above a minute.
+    No estimate (None: the pilot failed, and the run will say why) passes."""
+    limit = parse_duration(args.time_limit, field=TIME_OPTION)
+    if estimate is None:
+        return
     timed = f"{format_count(estimate.units)} {estimate.unit} at {estimate.per_unit_s * 1e6:.3g} µs each, timed on {estimate.timed} here"
-    check_run_time(estimate.seconds, parse_duration(args.time_limit, field=TIME_OPTION), what=f"{what} ({timed})", field=field, file=file)
+    check_run_time(estimate.seconds, limit, what=f"{what} ({timed})", field=field, file=file)
     if estimate.seconds > ANNOUNCE_S:
         print(f"{what}: estimated run time {format_duration(estimate.seconds)} ({timed})", flush=True)

@@ -75,6 +75,8 @@ def check_runs_time(args: argparse.Namespace, variants: list[Variant], overrides
     """Refuse, before any run, variants estimated to take longer than ``--time-limit`` together: a pilot
     of each variant's first steps, the sum shared among ``--jobs`` processes (at best)."""
     estimates = [estimate_variant(args.config, v, **overrides) for v in variants]
+    if None in estimates:  # a run that fails at once: it says why
+        return
     processes = min(args.jobs, len(variants))
     units = sum(e.units for e in estimates)
     total = RunTimeEstimate(
