@@ -60,14 +60,21 @@ def test_an_estimate_above_a_minute_is_printed_and_one_above_the_limit_refused(c
     check_estimate(argparse.Namespace(time_limit="none"), dataclasses.replace(two_minutes, seconds=1e12), what="the run", field="--duration")
 
 
-@pytest.mark.parametrize("command", [("simulate", "fourbar", "--out", "x.npz"), ("variants", "fourbar", "--out-dir", "x")])
-def test_a_mistyped_step_is_refused_before_the_run(cli, tmp_path, monkeypatch, command):
-    """`--duration 10 --step 1e-12` (1e13 steps, days at any speed): one line naming --step, the estimate and
-    --time-limit, exit 2, nothing written."""
+@pytest.mark.parametrize(
+    ("command", "steps"),
+    [
+        (("simulate", "fourbar", "--out", "x.npz"), "10000000000000 steps"),
+        (("variants", "fourbar", "--out-dir", "x"), "10000000000000 steps"),
+        (("flexfeed", "rrr3_flexible", "--out-dir", "x"), "50000000000000 steps"),  # three modes, the stiff limit, the RFE check
+    ],
+)
+def test_a_mistyped_step_is_refused_before_the_run(cli, tmp_path, monkeypatch, command, steps):
+    """`--duration 10 --step 1e-12` (1e13 steps a run, days at any speed): one line naming --step, the estimate
+    and --time-limit, exit 2, nothing written."""
     monkeypatch.chdir(tmp_path)
     r = cli(*command, "--duration", "10", "--step", "1e-12")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
-    assert r.err.startswith("mbctl: error: --step: ") and "10000000000000 steps" in r.err and "(--time-limit raises it)" in r.err, r.err
+    assert r.err.startswith("mbctl: error: --step: ") and steps in r.err and "(--time-limit raises it)" in r.err, r.err
     assert not list(tmp_path.iterdir())
     r = cli(*command, "--duration", "0.01", "--time-limit", "soon")
     assert r.code == 2 and "--time-limit: expected a duration" in r.err

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.simulation.integrate import simulate
 from mbctl.errors import MbctlError
 
-__all__ = ["RunTimeEstimate", "estimate_run_time", "run_units"]
+__all__ = ["RunTimeEstimate", "calibrated_run_time", "estimate_run_time", "run_units"]
 
 
 @dataclass(frozen=True)
@@ -110,3 +111,17 @@ def estimate_run_time(
     else:
         per_unit, timed = (end - start - (run.compile_s if run is not None else 0.0)) / pilot, pilot
     return RunTimeEstimate(seconds=per_unit * units, units=units, unit=unit, per_unit_s=per_unit, timed=timed)
+
+
+def calibrated_run_time(evaluate: Callable[[], object], evaluations_per_unit: float, units: float, unit: str = "steps", *, repeats: int = 200) -> RunTimeEstimate:
+    """A run's wall time from the measured cost of one evaluation of its right-hand side (s):
+    ``units x evaluations_per_unit x (wall time of `repeats` calls of evaluate / repeats)``, where a
+    pilot of the steps themselves would compile more than the run (``evaluations_per_unit``
+    calibrated on a run of the same kind, e.g. 2.5 for ROS2 with the stiff-block solve)."""
+    evaluate()  # loaded, warm
+    start = time.perf_counter()
+    with np.errstate(all="ignore"):  # the cost, not the value, is wanted
+        for _ in range(repeats):
+            evaluate()
+    per_unit = (time.perf_counter() - start) / repeats * evaluations_per_unit
+    return RunTimeEstimate(seconds=per_unit * units, units=units, unit=unit, per_unit_s=per_unit, timed=repeats)

@@ -15,9 +15,12 @@ import json
 import math
 from pathlib import Path
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import add_time_limit, check_estimate, robot_config
 from mbctl.config.actuation import MODES
 from mbctl.errors import InputError
+
+
+STEP = 1e-4  # s: the default ROS2 step
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,10 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
     p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
-    p.add_argument("--step", type=float, default=1e-4, help="ros2 step (s, default 1e-4)")
+    p.add_argument("--step", type=float, default=STEP, help="ros2 step (s, default 1e-4)")
     p.add_argument("--rtol", type=float, default=1e-6, help="radau relative tolerance (default 1e-6)")
     p.add_argument("--rfe-elements", type=int, default=8, help="RFE segments per lever for the cross-check; 0: no cross-check (default 8)")
     p.add_argument("--no-stiff-check", action="store_true", help="skip the stiff-limit run (moduli x 1e4)")
+    add_time_limit(p)
     p.set_defaults(run=run)
 
 
@@ -63,7 +67,7 @@ def check_records_size(args: argparse.Namespace, spec, modes: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbctl.config.robot import read_robot_spec
-    from mbctl.ctrl.flexible_feedforward import STUDY_MODES, flexible_feedforward, summary_table
+    from mbctl.ctrl.flexible_feedforward import STUDY_MODES, estimate_flexible_runs, flexible_feedforward, summary_table
     from mbctl.fileio import atomic_output, check_output_dir
     from mbctl.viz.variants import plot_flexfeed
 
@@ -79,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be >= 0, got {args.rfe_elements}", field="--rfe-elements")
     spec = read_robot_spec(args.config)
     check_records_size(args, spec, len(modes))
+    if args.integrator == "ros2":  # radau's steps are its own: no estimate
+        runs = len(modes) + (args.rfe_elements > 0) + (not args.no_stiff_check)
+        field = "--duration" if args.duration is not None and args.step == STEP else "--step"
+        check_estimate(args, estimate_flexible_runs(spec, runs=runs, duration=args.duration, step=args.step), what=f"{runs} flexible runs", field=field)
     result = flexible_feedforward(
         spec,
         modes=modes,
