@@ -386,6 +386,8 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
             "wall_s": fit.wall_s,
             "share_at_current_limit": fit.limited,
             "unidentified": fit.unidentified,
+            "stall": why,
+            "datasheet": None if sheet is None else {"name": sheet.name, "R_held_ohm": sheet.resistance, "kt_range": list(sheet.torque_constant_range)},
         }
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
