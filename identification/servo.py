@@ -67,9 +67,10 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
 LIMIT_SEEN = 0.01
-# duty (fraction of the PWM limit) from which a motor's torque per ampere visibly bends (the XL330
-# data sheet's torque per ampere falls 9 % from 1.1 to 1.7 A); logs whose P loop asks for it in
-# LIMIT_SEEN of their samples show the torque saturation
+# duty from which a motor's torque per ampere visibly bends: an XL330 at 7.4 V and half the duty
+# draws about 1.1 A at stall, the data sheet's first stall point, above which its torque per
+# ampere falls (9 % by 1.7 A); logs whose P loop asks for it in LIMIT_SEEN of their samples show
+# the torque saturation
 SATURATION_DUTY = 0.5
 
 
