@@ -46,15 +46,18 @@ from mbctl.dynamics.flexible.fem import beam_from_spec
 from mbctl.dynamics.flexible.planar import FlexibleRun, PlanarFlexibleModel, rigid_limit
 from mbctl.dynamics.forces import ForceElement
 from mbctl.dynamics.model.robot import RobotModel, build_robot, robot_from_pinocchio
+from mbctl.dynamics.simulation.pilot import RunTimeEstimate, calibrated_run_time
 from mbctl.dynamics.simulation.setup import build_dynamics, constraint_set, initial_state, simulation_setup
 from mbctl.errors import ConfigError
 
 __all__ = [
+    "ROS2_EVALUATIONS_PER_STEP",
     "STUDY_MODES",
     "FlexFeedResult",
     "ModeRun",
     "RFECheck",
     "SampledTorques",
+    "estimate_flexible_runs",
     "flexible_feedforward",
     "flexible_setup",
     "rfe_planar_model",
@@ -312,6 +315,28 @@ def flexible_feedforward(
         step=step,
         rigid_s=rigid_s,
     )
+
+
+# ROS2 steps of the planar FEM model cost about this many evaluations of its compiled right-hand
+# side timed from Python (measured 2.2-2.4 on rrr3_flexible: the fused first stage with the KKT
+# factorization, the second evaluation, two stiff-block solves)
+ROS2_EVALUATIONS_PER_STEP = 2.5
+
+
+def estimate_flexible_runs(spec: RobotSpec, *, runs: int, duration: float | None, step: float) -> RunTimeEstimate | None:
+    """The wall time of ``runs`` ROS2 runs of the flexible model over ``duration`` (s; default
+    ``[simulation] duration``) at ``step`` (s): their steps x a calibrated cost per step
+    (:data:`ROS2_EVALUATIONS_PER_STEP` timed evaluations of the model's right-hand side). The rigid
+    part, the samples and the plots come on top (they scale with the rate, not the step). None
+    without a duration (the run says what is missing)."""
+    robot, pm, _ = flexible_setup(spec)
+    duration = simulation_setup(robot).duration if duration is None else duration
+    if not (duration and duration > 0):
+        return None
+    rhs, x, u = pm.compiled("rhs"), np.zeros(2 * pm.n), np.zeros(pm.n)
+    steps = duration / step
+    units = runs * (math.ceil(steps - 1e-9) if math.isfinite(steps) else math.inf)
+    return calibrated_run_time(lambda: rhs(x, u), ROS2_EVALUATIONS_PER_STEP, units)
 
 
 def rfe_planar_model(spec: RobotSpec, elements: int) -> tuple[RobotModel, PlanarFlexibleModel, dict[str, list[str]]]:

@@ -24,6 +24,7 @@ from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
+from mbctl.hardware.cia402.canbus import udp_multicast_channel
 from mbctl.hardware.cia402.emulator import Cia402Emulator
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
@@ -46,7 +47,7 @@ from mbctl.hardware.realtime import DEFAULT_PRIORITY
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
 
-__all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "START_TOLERANCE"]
+__all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "check_udp_channel", "START_TOLERANCE"]
 
 CANOPEN_WATCHDOG_FAILURES = 1  # failed CANopen exchanges that stop the loop
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
@@ -171,6 +172,8 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
         raise InputError(f"{len(robot.actuated_names)} drives need {100 * load:.0f} % of the {config.bitrate / 1e6:g} Mbit/s bus per cycle (SYNC and three PDOs each); "
                          f"lower the rate to {int(options.rate_hz / load)} Hz or less", field="--rate")
     channel = options.channel if options.channel is not None else config.channel
+    if interface == "udp_multicast" and channel is not None and not (options.emulate and options.channel is None):  # an emulator gets a channel of its own below
+        check_udp_channel(channel, given=options.channel is not None)
     # lock-step: the emulator takes what time it needs; the heartbeat clock counts SYNC periods
     timing = {"pdo_timeout_s": 5.0, "clock": None} if options.lockstep else {"clock": time.monotonic}
     bus = Cia402Bus(robot.actuated_names, config, interface=interface, channel=channel, mode=_drive_mode(options), cycle_s=period_s, **timing)
@@ -195,6 +198,19 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
         extra += ["--realtime-priority", str(options.realtime_priority - 1)]  # like the paced plant's process
     with emulator_process(robot, actuated_q0, lockstep_s, extra), bus:
         yield bus
+
+
+def check_udp_channel(channel: str, *, given: bool = True) -> None:
+    """Refuse a udp_multicast channel that is not ``GROUP:PORT`` (``given``: from ``--channel``, else
+    from the TOML's ``drives.channel``).
+
+    Raises:
+        InputError: Naming ``--channel``.
+    """
+    try:
+        udp_multicast_channel(channel)
+    except ValueError as exc:
+        raise InputError(f"{exc}{'' if given else ' (drives.channel)'}", field="--channel") from None
 
 
 def _drive_mode(options: SessionOptions) -> CommandMode:

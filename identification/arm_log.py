@@ -42,6 +42,7 @@ from typing import Literal
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
+from mbctl.config.robot import RobotSpec, locking_variants
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
 from mbctl.hardware.runlog import log_table
@@ -76,27 +77,44 @@ class ArmLog:
     notes: tuple[str, ...] = ()
 
 
-def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequence[str], path: Path, required: bool) -> np.ndarray | None:
+def _group(columns: Sequence[str], data: np.ndarray, group: str, joints: Sequence[str], path: Path, required: bool, spec: RobotSpec | None) -> np.ndarray | None:
     names = [f"{group}.{j}" for j in joints]
     present = [n in columns for n in names]
     if not any(present) and not required:
         return None
     if not all(present):
         missing = names[present.index(False)]
-        raise DataError(f"missing column {missing!r} (the robot's joints: {', '.join(joints)})", file=path, field=missing)
+        absent = [j for j, here in zip(joints, present) if not here]
+        raise DataError(f"missing column {missing!r} (the robot's joints: {', '.join(joints)}){_locking_hint(spec, absent, len(absent) < len(joints))}", file=path, field=missing)
     index = {c: i for i, c in enumerate(columns)}
     return data[:, [index[n] for n in names]]
 
 
-def read_arm_log(path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True, bag: BagOptions = BagOptions()) -> ArmLog:
-    """Read a CSV, NPZ or ROS 2 bag log for the joints ``joint_names`` (a bag's topic and stamps: ``bag``).
+def _locking_hint(spec: RobotSpec | None, absent: Sequence[str], some: bool) -> str:
+    """For a log without the columns of some (``some``) of the robot's joints: the bundled robot that
+    locks them, or how to lock them in the TOML; nothing when no robot description is known."""
+    if spec is None or not some:
+        return ""
+    names = ", ".join(absent)
+    variants = locking_variants(spec, absent)
+    if variants:
+        return f"; the log has no columns of {names}: the bundled {' or '.join(variants)} is {spec.name} with them locked"
+    return f"; the log has no columns of {names}: lock them in the robot TOML (locked = {{ {', '.join(f'{j} = 0.0' for j in absent)} }})"
+
+
+def read_arm_log(
+    path: str | Path, joint_names: Sequence[str], *, need_torque: bool = True, bag: BagOptions = BagOptions(), spec: RobotSpec | None = None
+) -> ArmLog:
+    """Read a CSV, NPZ or ROS 2 bag log for the joints ``joint_names`` (a bag's topic and stamps: ``bag``;
+    of the robot ``spec`` describes, if given: a table without some joints' columns then names the
+    bundled robot that locks them).
 
     Raises:
         DataError: Naming the file and column (or topic), for a missing file or column, fewer
             than 10 samples, or non-finite values.
     """
     path = Path(path)
-    log = _bag_log(path, joint_names, need_torque, bag) if is_bag(path) else _table_log(path, *_read_table(path), tuple(joint_names), need_torque)
+    log = _bag_log(path, joint_names, need_torque, bag) if is_bag(path) else _table_log(path, *_read_table(path), tuple(joint_names), need_torque, spec)
     if len(log.t) < 10:
         raise DataError(f"{len(log.t)} samples; a fit needs many more", file=path)
     return log
@@ -127,13 +145,13 @@ def _read_table(path: Path) -> tuple[list[str], np.ndarray]:
     return columns, data
 
 
-def _table_log(path: Path, columns: list[str], data: np.ndarray, joints: tuple[str, ...], need_torque: bool) -> ArmLog:
+def _table_log(path: Path, columns: list[str], data: np.ndarray, joints: tuple[str, ...], need_torque: bool, spec: RobotSpec | None) -> ArmLog:
     """The log of a CSV's or run log's table."""
     if "t" not in columns:
         raise DataError("no column 't' (s)", file=path, field="t")
     t = data[:, columns.index("t")]
-    q = _group(columns, data, "q", joints, path, True)
-    tau = _group(columns, data, "tau", joints, path, need_torque)
+    q = _group(columns, data, "q", joints, path, True, spec)
+    tau = _group(columns, data, "tau", joints, path, need_torque, spec)
     if path.suffix.lower() == ".npz" and tau is not None and len(t) > 1:
         held_until = np.r_[t[1:], 2 * t[-1] - t[-2]]
         tau = np.column_stack([np.interp(t, 0.5 * (t + held_until), tau[:, c]) for c in range(tau.shape[1])])
@@ -142,7 +160,7 @@ def _table_log(path: Path, columns: list[str], data: np.ndarray, joints: tuple[s
         joint_names=joints,
         t=t,
         q=q,  # type: ignore[arg-type]
-        dq=_group(columns, data, "dq", joints, path, False),
+        dq=_group(columns, data, "dq", joints, path, False, spec),
         tau=tau,
     )
 

@@ -28,8 +28,10 @@ from mbctl.fileio import atomic_output
 from mbctl.identification.fitting import FrictionFit
 from mbctl.identification.presliding import PreslidingFit
 from mbctl.identification.processing import ProcessedLog
+from mbctl.identification.servo import PARAMETERS, ServoFit
+from mbctl.identification.servo_datasheet import MotorDataSheet
 
-__all__ = ["IdentificationResult", "actuator_table", "check_copy_target", "friction_table", "format_report", "result_json", "servo_table_values", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
+__all__ = ["IdentificationResult", "actuator_table", "check_copy_target", "friction_table", "format_report", "result_json", "servo_fit_lines", "servo_table_values", "write_robot_copy", "write_friction_file", "write_servo_robot_copy"]
 
 ORDER = ("fc", "fs", "vs", "delta", "fv", "sigma0", "sigma1")
 
@@ -361,3 +363,31 @@ def servo_table_values(robot: RobotModel, joint: str, parameters: Mapping[str, f
         if m.friction_smoothing != SMOOTHING:
             firmware["friction_smoothing"] = m.friction_smoothing
     return {**firmware, **{k: parameters[k] for k in ("kt", "R", "armature", *STALL_PARAMETERS) if k in parameters}}
+
+
+def servo_fit_lines(fit: ServoFit, stall: str, datasheet: MotorDataSheet | None, bounds: Mapping[str, tuple[float, float]]) -> list[str]:
+    """The report of a servo fit, a line each: the stall model chosen (``stall``, the reason), the
+    data sheet's checks, every parameter with its standard error and whether it is held or at a
+    bound, the current limit, and the mean position errors (mrad) of the fitted and held-out logs."""
+    lines = [f"  stall: {stall}"] if stall else []
+    if datasheet is not None:
+        low, high = datasheet.torque_constant_range
+        inside = "inside" if low <= fit.parameters["kt"] <= high else "OUTSIDE"
+        lines.append(
+            f"  {datasheet.name} data sheet: R held at its stall resistance {datasheet.resistance:.3g} ohm "
+            f"(V/I {datasheet.resistances.min():.3g}-{datasheet.resistances.max():.3g}); kt {fit.parameters['kt']:.3g} N m/A is {inside} its {low:.3g}-{high:.3g} N m/A"
+        )
+    for name, value in fit.parameters.items():
+        lo, hi = bounds.get(name, PARAMETERS[name][:2]) if name != "R" or datasheet is None else (value, value)
+        where = "held" if lo == hi else "AT ITS BOUND" if value in (lo, hi) else ""
+        lines.append(f"  {name:<17} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}" + (f" ({where})" if where else ""))
+    if "current_limit" in fit.unidentified:
+        lines.append(f"  current_limit not reached in the logs (largest simulated current {fit.unidentified['current_limit']:.3g} A): "
+                     "not identified, fitted without it; a log where the servo stalls below its goal shows it")  # fmt: skip
+    elif fit.limited:
+        lines.append("  at the current limit: " + ", ".join(f"{name} {100 * share:.0f} %" for name, share in fit.limited.items()))
+    for label, errors in (("fitted", fit.train_mae), ("held out", fit.validation_mae)):
+        lines += [f"  {label:<8} {name}: mean |error| {mae * 1e3:.1f} mrad" for name, mae in errors.items()]
+        if errors:
+            lines.append(f"  {label:<8} mean: {sum(errors.values()) / len(errors) * 1e3:.1f} mrad")
+    return lines

@@ -24,13 +24,18 @@ import numpy as np
 
 from mbctl.dynamics.actuator import STALL_PARAMETERS
 from mbctl.errors import DataError, InputError
+from mbctl.identification.servo_datasheet import MotorDataSheet
 from mbctl.identification.servo_log import ServoLog, ServoModel, bench_model, read_run_log, read_servo_log
 from mbctl.identification.servo_model import LAWS, parameter_names, residual_function, simulate_actuator, simulate_servo, simulated_current
 
 __all__ = [
     "LAWS",
     "PARAMETERS",
+    "SATURATION_DUTY",
     "ServoFit",
+    "default_stall",
+    "duty_share",
+    "stall_choice",
     "bench_model",
     "ServoLog",
     "ServoModel",
@@ -62,6 +67,56 @@ PARAMETERS: dict[str, tuple[float, float, float, str]] = {
 }
 # the fraction of a fit's samples at its current limit below which the logs do not show the limit
 LIMIT_SEEN = 0.01
+# duty from which a motor's torque per ampere visibly bends: an XL330 at 7.4 V and half the duty
+# draws about 1.1 A at stall, the data sheet's first stall point, above which its torque per
+# ampere falls (9 % by 1.7 A); logs whose P loop asks for it in LIMIT_SEEN of their samples show
+# the torque saturation
+SATURATION_DUTY = 0.5
+
+
+def duty_share(logs: Sequence[ServoLog], duty: float) -> float:
+    """The share of the logs' torque-on samples whose P loop asks for a duty of at least ``duty``, from
+    the measured error: ``|kp e_counts / divisor| / pwm_max``, clipped at ``pwm_limit / pwm_max``."""
+    asked = []
+    for log in logs:
+        fw = log.model.firmware
+        counts = np.abs(log.goal - log.position) * fw.counts / (2 * math.pi)
+        on = np.ones(len(log.t), dtype=bool) if log.enabled is None else log.enabled
+        asked.append(np.minimum(fw.kp * counts / fw.divisor / fw.pwm_max, fw.pwm_limit / fw.pwm_max)[on])
+    values = np.concatenate(asked) if asked else np.zeros(0)
+    return float((values >= duty).mean()) if len(values) else 0.0
+
+
+def default_stall(logs: Sequence[ServoLog], datasheet: MotorDataSheet | None) -> tuple[tuple[str, ...], dict[str, tuple[float, float]], str]:
+    """What bounds the torque at stall when the command line does not say (``--stall auto``):
+    ``(stall, bounds, why)``. Logs whose P loop reaches :data:`SATURATION_DUTY` in
+    :data:`LIMIT_SEEN` of their samples fit ``torque_saturation``; logs that do not, with a known
+    data sheet, hold it at the data sheet's value (they cannot show it, and a servo driven
+    harder later will reach it); else none."""
+    share = duty_share(logs, SATURATION_DUTY)
+    reached = f"{100 * share:.0f} % of the samples ask for duty >= {SATURATION_DUTY:g}"
+    if share >= LIMIT_SEEN:
+        return ("torque_saturation",), {}, f"torque_saturation fitted ({reached})"
+    if datasheet is not None:
+        tau_sat = datasheet.saturation()[1]
+        return ("torque_saturation",), {"torque_saturation": (tau_sat, tau_sat)}, f"torque_saturation held at the {datasheet.name} data sheet's {tau_sat:.3g} N m ({reached})"
+    return (), {}, f"no stall parameter ({reached}, no data sheet)"
+
+
+def stall_choice(names: Sequence[str], logs: Sequence[ServoLog], datasheet: MotorDataSheet | None) -> tuple[tuple[str, ...], dict[str, tuple[float, float]], str]:
+    """``--stall``: ``(stall, bounds, why)``; ``("auto",)`` as :func:`default_stall` decides, ``("none",)`` none,
+    else the names as given.
+
+    Raises:
+        InputError: Naming ``--stall``, for auto or none beside other names.
+    """
+    if tuple(names) == ("auto",):
+        return default_stall(logs, datasheet)
+    if tuple(names) == ("none",):
+        return (), {}, ""
+    if "auto" in names or "none" in names:
+        raise InputError("auto and none stand alone", field="--stall")
+    return tuple(names), {}, ""
 LUGRE_MIN_FC = 1e-4  # N m: LuGre's lower bound of fc (g(omega) > 0 at every speed)
 
 
@@ -143,7 +198,8 @@ def _levenberg_marquardt(error, with_jacobian, z0: np.ndarray, lower: np.ndarray
         raise np.linalg.LinAlgError("non-finite simulation at the start")
     lam = 1e-3
     for _ in range(max_iterations):
-        g, H = J.T @ r, J.T @ J
+        with np.errstate(over="ignore", invalid="ignore"):  # a start that blows up: its cost is not finite, the step is refused
+            g, H = J.T @ r, J.T @ J
         d = np.sqrt(np.diag(H))
         d[d == 0] = 1.0
         free = ~(((z <= lower) & (g > 0)) | ((z >= upper) & (g < 0)))
@@ -184,6 +240,7 @@ def fit_servo(
     seed: int = 0,
     stall: Sequence[str] = (),
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    datasheet: MotorDataSheet | None = None,
 ) -> ServoFit:
     """Fit the servo model of ``law`` to the measured positions of ``logs``.
 
@@ -200,7 +257,9 @@ def fit_servo(
     and :attr:`ServoFit.unidentified` gives the largest current as its lower bound (a limit
     held by equal bounds is kept).
     ``bounds`` replaces the :data:`PARAMETERS` bounds of the named parameters; equal bounds
-    hold one fixed (standard error 0).
+    hold one fixed (standard error 0). ``datasheet``: the motor's data sheet; ``R`` is then held
+    at its stall resistance (unless ``bounds`` name ``R``), which the logs cannot tell from ``kt``
+    (:mod:`mbctl.identification.servo_datasheet`).
 
     Raises:
         InputError: For an unknown law, stall parameter or bound, or no logs.
@@ -215,6 +274,8 @@ def fit_servo(
     if unknown:
         raise InputError(f"unknown stall parameter {unknown[0]!r} (expected: {', '.join(STALL_PARAMETERS)})", field="--stall")
     start_time = time.perf_counter()
+    if datasheet is not None and "R" not in (bounds or {}):
+        bounds = {**(bounds or {}), "R": (datasheet.resistance, datasheet.resistance)}
     names = parameter_names(law, stall) + (("offset",) if fit_offset else ())
     span = {n: PARAMETERS[n][:2] for n in names} | dict(bounds or {})
     if not set(span) <= set(names) or not all(lo <= hi for lo, hi in span.values()):
@@ -241,7 +302,7 @@ def fit_servo(
             seed=seed,
             stall=stall,
             bounds={n: b for n, b in (bounds or {}).items() if n in parameter_names("stribeck", stall) or n == "offset"},
-        )
+        )  # R held by the bounds already
         evaluations[0] += stribeck.evaluations
         guesses.insert(0, np.array([stribeck.parameters.get(n, PARAMETERS[n][2]) for n in names]))
     for _ in range(starts - 1):

@@ -87,7 +87,8 @@ def bench_model(robot: RobotModel, joint: str) -> ServoModel:
 @dataclass(frozen=True)
 class ServoLog:
     """One logged motion: times (s), measured and goal positions (rad), the bench and firmware,
-    and whether torque was on at each sample (off: the motor carries no current; default on)."""
+    whether torque was on at each sample (off: the motor carries no current; default on) and
+    the servo the log names (:func:`mbctl.identification.servo_datasheet.datasheet_of`)."""
 
     name: str
     t: np.ndarray
@@ -95,6 +96,7 @@ class ServoLog:
     goal: np.ndarray
     model: ServoModel
     enabled: np.ndarray | None = None
+    motor: str | None = None  # the servo's model as the log names it (BAM's ``motor``, e.g. "xl330")
 
 
 def read_servo_log(path: str | Path) -> ServoLog:
@@ -138,7 +140,8 @@ def read_servo_log(path: str | Path) -> ServoLog:
     model = ServoModel(mass=numbers["mass"], length=numbers["length"], firmware=ServoFirmware(kp=numbers["kp"], vin=numbers["vin"]))
     name = path.name.removesuffix(".gz").removesuffix(".json")
     enabled = np.array([bool(e.get("torque_enable", True)) for e in entries])
-    return ServoLog(name=name, t=t - t[0], position=columns["position"], goal=columns["goal_position"], model=model, enabled=enabled)
+    motor = doc.get("motor") if isinstance(doc.get("motor"), str) else None
+    return ServoLog(name=name, t=t - t[0], position=columns["position"], goal=columns["goal_position"], model=model, enabled=enabled, motor=motor)
 
 
 def read_run_log(path: str | Path, joint: str, model: ServoModel) -> ServoLog:

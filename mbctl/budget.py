@@ -1,4 +1,4 @@
-"""Memory and disk budgets: a request's size is estimated before the work starts, and refused in one line if it does not fit.
+"""Memory, disk and time budgets: a request's size is estimated before the work starts, and refused in one line if it does not fit.
 
 Every command that records samples, rows or cycles computes what it would hold in
 memory (``count x bytes per item``, from the request alone) and what it would write,
@@ -15,6 +15,13 @@ memory (1000000002 samples), above the memory budget of 3.9 GiB (half of the
 available memory; --memory-budget raises it)``. Sizes are written with binary
 prefixes: ``512M``, ``8G``, ``1.5T`` (``K``/``M``/``G``/``T`` = 1024^1..4 bytes; an
 optional ``iB`` or ``B``), or a plain number of bytes.
+
+Time: a long computation (a simulation) estimates its wall time before it starts (a pilot
+of its first steps, :mod:`mbctl.dynamics.simulation.pilot`); above the **time limit**
+(``--time-limit DURATION``, default :data:`DEFAULT_TIME_LIMIT_S` = 24 h; ``none`` lifts it)
+it is refused in one line naming the option that sets the size and the estimate; above
+:data:`ANNOUNCE_S` the estimate is printed before the run starts. Durations: ``90``,
+``90s``, ``30min``, ``12h``, ``3d``.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pathlib import Path
 
 from mbctl.errors import InputError
 
-__all__ = ["ENV", "OPTION", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "format_count", "check_memory", "check_disk", "check_read", "free_space"]
+__all__ = ["ENV", "OPTION", "TIME_OPTION", "DEFAULT_TIME_LIMIT_S", "ANNOUNCE_S", "parse_duration", "format_duration", "check_run_time", "Budget", "memory_budget", "available_memory", "parse_size", "format_bytes", "format_count", "check_memory", "check_disk", "check_read", "free_space"]
 
 ENV = "MBCTL_MEMORY_BUDGET"
 OPTION = "--memory-budget"
@@ -36,6 +43,12 @@ OPTION = "--memory-budget"
 # measured 3 on a 19 MB trajectory through mbctl feedforward)
 READ_FACTOR = 4.0
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+TIME_OPTION = "--time-limit"
+DEFAULT_TIME_LIMIT_S = 24 * 3600.0
+# runs estimated longer than this (s) say so before they start
+ANNOUNCE_S = 60.0
+_TIME_UNITS = {"": 1.0, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|min|h|d)?\s*$", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
 
 
@@ -149,3 +162,44 @@ def check_read(path: str | Path, budget: Budget, *, field: str, factor: float = 
     except OSError:
         return
     check_memory(size * factor, budget, what=f"reading it ({format_bytes(size)})", field=field, file=path)
+
+
+def parse_duration(text: str, *, field: str) -> float:
+    """``"90"``, ``"90s"``, ``"30min"``, ``"12h"``, ``"3d"`` -> seconds; ``"none"`` -> infinity (no limit).
+
+    Raises:
+        InputError: Naming ``field``, for anything else or a duration of zero.
+    """
+    if str(text).strip().lower() in ("none", "inf"):
+        return math.inf
+    match = _DURATION.match(str(text))
+    if not match:
+        raise InputError(f"expected a duration such as 90s, 30min, 12h or 3d (or none), got {text!r}", field=field)
+    value = float(match.group(1)) * _TIME_UNITS[(match.group(2) or "").lower()]
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"must be > 0, got {text!r}", field=field)
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """``42 s``, ``3.5 min``, ``2.1 h``, ``12 days``, ``3.2e+05 years``: two or three significant digits."""
+    if not math.isfinite(seconds):
+        return "forever"
+    for unit, size, below in (("s", 1.0, 120.0), ("min", 60.0, 7200.0), ("h", 3600.0, 72 * 3600.0), ("days", 86400.0, 730 * 86400.0)):
+        if seconds < below:
+            return f"{seconds / size:.2g} {unit}" if seconds / size < 10 else f"{seconds / size:.0f} {unit}"
+    return f"{seconds / (365.25 * 86400.0):.3g} years"
+
+
+def check_run_time(estimate_s: float, limit_s: float, *, what: str, field: str, file: str | Path | None = None) -> None:
+    """Refuse a request estimated to take longer than ``limit_s`` (s; see the module docstring).
+
+    Args:
+        what: The request and how its estimate came about, e.g. ``"the run (1e+13 steps of 5.1 µs measured here)"``.
+        field: The option or file field that sets the size (``--step``, ``simulation.duration``).
+
+    Raises:
+        InputError: Naming ``file`` and ``field``, the estimate and the limit.
+    """
+    if not estimate_s <= limit_s:
+        raise InputError(f"{what} would take about {format_duration(estimate_s)}, above the time limit of {format_duration(limit_s)} ({TIME_OPTION} raises it)", file=file, field=field)

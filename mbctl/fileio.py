@@ -20,7 +20,10 @@ import numpy as np
 
 from mbctl.errors import DataError, InputError
 
-__all__ = ["atomic_output", "check_output", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts", "npz_shapes", "read_npz_blocks"]
+__all__ = [
+    "atomic_output", "check_output", "check_output_dir", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts", "npz_shapes",
+    "read_npz_blocks",
+]
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...] | None = None) -> Path:
@@ -35,6 +38,19 @@ def check_output(path: str | Path, suffixes: tuple[str, ...] | None = None) -> P
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise InputError(f"file type must be one of {', '.join(suffixes)}", file=path)
     return path
+
+
+def check_output_dir(path: str | Path) -> Path:
+    """Check, before any work is done, that the output directory ``path`` exists or can be created
+    (its parent exists); the command creates it (``mkdir(exist_ok=True)``) when it writes.
+
+    Raises:
+        InputError: If ``path`` is a file or its parent directory does not exist.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError("is a file, not a directory", file=path)
+    return check_output(path)
 
 
 @contextlib.contextmanager

@@ -241,3 +241,24 @@ def test_bad_logs_and_options_are_refused_in_one_line(cli, tmp_path):
     assert r.code == 2 and "--fit-cutoff" in r.err
     with pytest.raises(DataError):
         Conditioning(cutoff_hz=-1.0)
+
+
+def _log_of(path: Path, joints: list[str]) -> Path:
+    columns = ["t", *(f"{g}.{j}" for g in ("q", "dq", "tau") for j in joints)]
+    path.write_text(",".join(columns) + "\n" + "".join(f"{k * 1e-3}" + ",0.1" * (len(columns) - 1) + "\n" for k in range(20)))
+    return path
+
+
+def test_a_log_without_locked_joints_names_the_robot_that_locks_them(cli, tmp_path):
+    """The Panda's seven arm joints against the bundled `panda` (fingers free): the one-line error names
+    panda_arm, the same URDF with both fingers locked; a UR5 log without its wrist joint suggests the
+    TOML's `locked` table; a log of other joints altogether gets no hint."""
+    arm = load_robot("panda_arm").joint_names
+    r = cli("identify", "dynamics", "panda", _log_of(tmp_path / "arm.csv", list(arm)))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "q.panda_finger_joint1" in r.err and "no columns of panda_finger_joint1, panda_finger_joint2: the bundled panda_arm" in r.err
+    ur5 = load_robot("ur5").joint_names
+    r = cli("identify", "dynamics", "ur5", _log_of(tmp_path / "ur5.csv", list(ur5[:-1])))
+    assert r.code == 2 and f"locked = {{ {ur5[-1]} = 0.0 }}" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    r = cli("identify", "dynamics", "ur5", tmp_path / "arm.csv")
+    assert r.code == 2 and "missing column" in r.err and "no columns of" not in r.err

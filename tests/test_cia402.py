@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -20,7 +22,8 @@ from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
-from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault, open_can_bus
+from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
 from mbctl.hardware.cia402.objects import Mode, State
 from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, canopen_config
@@ -373,3 +376,37 @@ def test_a_rate_beyond_the_bus_is_refused(cli, tmp_path):
     r = cli(*base, "--rate", "400", "--interface", "socketcan", "--channel", "mbctl-no-such-can")
     assert r.code == 1 and "cannot open CAN interface socketcan channel mbctl-no-such-can" in r.err, r.err
     assert not (tmp_path / "r.npz").exists()
+
+
+def _mbctl(*args) -> subprocess.CompletedProcess:
+    """``mbctl ARGS`` in a process of its own: stderr then holds all a user sees, the interpreter's exit included."""
+    return subprocess.run([sys.executable, "-m", "mbctl", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("bad", ["notachannel", "239.74.163.2:99999", "10.1.2.3:43113"])
+def test_a_bad_udp_channel_is_one_line_and_exit_2(bad):
+    """`mbctl emulate ur5 --bus canopen --channel BAD`: one line naming --channel, exit 2, no python-can
+    warning at exit (no bus is built from a channel that cannot be one)."""
+    r = _mbctl("emulate", "ur5", "--bus", "canopen", "--channel", bad)
+    assert r.returncode == 2 and r.stderr.startswith("mbctl: error: --channel:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_udp_multicast_with_the_tables_can0_channel_names_both(cli, tmp_path):
+    """`mbctl run ur5 --bus canopen --interface udp_multicast` without --channel: the TOML's socketcan channel
+    cannot be a multicast group; refused naming --channel and drives.channel, exit 2."""
+    robot = load_robot("ur5")
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--interface", "udp_multicast",
+            "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")  # fmt: skip
+    assert r.code == 2 and "--channel" in r.err and "'can0' (drives.channel)" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+@pytest.mark.skipif(not _udp_available(), reason="python-can's udp_multicast cannot open a multicast socket on loopback here")
+def test_no_emulator_listening_is_one_line(tmp_path):
+    """`mbctl run ur5 --bus canopen --interface udp_multicast` with nothing on the channel: the SDO timeout as one
+    line (a hardware error, exit 1), without canopen's abort log or python-can's shutdown warning."""
+    robot = load_robot("ur5")
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    r = _mbctl("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--interface", "udp_multicast",
+               "--channel", "239.74.163.251:43997", "--no-realtime", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")  # fmt: skip
+    assert r.returncode == 1 and "No SDO response" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

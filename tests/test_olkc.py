@@ -130,3 +130,19 @@ def test_variants_command_refuses_a_malformed_variant_name(cli, configs, tmp_pat
     assert res.code == 2
     assert "--variants" in res.err and "unknown variant" in res.err and len(res.err.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_variants_command_creates_its_output_directory(cli, tmp_path):
+    """--out-dir that does not exist yet is created (as sweep --out is) and holds the table; one whose parent
+    is missing, or a file, is refused in one line (exit 2), and a refused request creates nothing."""
+    res = cli("variants", "fourbar", "--out-dir", tmp_path / "new", "--duration", "0.01")
+    assert res.code == 0, res.err
+    assert set(json.loads((tmp_path / "new" / "rms.json").read_text())["variants"]) == {"rigid-rigid-frictionless"}
+    res = cli("variants", "fourbar", "--out-dir", tmp_path / "refused", "--variants", "flexible-rigid-frictionless")
+    assert res.code == 2 and not (tmp_path / "refused").exists()
+    (tmp_path / "file").write_text("")
+    for out, reason in ((tmp_path / "missing" / "new", "output directory does not exist"), (tmp_path / "file", "is a file, not a directory")):
+        for command in (("variants", "fourbar"), ("flexfeed", "rrr3_flexible")):
+            res = cli(*command, "--out-dir", out, "--duration", "0.01")
+            assert res.code == 2 and reason in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert not (tmp_path / "missing").exists()

@@ -110,7 +110,10 @@ def test_identify_logs_command(cli, tmp_path):
     r = cli("identify", "logs", "xl330-pendulum@kp=100", "--validate", "xl330-pendulum@kp=400", "--law", "coulomb-viscous", "--starts", "1", "--out", out, "--plot", plot)
     assert r.code == 0, r.err
     report = json.loads(out.read_text())
-    assert set(report["parameters"]) == {"kt", "R", "armature", "fc", "fv"} and len(report["mean_abs_error_rad"]["held_out"]) == 4
+    # the default stall model: the kp 100 logs never ask for half the duty, so the XL330 data sheet's
+    # saturation is held, as is its stall resistance
+    assert set(report["parameters"]) == {"kt", "R", "armature", "fc", "fv", "torque_saturation"} and len(report["mean_abs_error_rad"]["held_out"]) == 4
+    assert report["standard_errors"]["R"] == report["standard_errors"]["torque_saturation"] == 0.0 and "stall: torque_saturation held" in r.out
     assert plot.stat().st_size > 10_000 and "held out mean" in r.out
 
 
@@ -122,6 +125,7 @@ def test_identify_logs_command(cli, tmp_path):
         (["xl330-pendulum@speed=1"], ["LOG", "selector"]),
         (["xl330-pendulum", "--starts", "0"], ["--starts"]),
         (["xl330-pendulum@kp=100", "--stall", "kd"], ["--stall", "kd", "current_limit"]),
+        (["xl330-pendulum@kp=100", "--stall", "auto,torque_saturation"], ["--stall", "stand alone"]),
         (["{bad}"], ["bad.json", "kp"]),
     ],
 )

@@ -47,7 +47,6 @@ import time
 
 import casadi as ca
 import numpy as np
-import scipy.linalg.lapack
 
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
@@ -64,6 +63,7 @@ from mbctl.dynamics.simulation.compiled_constraints import (
     unsupported_constraints,
 )
 from mbctl.dynamics.simulation.compiled_forces import elastic_of, friction_of, normal_loads_of, state_diagonal
+from mbctl.dynamics.simulation.compiled_samples import DIAGNOSTICS, block_evaluator, sample_evaluator_of
 from mbctl.dynamics.simulation.compiled_plant import plant_stepper  # public here, where callers look for compiled steps
 from mbctl.dynamics.simulation.structure import parametrize, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
@@ -212,9 +212,6 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
-_DIAGNOSTICS = ("xdot", "applied", "force", "lam", "phi", "dphi", "target", "jac", "loads", "load_residual", "det", "singular")
-
-
 def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
     """:func:`rhs_function` and :func:`diagnostics_function` of ``system``, from one generation."""
     t, x, p, e = _expressions(system)
@@ -223,7 +220,7 @@ def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
     e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
     name = system.robot.name
     rhs = ca.Function(f"rhs_{name}", [t, x, p], [e["xdot"]], ["t", "x", "p"], ["xdot"])
-    return rhs, ca.Function(f"diagnostics_{name}", [t, x, p], [e[k] for k in _DIAGNOSTICS], ["t", "x", "p"], list(_DIAGNOSTICS))
+    return rhs, ca.Function(f"diagnostics_{name}", [t, x, p], [e[k] for k in DIAGNOSTICS], ["t", "x", "p"], list(DIAGNOSTICS))
 
 
 def rhs_function(system: ConstrainedDynamics) -> ca.Function:
@@ -261,6 +258,18 @@ def _rk4(f: ca.Function, steps: int) -> ca.Function:
     t_in, x_in, h_in, p_in = ca.MX.sym("t0"), ca.MX.sym("x0", n), ca.MX.sym("h"), ca.MX.sym("p", n_p)
     out = many(ca.vertcat(t_in, x_in, h_in, p_in))
     return ca.Function(f"rk4x{steps}_{f.name()}", [t_in, x_in, h_in, p_in], [out[1 : 1 + n]], ["t0", "x0", "h", "p"], ["x"])
+
+
+def _difference_jacobian(f: ca.Function) -> ca.Function:
+    """``(t, x, p, dx) -> (f0, J)``: ``f0 = f(t, x, p)`` (the first output) and its forward-difference
+    Jacobian ``J[:, i] = (f(t, x + dx_i e_i, p) - f0) / dx_i``, the ``n + 1`` evaluations in one call
+    (the arithmetic of the interpreted differences, so the same numbers)."""
+    n, n_p = f.size1_in(1), f.size1_in(2)
+    t, x, p, dx = ca.MX.sym("t"), ca.MX.sym("x", n), ca.MX.sym("p", n_p), ca.MX.sym("dx", n)
+    columns = ca.horzcat(x, ca.repmat(x, 1, n) + ca.diag(dx))
+    values = f.map(n + 1)(ca.repmat(t, 1, n + 1), columns, ca.repmat(p, 1, n + 1))[0]
+    J = (values[:, 1:] - ca.repmat(values[:, 0], 1, n)) / ca.repmat(dx.T, n, 1)
+    return ca.Function(f"jacobian_{f.name()}", [t, x, p, dx], [values[:, 0], J], ["t", "x", "p", "dx"], ["f0", "J"])
 
 
 # ---------------------------------------------------------------------------------
@@ -325,7 +334,7 @@ class CompiledCore:
         if (kind, steps) not in done:
             start = time.perf_counter()
             s = self._structure
-            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps)}[kind]()
+            f = {"rhs": lambda: s.rhs, "diagnostics": lambda: s.diagnostics, "rk4": lambda: _rk4(s.rhs, steps), "jacobian": lambda: _difference_jacobian(s.diagnostics)}[kind]()
             done[kind, steps] = compile_function(f, cache=self.cache)
             self.build_s += time.perf_counter() - start
         return done[kind, steps]
@@ -338,20 +347,32 @@ class CompiledCore:
         """``(t, x, p) -> (xdot, applied, ...)``: one evaluation (see :func:`diagnostics_function`)."""
         return self._compiled("diagnostics")
 
+    def jacobian(self) -> CompiledFunction:
+        """``(t, x, p, dx) -> (xdot, J)``: ``dx/dt`` and its forward-difference Jacobian with steps ``dx``,
+        in one call (:func:`_difference_jacobian`; ROS2's refreshes)."""
+        return self._compiled("jacobian")
+
     def rk4(self, steps: int) -> CompiledFunction:
         """``(t0, x0, h, p) -> x``: ``steps`` RK4 steps of length ``h`` (s), in C."""
         return self._compiled("rk4", steps)
 
-    def ros2(self, steps: int, update: ros2.StateDiagonalUpdate) -> CompiledFunction:
+    def ros2(self, steps: int, update: ros2.StateDiagonalUpdate, samples: int = 0) -> CompiledFunction:
         """``(t0, x0, h, p, W_inv, d_ref) -> X``: ``steps`` ROS2 steps
         (:func:`mbctl.dynamics.simulation.ros2.ros2_stepper`) with ``update``'s LuGre diagonal
-        (:attr:`diagonal`), in C."""
+        (:attr:`diagonal`), in C. ``samples``: ``-> (X, D)`` instead, with the states after every
+        ``steps / samples`` steps and the diagnostics at the start of each such group (the
+        stepper's own first-stage evaluation; :meth:`block_evaluator` reads them)."""
         done = self._structure.compiled
-        if ("ros2", steps) not in done:
+        key = ("ros2", steps, samples)
+        if key not in done:
             start = time.perf_counter()
-            done["ros2", steps] = ros2.ros2_stepper(self._structure.rhs, steps, update, cache=self.cache)
+            s = self._structure
+            if samples:
+                done[key] = ros2.ros2_stepper(s.diagnostics, steps, update, outputs=samples, diagnostics=True, cache=self.cache)
+            else:
+                done[key] = ros2.ros2_stepper(s.rhs, steps, update, cache=self.cache)
             self.build_s += time.perf_counter() - start
-        return done["ros2", steps]
+        return done[key]
 
     @property
     def diagonal(self) -> ca.Function:
@@ -380,7 +401,13 @@ class CompiledCore:
 
     def sample_evaluator(self):
         """``(t, x) -> ConstrainedState`` of a recorded sample (see :func:`sample_evaluator`)."""
-        return _sample_evaluator(self.system, self.diagnostics(), self.p)
+        return sample_evaluator_of(self.system, self.diagnostics(), self.p)
+
+    def block_evaluator(self):
+        """``(times, states, D) -> SampleBlock``: the samples of a :meth:`ros2` block (``D``: the
+        diagnostics outputs, each as a column, stacked; one column per sample), with the checks
+        and arithmetic of :meth:`sample_evaluator` (the same numbers as it gives at those states)."""
+        return block_evaluator(self.system, self._structure.diagnostics)
 
 
 def sample_evaluator(system: ConstrainedDynamics, cache=None):
@@ -389,46 +416,3 @@ def sample_evaluator(system: ConstrainedDynamics, cache=None):
     since the initial state, is re-evaluated by the interpreted dynamics, which raises the
     same error it would have raised (at this sample rather than at the step it happened)."""
     return CompiledCore(system, cache=cache).sample_evaluator()
-
-
-def _sample_evaluator(system: ConstrainedDynamics, diag: CompiledFunction, p: np.ndarray):
-    nv, m = system.robot.nv, system.constraints.m
-    prog = system.constraints.programmed
-    policy = system.singularity
-
-    def evaluate(t: float, x: np.ndarray) -> ConstrainedState:
-        # the function's own buffers, copied once each: this runs at every recorded sample
-        diag.inputs[0][...] = t
-        diag.inputs[1][...] = x
-        diag.inputs[2][...] = p
-        diag.eval()
-        xdot, applied, force, lam, phi, dphi, target, A, loads, residual, det, singular = (b.copy() for b in diag.outputs)
-        A = A.reshape(m, nv)
-        setup = system._setup
-        sigma = scipy.linalg.lapack.dgesdd(A, compute_uv=0)[1] if m else np.zeros(0)
-        if m and setup.rank and sigma[setup.rank - 1] < policy.tolerance * sigma[0]:
-            system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
-        elif setup.orientation and np.sign(det) != setup.orientation:
-            system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])
-        elif loads.size and np.abs(residual).max() > system.loop_tolerance * max(1.0, np.abs(loads).max()):
-            system.evaluate(t, x[:nv], x[nv : 2 * nv], x[2 * nv :])  # no consistent loads: its error
-        programmed = -A[prog].T @ lam[prog] if m and prog.any() else np.zeros(nv)
-        if system.solver == "nullspace":
-            lam = np.full(m, np.nan)  # the null-space solver reports no multipliers (all rows kept: the same force)
-        return ConstrainedState(
-            t=t,
-            ddq=xdot[nv : 2 * nv],
-            state_rate=xdot[2 * nv :],
-            force=force,
-            programmed_force=programmed,
-            applied=applied,
-            lam=lam,
-            phi=phi,
-            dphi=dphi,
-            target=target,
-            sigma=sigma,
-            singular=bool(singular),
-            normal_loads=loads,
-        )
-
-    return evaluate

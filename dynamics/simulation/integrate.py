@@ -86,11 +86,15 @@ def derivative(system: ConstrainedDynamics, t: float, x: np.ndarray, nv: int) ->
     return np.concatenate([x[nv : 2 * nv], ev.ddq, ev.state_rate])
 
 
+def _difference_steps(x: np.ndarray) -> np.ndarray:
+    """Forward-difference steps ``sqrt(eps)*max(|x_i|, 1e-3)`` per state."""
+    return 1.5e-8 * np.maximum(np.abs(x), 1e-3)
+
+
 def _jacobian(f: Callable, t: float, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
-    """``df/dx`` by forward differences (steps ``sqrt(eps)*max(|x_i|, 1e-3)``)."""
+    """``df/dx`` by forward differences (steps :func:`_difference_steps`)."""
     J = np.empty((len(x), len(x)))
-    for i in range(len(x)):
-        dx = 1.5e-8 * max(abs(x[i]), 1e-3)
+    for i, dx in enumerate(_difference_steps(x)):
         xp = x.copy()
         xp[i] += dx
         J[:, i] = (f(t, xp)[0] - fx) / dx
@@ -298,21 +302,32 @@ def simulate(
 
         if used == "compiled":
             # steps in C between Jacobian refreshes and records; the Jacobian by differences of
-            # the compiled right-hand side (through the normal loads); its values from the
-            # diagnostics function the samples compile anyway, so no third large library
-            diagnostics = core.diagnostics()
+            # the compiled right-hand side (through the normal loads), all of them in one call
+            differences = core.jacobian()
 
-            def rate(t: float, x: np.ndarray) -> tuple[np.ndarray]:
-                compiled_evaluations[0] += 1
-                return (diagnostics(t, x, p)[0],)
+            def jacobian(t: float, x: np.ndarray) -> np.ndarray:
+                compiled_evaluations[0] += len(x) + 1
+                return differences(t, x, p, _difference_steps(x))[1]
 
-            update = ros2.StateDiagonalUpdate(lambda t, x: _jacobian(rate, t, x, rate(t, x)[0]), 2 * nv, state_diagonal, core.diagonal)
-            chunk = ros2.chunk_steps(n, every, refresh, MAX_CHUNK_STEPS)
-            stepper = core.ros2(chunk, update)
+            update = ros2.StateDiagonalUpdate(jacobian, 2 * nv, state_diagonal, core.diagonal)
+            chunk = ros2.chunk_steps(n, every, refresh, MAX_CHUNK_STEPS, several=True)
+            if chunk % every == 0:
+                # several samples per call into C, each from the evaluation its step makes there: no
+                # further evaluation and no Python per sample (the block's arrays go to the records)
+                stepper = core.ros2(chunk, update, samples=chunk // every)
+                block = core.block_evaluator()
 
-            def advance(t: float, x: np.ndarray, h: float, count: int, extra: tuple, inputs: tuple) -> np.ndarray:
+                def record_block(times: np.ndarray, states: np.ndarray, D: np.ndarray) -> None:
+                    records.append_block(block(times, states, D))
+
+            else:
+                chunk = ros2.chunk_steps(n, every, refresh, MAX_CHUNK_STEPS)
+                stepper, record_block = core.ros2(chunk, update), None
+
+            def advance(t: float, x: np.ndarray, h: float, count: int, extra: tuple, inputs: tuple):
                 compiled_evaluations[0] += 2 * count
-                return stepper(t, x, h, p, *extra, *inputs)[0]
+                out = stepper(t, x, h, p, *extra, *inputs)
+                return out if record_block is not None else out[0]
 
         else:
             last: list = [None]  # the evaluation at the latest state: a record and the step from it share it
@@ -336,13 +351,15 @@ def simulate(
                 return _jacobian(held, t, x, f(t, x))
 
             update = ros2.StateDiagonalUpdate(jacobian, 2 * nv, state_diagonal)
-            advance, chunk = ros2.python_steps(f, update), 1  # checked at every step
+            advance, chunk, record_block = ros2.python_steps(f, update), 1, None  # checked at every step
             final = evaluate  # noqa: F811 - the interpreted records reuse the steps' evaluations
 
         def record(t: float, x: np.ndarray) -> None:
             records.append((x, final(t, x)))
 
-        ros2.integrate(advance, update, x, t0, h, n, chunk, every=every, refresh_every=refresh, record=record, check=check_finite, progress=progress)
+        ros2.integrate(
+            advance, update, x, t0, h, n, chunk, every=every, refresh_every=refresh, record=record, check=check_finite, progress=progress, record_block=record_block
+        )  # fmt: skip
         steps = n
     else:
         dt_out = output_step if output_step is not None else step

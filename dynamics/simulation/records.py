@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
 
-__all__ = ["Records", "SimulationResult", "build_result", "recorded_samples", "sample_bytes"]
+__all__ = ["Records", "SampleBlock", "SimulationResult", "build_result", "recorded_samples", "sample_bytes"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,10 +123,70 @@ def _sigma_ratio(ev: ConstrainedState, rank: int) -> float:
     return float(ev.sigma[rank - 1] / ev.sigma[0])
 
 
+@dataclass(frozen=True, eq=False)
+class SampleBlock:
+    """Recorded samples as arrays, one row per sample (a compiled stepper's block; the fields of
+    :class:`~mbctl.dynamics.constraints.constrained.ConstrainedState` stacked, units as there).
+
+    Attributes:
+        t: Times (s), (k,).
+        x: States ``[q, dq, s]``, (k, 2 nv + n_states).
+        sigma_ratio: ``s_r/s_1`` of the constraint Jacobian, (k,) (1 without constraints).
+        singular: Whether the Jacobian was near-singular (damped), (k,).
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    ddq: np.ndarray
+    state_rate: np.ndarray
+    force: np.ndarray
+    programmed_force: np.ndarray
+    applied: np.ndarray
+    lam: np.ndarray
+    phi: np.ndarray
+    dphi: np.ndarray
+    target: np.ndarray
+    sigma_ratio: np.ndarray
+    singular: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def rows(self, start: int, stop: int) -> SampleBlock:
+        """Samples ``start`` to ``stop - 1``."""
+        return SampleBlock(**{f.name: getattr(self, f.name)[start:stop] for f in fields(self)})
+
+
+def _block_of(system: ConstrainedDynamics, records: list[tuple[np.ndarray, ConstrainedState]], rank: int) -> SampleBlock:
+    """Single records ``(x, evaluation)`` stacked as a :class:`SampleBlock`."""
+    n, nv, m = len(records), system.robot.nv, system.constraints.m
+    evs = [ev for _, ev in records]
+
+    def stack(values: list, width: int) -> np.ndarray:
+        return np.array(values, dtype=float).reshape(n, width)
+
+    return SampleBlock(
+        t=np.array([ev.t for ev in evs], dtype=float),
+        x=stack([x for x, _ in records], 2 * nv + system.n_states),
+        ddq=stack([e.ddq for e in evs], nv),
+        state_rate=stack([e.state_rate for e in evs], system.n_states),
+        force=stack([e.force for e in evs], nv),
+        programmed_force=stack([e.programmed_force for e in evs], nv),
+        applied=stack([e.applied for e in evs], nv),
+        lam=stack([e.lam for e in evs], m),
+        phi=stack([e.phi for e in evs], m),
+        dphi=stack([e.dphi for e in evs], m),
+        target=stack([e.target for e in evs], m),
+        sigma_ratio=np.array([_sigma_ratio(e, rank) for e in evs], dtype=float),
+        singular=np.array([bool(e.singular) for e in evs], dtype=bool),
+    )
+
+
 class Records:
-    """The recorded samples ``(x, evaluation)``: all kept, or handed to ``sink`` as ``build(batch)`` every
-    ``batch`` samples (:meth:`flush` hands the rest); ``watch`` sees ``(t, x)`` of each as it comes.
-    ``len`` counts every sample recorded."""
+    """The recorded samples, single ``(x, evaluation)`` records or :class:`SampleBlock` s: all kept, or
+    handed to ``sink`` as ``build(kept)`` every ``batch`` samples (blocks split where a batch ends;
+    :meth:`flush` hands the rest); ``watch`` sees ``(t, x)`` of each sample as it comes. ``len``
+    counts every sample recorded."""
 
     def __init__(
         self,
@@ -136,50 +196,80 @@ class Records:
         watch: Callable[[float, np.ndarray], None] | None = None,
     ):
         self.build, self.sink, self.batch, self.watch = build, sink, max(1, batch), watch
-        self.kept: list[tuple[np.ndarray, ConstrainedState]] = []
-        self.count = self.singular = 0
+        self.kept: list[tuple[np.ndarray, ConstrainedState] | SampleBlock] = []
+        self.count = self.singular = self._pending = 0
 
     def append(self, record: tuple[np.ndarray, ConstrainedState]) -> None:
         self.kept.append(record)
         self.count += 1
+        self._pending += 1
         self.singular += bool(record[1].singular)
         if self.watch is not None:
             self.watch(record[1].t, record[0])
-        if self.sink is not None and len(self.kept) >= self.batch:
+        if self.sink is not None and self._pending >= self.batch:
+            self.flush()
+
+    def append_block(self, block: SampleBlock) -> None:
+        if self.sink is not None and self._pending + len(block) > self.batch:  # split at the batch's end
+            cut = self.batch - self._pending
+            self.append_block(block.rows(0, cut))
+            self.append_block(block.rows(cut, len(block)))
+            return
+        self.kept.append(block)
+        self.count += len(block)
+        self._pending += len(block)
+        self.singular += int(block.singular.sum())
+        if self.watch is not None:
+            for t, x in zip(block.t, block.x):
+                self.watch(float(t), x)
+        if self.sink is not None and self._pending >= self.batch:
             self.flush()
 
     def flush(self) -> None:
         if self.sink is not None and self.kept:
             self.sink(self.build(self.kept))
-            self.kept = []
+            self.kept, self._pending = [], 0
 
     def __len__(self) -> int:
         return self.count
 
 
-def build_result(system: ConstrainedDynamics, records: list[tuple[np.ndarray, ConstrainedState]], rank: int, integrator: str, **counters) -> SimulationResult:
-    """The arrays of ``records`` as a :class:`SimulationResult` (``counters``: steps, evaluations, ...; zero if not given)."""
-    nv, ns, m = system.robot.nv, system.n_states, system.constraints.m
-    n = len(records)
-    evs = [ev for _, ev in records]
+def build_result(system: ConstrainedDynamics, records: list, rank: int, integrator: str, **counters) -> SimulationResult:
+    """The arrays of ``records`` (single ``(x, evaluation)`` records and :class:`SampleBlock` s, in time
+    order) as a :class:`SimulationResult` (``counters``: steps, evaluations, ...; zero if not given)."""
+    nv = system.robot.nv
+    blocks: list[SampleBlock] = []
+    singles: list = []
+    for record in [*records, None]:  # None: the end, which closes the last run of single records
+        if isinstance(record, tuple):
+            singles.append(record)
+            continue
+        if singles:
+            blocks.append(_block_of(system, singles, rank))
+            singles = []
+        if record is not None:
+            blocks.append(record)
+    if not blocks:
+        blocks = [_block_of(system, [], rank)]
 
-    def stack(values: list, width: int) -> np.ndarray:
-        return np.array(values, dtype=float).reshape(n, width)
+    def join(name: str) -> np.ndarray:
+        return np.concatenate([getattr(b, name) for b in blocks]) if len(blocks) > 1 else getattr(blocks[0], name)
 
+    x = join("x")
     return SimulationResult(
-        t=np.array([ev.t for ev in evs], dtype=float),
-        q=stack([x[:nv] for x, _ in records], nv),
-        dq=stack([x[nv : 2 * nv] for x, _ in records], nv),
-        ddq=stack([e.ddq for e in evs], nv),
-        state=stack([x[2 * nv :] for x, _ in records], ns),
-        phi=stack([e.phi for e in evs], m),
-        dphi=stack([e.dphi for e in evs], m),
-        target=stack([e.target for e in evs], m),
-        lam=stack([e.lam for e in evs], m),
-        tau_c=stack([e.force for e in evs], nv),
-        tau_programmed=stack([e.programmed_force for e in evs], nv),
-        tau_applied=stack([e.applied for e in evs], nv),
-        sigma_ratio=np.array([_sigma_ratio(e, rank) for e in evs], dtype=float),
+        t=join("t"),
+        q=np.ascontiguousarray(x[:, :nv]),
+        dq=np.ascontiguousarray(x[:, nv : 2 * nv]),
+        ddq=join("ddq"),
+        state=np.ascontiguousarray(x[:, 2 * nv :]),
+        phi=join("phi"),
+        dphi=join("dphi"),
+        target=join("target"),
+        lam=join("lam"),
+        tau_c=join("force"),
+        tau_programmed=join("programmed_force"),
+        tau_applied=join("applied"),
+        sigma_ratio=join("sigma_ratio"),
         joint_names=system.robot.joint_names,
         row_names=system.rows,
         state_names=system.state_names,

@@ -105,10 +105,11 @@ class JacobianUpdate(ABC):
     def solver(self, t, x, h, inputs: Sequence) -> Callable:
         """``b -> W^-1 b`` for a step from ``(t, x)``, numpy or CasADi (as ``x`` and ``inputs``)."""
 
-    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
-        """``(f(t, x, *extra), solve)`` of a generated step from ``(t, x)``; an update whose solve
-        shares work with ``f`` (the mass matrix) evaluates both in one function."""
-        return f.call([t, x, *extra])[0], self.solver(t, x, h, inputs)
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[list[ca.MX], Callable]:
+        """``(outputs of f(t, x, *extra), solve)`` of a generated step from ``(t, x)`` (the first output
+        is ``dx/dt``); an update whose solve shares work with ``f`` (the mass matrix) evaluates both
+        in one function and gives ``dx/dt`` only."""
+        return f.call([t, x, *extra]), self.solver(t, x, h, inputs)
 
 
 class StateDiagonalUpdate(JacobianUpdate):
@@ -141,8 +142,8 @@ class StateDiagonalUpdate(JacobianUpdate):
         J[s, s] = d_ref
         return np.linalg.inv(np.eye(len(x)) - (GAMMA * h) * J), d_ref
 
-    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
-        return f.call([t, x, *extra])[0], self.solver(t, x, h, inputs, extra)
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[list[ca.MX], Callable]:
+        return f.call([t, x, *extra]), self.solver(t, x, h, inputs, extra)
 
     def solver(self, t, x, h, inputs: Sequence, extra: Sequence = ()) -> Callable:
         W_inv, d_ref = inputs
@@ -224,7 +225,7 @@ class StiffBlockUpdate(JacobianUpdate):
             self._functions = factor, apply
         return self._functions
 
-    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[ca.MX, Callable]:
+    def first_stage(self, f: ca.Function, t: ca.MX, x: ca.MX, h: ca.MX, extra: Sequence[ca.MX], inputs: Sequence[ca.MX]) -> tuple[list[ca.MX], Callable]:
         if not f.is_a("SXFunction"):
             return super().first_stage(f, t, x, h, extra, inputs)
         if f.name() not in self._fused:
@@ -239,7 +240,7 @@ class StiffBlockUpdate(JacobianUpdate):
         g = GAMMA * h
         fx, F = self._fused[f.name()](t, x, *extra, g)
         apply = self.functions()[1]
-        return fx, lambda b: apply(F, g, b)
+        return [fx], lambda b: apply(F, g, b)
 
     def solver(self, t, x, h, inputs: Sequence) -> Callable:
         n, g = self.n, GAMMA * h
@@ -262,7 +263,9 @@ class StiffBlockUpdate(JacobianUpdate):
         return solve
 
 
-def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, outputs: int = 1, per_step: Sequence[int] = (), cache=None) -> CompiledFunction:
+def ros2_stepper(
+    f: ca.Function, steps: int, update: JacobianUpdate, *, outputs: int = 1, per_step: Sequence[int] = (), diagnostics: bool = False, cache=None
+) -> CompiledFunction:
     """``(t0, x0, h, *extra, *inputs) -> X``: ``steps`` ROS2 steps of length ``h`` (s) of
     ``f(t, x, *extra)`` (its first output is ``dx/dt``) from ``x0`` at ``t0``, in C.
 
@@ -270,7 +273,13 @@ def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, outputs:
     column the final state). ``extra`` (``f``'s further inputs) go to every evaluation
     unchanged, except those numbered in ``per_step`` (0 is ``f``'s third input), column vectors
     given as one column per step (e.g. a force sampled at each step's ends). ``inputs`` are
-    ``update``'s refreshed inputs (:meth:`JacobianUpdate.inputs`)."""
+    ``update``'s refreshed inputs (:meth:`JacobianUpdate.inputs`).
+
+    ``diagnostics``: a second output ``D`` holds, per column, every output of ``f`` (each as a
+    column, stacked) at the *start* of each group of ``steps / outputs`` steps: the evaluation
+    the step makes there anyway, so samples at those states cost no further evaluation (it is
+    the same generated arithmetic as calling ``f`` there: the numbers are equal). The step
+    time there is ``t0 + k h`` as the generated code computes it."""
     if steps % outputs:
         raise ValueError(f"{outputs} outputs do not divide {steps} steps")
     n = f.size1_in(1)
@@ -283,19 +292,29 @@ def ros2_stepper(f: ca.Function, steps: int, update: JacobianUpdate, *, outputs:
     def rate(t, x):
         return f.call([t, x, *held])[0]
 
-    fx, solve = update.first_stage(f, t, x, h, held, inputs)
-    one = ca.Function("ros2_step", [t, x, h, *held, *inputs], [ros2_step(rate, t, x, h, solve, fx)])
-    out, states = x, []
+    first, solve = update.first_stage(f, t, x, h, held, inputs)
+    step = ros2_step(rate, t, x, h, solve, first[0])
+    one = ca.Function("ros2_step", [t, x, h, *held, *inputs], [step])
+    if diagnostics:
+        if len(first) != f.n_out():
+            raise ValueError(f"{type(update).__name__} gives only dx/dt of its first stage: no diagnostics")
+        sampled = ca.Function("ros2_step_sampled", [t, x, h, *held, *inputs], [step, ca.vertcat(*(ca.vec(o) for o in first))])
+    out, states, samples = x, [], []
     for k in range(steps):
-        out = one(t + k * h, out, h, *(e[:, k] if i in per_step else e for i, e in enumerate(extra)), *inputs)
+        args = (t + k * h, out, h, *(e[:, k] if i in per_step else e for i, e in enumerate(extra)), *inputs)
+        if diagnostics and k % (steps // outputs) == 0:
+            out, d = sampled(*args)
+            samples.append(d)
+        else:
+            out = one(*args)
         if (k + 1) % (steps // outputs) == 0:
             states.append(out)
     g = ca.Function(
-        f"ros2x{steps}o{outputs}_{f.name()}",
+        f"ros2x{steps}o{outputs}{'d' if diagnostics else ''}_{f.name()}",
         [t, x, h, *extra, *inputs],
-        [ca.horzcat(*states)],
+        [ca.horzcat(*states), *([ca.horzcat(*samples)] if diagnostics else [])],
         ["t0", "x0", "h", *names, *(m for m, _ in update.inputs(n))],
-        ["X"],
+        ["X", *(["D"] if diagnostics else [])],
     )
     return compile_function(g, cache=cache)
 
@@ -349,6 +368,7 @@ def integrate(
     check: Callable[[float, np.ndarray], None],
     extra: Callable[[float, float], tuple] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    record_block: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> np.ndarray:
     """``n`` ROS2 steps of ``h`` (s) from ``x0`` at ``t0`` in calls of ``chunk`` steps (see
     :func:`chunk_steps`); returns the final state.
@@ -357,17 +377,34 @@ def integrate(
     :func:`ros2_stepper`); ``record(t, x)`` gets the first state, every ``every``-th and the
     last one; ``update.refresh`` runs every ``refresh_every`` steps; ``extra(t_a, t_b)`` gives
     ``f``'s extra inputs over each chunk (default none); ``check(t, X)`` sees the states after
-    each chunk (and raises to stop); ``progress(done, n)`` about 20 times per run."""
+    each chunk (and raises to stop); ``progress(done, n)`` about 20 times per run.
+
+    With ``record_block``, the samples come from the stepper in blocks: ``advance`` returns
+    ``(X, D)`` (``ros2_stepper(..., diagnostics=True)`` with ``outputs = chunk / every``, so that
+    each group of steps starts at a sample), and ``record_block(times, states, D)`` gets each
+    chunk's samples (times in s, one state and one column of ``D`` per sample, taken before the
+    chunk's steps from them); ``record`` gets the last state only."""
     x = np.array(x0, dtype=float)
     inputs: tuple = ()
     report = max(1, n // 20)
-    record(t0, x)
+    if record_block is None:
+        record(t0, x)
+    elif chunk % every:
+        raise ValueError(f"chunks of {chunk} steps do not start every sample (every {every} steps)")
     for k in range(0, n, chunk):
         t = t0 + k * h
         if k % refresh_every == 0:
             inputs = update.refresh(t, x, h)
-        X = advance(t, x, h, chunk, extra(t, t + chunk * h) if extra is not None else (), inputs).reshape(len(x), -1, order="F")
+        advanced = advance(t, x, h, chunk, extra(t, t + chunk * h) if extra is not None else (), inputs)
+        X = (advanced[0] if record_block is not None else advanced).reshape(len(x), -1, order="F")
         check(t + chunk * h, X)
+        if record_block is not None:
+            starts = np.column_stack([x, X[:, :-1]])
+            record_block(t + np.arange(X.shape[1]) * every * h, starts, np.asarray(advanced[1]).reshape(-1, X.shape[1], order="F"))
+            x = X[:, -1]
+            if progress is not None and ((k + chunk) % report < chunk or k + chunk == n):
+                progress(k + chunk, n)
+            continue
         segment = chunk // X.shape[1]
         for j in range(X.shape[1] - 1):
             done = k + (j + 1) * segment

@@ -36,6 +36,7 @@ from mbctl.dynamics.constraints.kinds import FramePosition
 from mbctl.dynamics.constraints.reactions import joint_reactions
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.dynamics.simulation.integrate import Progress, SimulationResult
+from mbctl.dynamics.simulation.pilot import RunTimeEstimate, estimate_run_time
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
@@ -44,7 +45,7 @@ from mbctl.dynamics.simulation.setup import (
 )
 from mbctl.errors import ConfigError
 
-__all__ = ["Variant", "VariantRun", "available_variants", "load_variant", "rms", "rms_table", "run_variant"]
+__all__ = ["Variant", "VariantRun", "available_variants", "estimate_variant", "load_variant", "rms", "rms_table", "run_variant"]
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,24 @@ class VariantRun:
         return rms(self.result.t, self.drive_force)
 
 
+def _variant_system(path: str | Path, variant: Variant, setup: SimulationSpec | None, overrides: dict) -> tuple:
+    """``(robot, setup, system, q0, dq0)`` of a variant's run."""
+    robot = load_variant(path, variant)
+    setup = dataclasses.replace(setup or simulation_setup(robot), **overrides)
+    if setup.solver == "nullspace":
+        raise ConfigError("the joint forces need multipliers; use solver lagrange or udwadia-kalaba", file=path, field="simulation.solver")
+    system = build_dynamics(robot, setup)
+    q0, dq0 = initial_state(robot, setup, system)
+    return robot, setup, system, q0, dq0
+
+
+def estimate_variant(path: str | Path, variant: Variant, *, setup: SimulationSpec | None = None, **overrides) -> RunTimeEstimate | None:
+    """The wall time :func:`run_variant` will take with these arguments, from a pilot of its first steps
+    (:func:`mbctl.dynamics.simulation.pilot.estimate_run_time`)."""
+    _, setup, system, q0, dq0 = _variant_system(path, variant, setup, overrides)
+    return estimate_run_time(system, q0, dq0, setup)
+
+
 def run_variant(
     path: str | Path,
     variant: Variant,
@@ -202,12 +221,7 @@ def run_variant(
             fields (``integrator``, ``step``, ``duration`` ...).
         progress: Passed to :func:`mbctl.dynamics.simulation.integrate.simulate`.
     """
-    robot = load_variant(path, variant)
-    setup = dataclasses.replace(setup or simulation_setup(robot), **overrides)
-    if setup.solver == "nullspace":
-        raise ConfigError("the joint forces need multipliers; use solver lagrange or udwadia-kalaba", file=path, field="simulation.solver")
-    system = build_dynamics(robot, setup)
-    q0, dq0 = initial_state(robot, setup, system)
+    robot, setup, system, q0, dq0 = _variant_system(path, variant, setup, overrides)
     start = time.perf_counter()
     result = simulate_setup(system, q0, dq0, setup, progress=progress)
     wall = time.perf_counter() - start

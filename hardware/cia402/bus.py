@@ -33,7 +33,7 @@ periods of ``cycle_s``.
 from __future__ import annotations
 
 import contextlib
-import socket
+import logging
 import struct
 import time
 from collections import Counter
@@ -74,6 +74,7 @@ from mbctl.hardware.cia402.objects import (
     rpdo_struct,
     state_of,
 )
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.interface import (
     CommandMode,
@@ -85,9 +86,8 @@ from mbctl.hardware.interface import (
     JointState,
 )
 
-__all__ = ["Cia402Bus", "DriveStateFault", "open_can_bus", "UDP_DEFAULT_CHANNEL"]
+__all__ = ["Cia402Bus", "DriveStateFault"]
 
-UDP_DEFAULT_CHANNEL = "239.74.163.2:43113"
 _CAN_ERRORS = (can.CanError, OSError)
 _SDO_ERRORS = (canopen.SdoAbortedError, canopen.SdoCommunicationError)
 
@@ -106,37 +106,22 @@ class DriveStateFault(DriveFault):
         HardwareError.__init__(self, f"drive of joint {joint}: {message}")
 
 
-def open_can_bus(interface: str, channel: str | None, bitrate: int) -> can.BusABC:
-    """A python-can bus. ``udp_multicast`` (an emulator in another process) is kept on the
-    loopback interface: its channel is ``GROUP:PORT`` with an IPv4 multicast group.
+class _Drop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
 
-    Raises:
-        CommunicationError: ``port``, when the interface cannot be opened.
-    """
+
+@contextlib.contextmanager
+def _sdo_log_held() -> Iterator[None]:
+    """canopen's SDO client logs an aborted transfer (``Transfer aborted by client``) as an error
+    before it raises; :meth:`Cia402Bus._sdo` reports the failure itself, in one line, so that
+    logger's records are dropped during the SDO phase (other loggers' warnings pass)."""
+    logger, drop = logging.getLogger("canopen.sdo.client"), _Drop()
+    logger.addFilter(drop)
     try:
-        if interface == "virtual":
-            return can.Bus(interface="virtual", channel=channel or "mbctl")
-        if interface == "udp_multicast":
-            group, _, port = (channel or UDP_DEFAULT_CHANNEL).partition(":")
-            bus = can.Bus(interface="udp_multicast", channel=group, port=int(port or 43113))
-            _loopback_only(bus, group)
-            return bus
-        return can.Bus(interface=interface, channel=channel, bitrate=bitrate)
-    except (can.CanError, OSError, ValueError, ImportError) as exc:
-        raise CommunicationError("port", f"cannot open CAN interface {interface} channel {channel}: {exc}") from None
-
-
-def _loopback_only(bus: can.BusABC, group: str) -> None:
-    """Send and receive the multicast group on 127.0.0.1 only (python-can joins it on the
-    default interface, which would put emulated frames on the machine's network)."""
-    sock = bus._multicast._socket  # python-can exposes no option for the interface
-    if sock.family != socket.AF_INET:
-        bus.shutdown()
-        raise ValueError(f"udp_multicast channel {group}: an IPv4 multicast group is needed (kept on loopback)")
-    g = socket.inet_aton(group)
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, g + struct.pack("@I", socket.INADDR_ANY))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, g + socket.inet_aton("127.0.0.1"))
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 class Cia402Bus(JointInterface):
@@ -226,10 +211,12 @@ class Cia402Bus(JointInterface):
 
     @contextlib.contextmanager
     def _sdo_phase(self) -> Iterator[None]:
-        """canopen's listener thread, for SDO replies; stopped again before any cycle."""
+        """canopen's listener thread, for SDO replies; stopped again before any cycle. SDO failures
+        raise one-line errors (:meth:`_sdo`), so canopen's own log records of them are held back."""
         notifier = can.Notifier(self._bus, self._network.listeners, timeout=0.005)
         try:
-            yield
+            with _sdo_log_held():
+                yield
         finally:
             notifier.stop()
 
@@ -271,8 +258,16 @@ class Cia402Bus(JointInterface):
 
     # -- JointInterface ---------------------------------------------------------------------
     def open(self) -> None:
-        """Connect, configure every drive by SDO (see the module's docstring), NMT operational; torque off."""
+        """Connect, configure every drive by SDO (see the module's docstring), NMT operational; torque off.
+        A failure closes the bus again."""
         self._bus = open_can_bus(self.interface, self.channel, self.config.bitrate)
+        try:
+            self._configure()
+        except BaseException:
+            self.close()
+            raise
+
+    def _configure(self) -> None:
         self._network = canopen.Network(self._bus)
         for nid in self._ids:
             od = canopen.import_od(str(self.config.eds), nid) if self.config.eds is not None else build_dictionary(nid)

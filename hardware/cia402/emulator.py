@@ -42,7 +42,7 @@ import can
 import canopen
 import numpy as np
 
-from mbctl.hardware.cia402.bus import open_can_bus
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
     ERROR_CODE,
@@ -197,6 +197,16 @@ class Cia402Emulator:
     def start(self) -> Cia402Emulator:
         """Open the bus and serve it from a background thread."""
         self._bus = open_can_bus(self.interface, self.channel, self.config.bitrate)
+        try:
+            self._serve_nodes()
+        except BaseException:
+            self._bus.shutdown()  # python-can warns at exit about a bus left open
+            self._bus = None
+            raise
+        return self
+
+    def _serve_nodes(self) -> None:
+        """The drives' object dictionaries on the bus, and the serving thread."""
         self._network = canopen.Network(self._bus)
         u = self.units
         for k, nid in enumerate(int(i) for i in u.node_ids):
@@ -214,7 +224,6 @@ class Cia402Emulator:
         self._stop.clear()
         self._thread = threading.Thread(target=self._serve, name="cia402-emulator", daemon=True)
         self._thread.start()
-        return self
 
     def stop(self) -> None:
         self._stop.set()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mbctl.budget import Budget, memory_budget
+from mbctl.budget import ANNOUNCE_S, TIME_OPTION, Budget, check_run_time, format_count, format_duration, memory_budget, parse_duration
 from mbctl.bundled import resolve_config
 from mbctl.errors import ConfigError
 
-__all__ = ["robot_config", "budget", "add_bag_arguments", "bag_options"]
+__all__ = ["robot_config", "budget", "add_bag_arguments", "bag_options", "add_time_limit", "check_estimate"]
 
 
 def budget(args: argparse.Namespace) -> Budget:
@@ -39,3 +39,27 @@ def bag_options(args: argparse.Namespace):  # noqa: ANN201  (mbctl.rosbag.BagOpt
     from mbctl.rosbag import BagOptions
 
     return BagOptions(topic=args.topic, stamps=args.stamps)
+
+
+def add_time_limit(p: argparse.ArgumentParser) -> None:
+    """``--time-limit DURATION`` (:mod:`mbctl.budget`: runs estimated longer are refused before they start)."""
+    p.add_argument(
+        TIME_OPTION,
+        metavar="DURATION",
+        default="24h",
+        help="refuse a run estimated (by timing its first steps here) to take longer, e.g. 90min, 48h, 3d, or none "
+        "(default 24h); an estimate above a minute is printed before the run starts",
+    )
+
+
+def check_estimate(args: argparse.Namespace, estimate, *, what: str, field: str, file: Path | None = None) -> None:
+    """Refuse a run whose :class:`~mbctl.dynamics.simulation.pilot.RunTimeEstimate` is above ``--time-limit``
+    (naming ``field``, the option or file field that sets its size); print it when above a minute.
+    No estimate (None: the pilot failed, and the run will say why) passes."""
+    limit = parse_duration(args.time_limit, field=TIME_OPTION)
+    if estimate is None:
+        return
+    timed = f"{format_count(estimate.units)} {estimate.unit} at {estimate.per_unit_s * 1e6:.3g} µs each, timed on {estimate.timed} here"
+    check_run_time(estimate.seconds, limit, what=f"{what} ({timed})", field=field, file=file)
+    if estimate.seconds > ANNOUNCE_S:
+        print(f"{what}: estimated run time {format_duration(estimate.seconds)} ({timed})", flush=True)

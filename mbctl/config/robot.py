@@ -13,11 +13,11 @@ locked = { finger1 = 0.0 }          # optional: joints held at a position (rad o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mbctl.bundled import resolve_config, resolve_urdf
+from mbctl.bundled import bundled_config, bundled_names, resolve_config, resolve_urdf
 from mbctl.config.actuation import ActuationSpec, parse_actuation
 from mbctl.config.base import BaseSupport, parse_base
 from mbctl.config.canopen import CanopenSpec
@@ -28,9 +28,10 @@ from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
+from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
 
-__all__ = ["ROBOT_KEYS", "RobotSpec", "read_robot_spec", "robot_spec_from_table"]
+__all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "robot_spec_from_table"]
 
 ROBOT_KEYS = (
     "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
@@ -124,3 +125,18 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
         constraints=parse_constraints(root),
         simulation=parse_simulation(root.table("simulation")) if "simulation" in root else None,
     )
+
+
+def locking_variants(spec: RobotSpec, joints: Sequence[str]) -> tuple[str, ...]:
+    """The bundled robots that are ``spec``'s robot (the same URDF) with every one of ``joints`` locked,
+    e.g. ``("panda_arm",)`` for the Panda and its two finger joints: the model to use for a log
+    without those joints' columns. Bundled files that do not read are skipped (a hint, not a check)."""
+    found = []
+    for name in bundled_names():
+        try:
+            other = read_robot_spec(bundled_config(name))
+        except ConfigError:
+            continue
+        if other.urdf.resolve() == spec.urdf.resolve() and set(joints) <= set(other.locked) and other.source.resolve() != spec.source.resolve():
+            found.append(name)
+    return tuple(found)

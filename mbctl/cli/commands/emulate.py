@@ -83,15 +83,18 @@ def stop_event() -> threading.Event:
 
 def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     """CiA 402 drives on udp_multicast (loopback) or a virtual channel, until interrupted."""
-    from mbctl.hardware.cia402.bus import UDP_DEFAULT_CHANNEL
+    from mbctl.hardware.cia402.canbus import UDP_DEFAULT_CHANNEL
     from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
     from mbctl.hardware.cia402.units import canopen_config
     from mbctl.hardware.realtime import realtime_priority
+    from mbctl.hardware.session import check_udp_channel
 
     config = canopen_config(robot)
     truth, _ = truth_model(robot)
     q0 = initial_positions(robot, args)
     channel = args.channel or (UDP_DEFAULT_CHANNEL if args.interface == "udp_multicast" else "mbctl")
+    if args.interface == "udp_multicast":
+        check_udp_channel(channel)
     faults = Cia402Faults(drop_tpdo=args.drop, corrupt_tpdo=args.corrupt, seed=args.seed)
     done = stop_event()
     plant = TruthPlant(truth, q0=q0, period_s=args.lockstep_period)

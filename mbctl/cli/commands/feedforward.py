@@ -106,7 +106,7 @@ def trajectory_or_log(path: Path, robot: RobotModel, bag: BagOptions = BagOption
         return read_trajectory(path, robot.joint_names), None
     from mbctl.identification.arm_log import condition_log, read_arm_log
 
-    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False, bag=bag))
+    log = condition_log(read_arm_log(path, robot.joint_names, need_torque=False, bag=bag, spec=robot.spec))
     print(f"{path}: {'a ROS 2 bag' if is_bag(path) else 'no ddq columns'}, conditioned as a measured log:")
     for note in log.notes:
         print(f"  {note}")

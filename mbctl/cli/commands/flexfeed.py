@@ -15,22 +15,26 @@ import json
 import math
 from pathlib import Path
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import add_time_limit, check_estimate, robot_config
 from mbctl.config.actuation import MODES
 from mbctl.errors import InputError
 
 
+STEP = 1e-4  # s: the default ROS2 step
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
-    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--modes", help="comma-separated distribution modes (default: the 3-RRR study's three)")
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
     p.add_argument("--integrator", choices=("ros2", "radau"), default="ros2", help="stiff integrator of the flexible model (default ros2)")
     p.add_argument("--rate", type=float, default=10000.0, help="sampling rate of the rigid motion and torques, and of the records (Hz, default 10000)")
-    p.add_argument("--step", type=float, default=1e-4, help="ros2 step (s, default 1e-4)")
+    p.add_argument("--step", type=float, default=STEP, help="ros2 step (s, default 1e-4)")
     p.add_argument("--rtol", type=float, default=1e-6, help="radau relative tolerance (default 1e-6)")
     p.add_argument("--rfe-elements", type=int, default=8, help="RFE segments per lever for the cross-check; 0: no cross-check (default 8)")
     p.add_argument("--no-stiff-check", action="store_true", help="skip the stiff-limit run (moduli x 1e4)")
+    add_time_limit(p)
     p.set_defaults(run=run)
 
 
@@ -63,14 +67,11 @@ def check_records_size(args: argparse.Namespace, spec, modes: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mbctl.config.robot import read_robot_spec
-    from mbctl.ctrl.flexible_feedforward import STUDY_MODES, flexible_feedforward, summary_table
-    from mbctl.fileio import atomic_output, check_output
-    from mbctl.viz.variants import FLEXFEED_PLOTS, plot_flexfeed
+    from mbctl.ctrl.flexible_feedforward import STUDY_MODES, estimate_flexible_runs, flexible_feedforward, summary_table
+    from mbctl.fileio import atomic_output, check_output_dir
+    from mbctl.viz.variants import plot_flexfeed
 
-    if not args.out_dir.is_dir():
-        raise InputError("output directory does not exist", file=args.out_dir)
-    for name in (*FLEXFEED_PLOTS, "flexfeed.json"):
-        check_output(args.out_dir / name)
+    check_output_dir(args.out_dir)  # created once the runs are done: a failed run leaves nothing behind
     modes = list(STUDY_MODES) if args.modes is None else [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -82,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be >= 0, got {args.rfe_elements}", field="--rfe-elements")
     spec = read_robot_spec(args.config)
     check_records_size(args, spec, len(modes))
+    if args.integrator == "ros2":  # radau's steps are its own: no estimate
+        runs = len(modes) + (args.rfe_elements > 0) + (not args.no_stiff_check)
+        field = "--duration" if args.duration is not None and args.step == STEP else "--step"
+        check_estimate(args, estimate_flexible_runs(spec, runs=runs, duration=args.duration, step=args.step), what=f"{runs} flexible runs", field=field)
     result = flexible_feedforward(
         spec,
         modes=modes,
@@ -97,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     table = summary_table(result)
     table["config"] = str(args.config)
+    args.out_dir.mkdir(exist_ok=True)
     written = plot_flexfeed(result, args.out_dir)
     path = args.out_dir / "flexfeed.json"
     with atomic_output(path) as tmp:

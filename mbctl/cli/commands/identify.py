@@ -102,8 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--law", choices=tuple(SERVO_LAWS), default="stribeck-load", help="friction law (default stribeck-load)")
     s.add_argument("--starts", type=int, default=3, help="optimiser starts (default 3)")
     s.add_argument("--offset", action="store_true", help="also fit an encoder offset (rad)")
-    s.add_argument("--stall", type=_names, default=(), metavar="NAME[,NAME]",
-                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), torque_saturation (N m), comma-separated")
+    s.add_argument("--stall", type=_names, default=("auto",), metavar="NAME[,NAME]",
+                   help="also fit what bounds the torque at stall: current_limit (A), supply_resistance (ohm), torque_saturation (N m), "
+                        "comma-separated; none; auto (default): torque_saturation, fitted where the logs ask for half the duty or "
+                        "more in 1 %% of their samples, else held at the data sheet's value (if the logs name a known servo)")
+    s.add_argument("--datasheet", choices=("auto", "none"), default="auto",
+                   help="auto (default): where the logs name a known servo (XL330), hold R at its data sheet's stall resistance "
+                        "(position logs cannot tell kt from R); none: fit R within its bounds")
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
@@ -322,7 +327,9 @@ def fit_logs(args: argparse.Namespace) -> int:
 
 def fit_servo_logs(args: argparse.Namespace) -> int:
     from mbctl.dynamics.actuator import STALL_PARAMETERS
-    from mbctl.identification.servo import PARAMETERS, fit_servo
+    from mbctl.identification.report import servo_fit_lines
+    from mbctl.identification.servo import PARAMETERS, fit_servo, stall_choice
+    from mbctl.identification.servo_datasheet import datasheet_of
     from mbctl.identification.servo_log import read_servo_logs
     from mbctl.rosbag import is_bag
 
@@ -352,20 +359,12 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
     bag = bag_options(args)
     logs = read_servo_logs(args.logs, "LOG", bench, args.joint, bag, args.goal_topic)
     held_out = read_servo_logs(args.validate, "--validate", bench, args.joint, bag, args.goal_topic)
-    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=args.stall)
+    sheet = datasheet_of([log.motor for log in logs]) if args.datasheet == "auto" else None
+    stall, bounds, why = stall_choice(args.stall, logs, sheet)
+    fit = fit_servo(logs, args.law, validate=held_out, starts=args.starts, fit_offset=args.offset, stall=stall, bounds=bounds, datasheet=sheet)
     print(f"{args.law}: {len(logs)} logs fitted in {fit.wall_s:.1f} s ({fit.starts} starts, {fit.evaluations} simulations of all logs)")
-    for name, value in fit.parameters.items():
-        print(f"  {name:<17} = {value:<10.5g} +- {fit.standard_errors[name]:.2g} {PARAMETERS[name][3]}")
-    if "current_limit" in fit.unidentified:
-        print(f"  current_limit not reached in the logs (largest simulated current {fit.unidentified['current_limit']:.3g} A): "
-              "not identified, fitted without it; a log where the servo stalls below its goal shows it")
-    elif fit.limited:
-        print("  at the current limit: " + ", ".join(f"{name} {100 * share:.0f} %" for name, share in fit.limited.items()))
-    for label, errors in (("fitted", fit.train_mae), ("held out", fit.validation_mae)):
-        for name, mae in errors.items():
-            print(f"  {label:<8} {name}: mean |error| {mae * 1e3:.1f} mrad")
-        if errors:
-            print(f"  {label:<8} mean: {sum(errors.values()) / len(errors) * 1e3:.1f} mrad")
+    for line in servo_fit_lines(fit, why, sheet, bounds):
+        print(line)
     if args.out:
         report = {
             "law": fit.law,
@@ -377,6 +376,8 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
             "wall_s": fit.wall_s,
             "share_at_current_limit": fit.limited,
             "unidentified": fit.unidentified,
+            "stall": why,
+            "datasheet": None if sheet is None else {"name": sheet.name, "R_held_ohm": sheet.resistance, "kt_range": list(sheet.torque_constant_range)},
         }
         with atomic_output(args.out) as tmp:
             tmp.write_text(json.dumps(report, indent=2) + "\n")
@@ -444,7 +445,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     for path in [*args.logs, *args.validate]:
         check_read(path, memory, field="LOG")
     bag = bag_options(args)
-    raws = [read_arm_log(path, joints, bag=bag) for path in args.logs]
+    raws = [read_arm_log(path, joints, bag=bag, spec=robot.spec) for path in args.logs]
     # the fit holds the regressor with its filtered copies: samples x joints x (10 per body + friction) doubles, ~4 times
     samples = sum((raw.t.max() - raw.t.min()) * args.rate for raw in raws)
     check_memory(samples * robot.nv * (10 * robot.model.njoints + 4 * robot.nv) * 8 * 4, memory, what=f"the fit ({samples:.4g} samples at --rate)", field="LOG")
@@ -455,7 +456,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
             log = log.split(1 - args.holdout)[0]
             held_out.append((f"{path.name} (last {args.holdout:.0%})", condition_log(raw, predict).split(1 - args.holdout)[1]))
         fitted.append(log)
-    held_out += [(path.name, condition_log(read_arm_log(path, joints, bag=bag), predict)) for path in args.validate]
+    held_out += [(path.name, condition_log(read_arm_log(path, joints, bag=bag, spec=robot.spec), predict)) for path in args.validate]
     for note in dict.fromkeys(n for log in fitted for n in log.notes):
         print(note)
     fit = fit_arm(robot, fitted, settings)

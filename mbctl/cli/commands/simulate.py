@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, format_bytes, format_count
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
@@ -40,6 +40,7 @@ from mbctl.dynamics.constraints.reactions import (
 from mbctl.dynamics.constraints.solvers import SOLVERS
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.integrate import BACKENDS, INTEGRATORS, SimulationResult, recorded_samples, sample_bytes
+from mbctl.dynamics.simulation.pilot import estimate_run_time
 from mbctl.dynamics.simulation.setup import (
     build_dynamics,
     initial_state,
@@ -72,6 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="none, or reduce every joint's law to at most this one, keeping its parameters and load model "
         "(lugre > stribeck > coulomb-viscous; default: config)",
     )
+    add_time_limit(p)
     add_view_arguments(p, animate=True)
     add_view_option(p)
     p.set_defaults(run=run)
@@ -125,6 +127,13 @@ def npz_arrays(run: SimulationResult) -> dict[str, np.ndarray]:
 def batch_samples(system, reactions: bool = False) -> int:
     """Recorded samples held in memory before they go to disk (:data:`BATCH_BYTES` of records)."""
     return max(1, int(BATCH_BYTES // sample_bytes(system, reactions=reactions)))
+
+
+def size_option(args: argparse.Namespace) -> dict:
+    """Where a run's length comes from, for a refusal: ``--step`` or ``--duration`` if given, else the file's
+    ``simulation.duration``."""
+    option = next((o for o, v in (("--step", args.step), ("--duration", args.duration)) if v is not None), None)
+    return {"field": option} if option else {"file": args.config, "field": "simulation.duration"}
 
 
 def check_run_size(args: argparse.Namespace, setup, system) -> None:
@@ -247,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
     if system.constraints.m:  # the analysis first: a user sees a wrong mobility before waiting for the run
         analysis = analyse_constraints(system, q0, 0.0, rtol=setup.rank_tolerance, reactions=False)
         print(format_mobility(analysis, len(robot.elastic_names)), flush=True)
+    check_estimate(args, estimate_run_time(system, q0, dq0, setup, backend=args.backend), what=f"{robot.name}: the run", **size_option(args))
 
     view = open_view(robot, args)
     start = time.perf_counter()

@@ -19,28 +19,30 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_memory, format_count
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
 from mbctl.cli.commands.animate import add_view_arguments, write_view
-from mbctl.cli.commands.simulate import npz_arrays
+from mbctl.cli.commands.simulate import npz_arrays, size_option
 from mbctl.cli.console import ProgressPrinter
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.dynamics.simulation.integrate import INTEGRATORS, recorded_samples, sample_bytes
+from mbctl.dynamics.simulation.pilot import RunTimeEstimate
 from mbctl.dynamics.simulation.setup import build_dynamics, simulation_setup
 from mbctl.dynamics.simulation.variants import (
     Variant,
     VariantRun,
     available_variants,
+    estimate_variant,
     rms_table,
     run_variant,
 )
 from mbctl.errors import InputError
-from mbctl.fileio import atomic_output, check_output
-from mbctl.viz.variants import VARIANT_PLOTS, plot_variants
+from mbctl.fileio import atomic_output, check_output_dir
+from mbctl.viz.variants import plot_variants
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]], [simulation] and [base], [flexible], friction")
-    p.add_argument("--out-dir", type=Path, required=True, help="existing directory for the PNG and JSON files")
+    p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
     p.add_argument("--step", type=float, help="override simulation.step (s)")
@@ -48,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="variants simulated in parallel: a Dask LocalCluster of this many processes (default 1: in this process)")
     p.add_argument("--save-runs", action="store_true", help="also write <variant>.npz per run")
     p.add_argument("--animate", action="store_true", help="also write <variant>.html per run (3-D; see mbctl animate)")
+    add_time_limit(p)
     add_view_arguments(p)
     p.set_defaults(run=run)
 
@@ -68,11 +71,24 @@ def check_runs_size(args: argparse.Namespace, robot, overrides: dict, count: int
     check_memory(estimate, budget(args), what=f"{count} run{'s' if count != 1 else ''} of {format_count(samples)} samples", **where)
 
 
+def check_runs_time(args: argparse.Namespace, variants: list[Variant], overrides: dict) -> None:
+    """Refuse, before any run, variants estimated to take longer than ``--time-limit`` together: a pilot
+    of each variant's first steps, the sum shared among ``--jobs`` processes (at best)."""
+    estimates = [estimate_variant(args.config, v, **overrides) for v in variants]
+    if None in estimates:  # a run that fails at once: it says why
+        return
+    processes = min(args.jobs, len(variants))
+    units = sum(e.units for e in estimates)
+    total = RunTimeEstimate(
+        seconds=sum(e.seconds for e in estimates) / processes, units=units, unit=estimates[0].unit,
+        per_unit_s=sum(e.seconds for e in estimates) / units, timed=sum(e.timed for e in estimates),
+    )  # fmt: skip
+    where = f" on {processes} processes" if processes > 1 else ""
+    check_estimate(args, total, what=f"{len(variants)} variant{'s' if len(variants) != 1 else ''}{where}", **size_option(args))
+
+
 def run(args: argparse.Namespace) -> int:
-    if not args.out_dir.is_dir():
-        raise InputError("output directory does not exist", file=args.out_dir)
-    for name in (*VARIANT_PLOTS, "rms.json"):
-        check_output(args.out_dir / name)
+    check_output_dir(args.out_dir)  # created once the runs are done: a failed run leaves nothing behind
     for value, option in ((args.step, "--step"), (args.duration, "--duration")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"must be > 0, got {value!r}", field=option)
@@ -92,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         variants = wanted
     overrides = {k: v for k, v in (("integrator", args.integrator), ("step", args.step), ("duration", args.duration)) if v is not None}
     check_runs_size(args, robot, overrides, len(variants))
+    check_runs_time(args, variants, overrides)
 
     if args.jobs > 1:
         # the study engine's Dask map: a LocalCluster of --jobs processes (one variant per task)
@@ -121,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         "baumgarte": dataclasses.asdict(setup.baumgarte) if setup.baumgarte else None,
         "variants": table,
     }
+    args.out_dir.mkdir(exist_ok=True)
     written = plot_variants(runs, args.out_dir, title=robot.name)
     with atomic_output(args.out_dir / "rms.json") as tmp:
         tmp.write_text(json.dumps(report, indent=2) + "\n")
