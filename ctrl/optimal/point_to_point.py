@@ -5,8 +5,8 @@ inverse dynamics from :class:`~mbctl.dynamics.symbolic.SymbolicDynamics` (rigid 
 inertias, every joint's friction law with its load model; LuGre at its steady state) and the
 limits of its URDF/TOML. :func:`point_to_point` solves rest-to-rest from ``q0`` to ``q1``,
 minimum time or minimum effort ``∫ Σ tau² dt`` over a given duration, samples the result at
-the output rate and checks it with the numeric inverse dynamics
-(:class:`~mbctl.dynamics.inverse.InverseDynamics`, pinocchio): where a sample between the knots
+the output rate and checks it with the feed-forward of the full model
+(:func:`~mbctl.ctrl.feedforward.feedforward`: pinocchio, LuGre bristles integrated): where a sample between the knots
 exceeds a torque limit by more than the tolerance (the knots hold it by construction), that
 joint's limit in the problem is tightened by the excess and the problem solved again from the
 previous solution.
@@ -20,20 +20,31 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
+from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.optimal.problem import Dynamics, OcpSolution, OptimalControlProblem
 from mbctl.ctrl.trajectory import Trajectory
-from mbctl.dynamics.inverse import InverseDynamics
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import InputError
 
-__all__ = ["OBJECTIVES", "PointToPoint", "robot_dynamics", "point_to_point", "limit_ratios"]
+__all__ = ["OBJECTIVES", "SMOOTHING", "PointToPoint", "robot_dynamics", "point_to_point", "smooth_direction", "limit_ratios"]
 
 OBJECTIVES = ("time", "energy")
+SMOOTHING = 1e-2  # rad/s (m/s): the width of the smoothed friction sign (Stribeck speeds are ~0.05 rad/s)
 
 
-def robot_dynamics(robot: RobotModel) -> Dynamics:
-    """The robot's inverse dynamics with friction as a CasADi function, and its limits.
+def smooth_direction(v: ca.SX, a: ca.SX, speed: float) -> ca.SX:
+    """A smooth ``sgn`` of the motion for the optimiser: ``tanh(v/s) + (1 - tanh²(v/s)) tanh(a/(s/1 s))``,
+    ``sgn(v)`` beyond a few ``s`` (rad/s or m/s), ``sgn(a)`` at rest like the model's own rule
+    (:func:`~mbctl.dynamics.friction.laws.motion_direction`). The exact rule has no derivative where a joint
+    reverses, and an interior-point method stalls on it."""
+    tv = ca.tanh(v / speed)
+    return tv + (1.0 - tv**2) * ca.tanh(a / speed)
+
+
+def robot_dynamics(robot: RobotModel, smoothing: float = SMOOTHING) -> Dynamics:
+    """The robot's inverse dynamics with friction as a CasADi function, and its limits; the sign of
+    each dry friction term is :func:`smooth_direction` at ``smoothing`` (rad/s or m/s).
 
     Raises:
         InputError: For a robot with unactuated DOF (closed chains need their loop constraints).
@@ -41,7 +52,14 @@ def robot_dynamics(robot: RobotModel) -> Dynamics:
     if not all(j.actuated for j in robot.joints):
         raise InputError(f"robot {robot.name} has unactuated DOF; optimal control needs a serial, fully actuated arm", field="robot")
     sd = SymbolicDynamics(robot, lugre="steady")
-    tau = sd.inverse_dynamics_of(sd.q, sd.dq, sd.ddq, ca.SX.zeros(robot.nv))[0]
+    _, tau, _, _, load = sd.inverse_dynamics_of(sd.q, sd.dq, sd.ddq, ca.SX.zeros(robot.nv))
+    friction = [0.0] * robot.nv
+    for j in robot.joints:
+        if j.friction is not None:
+            k = j.idx_v
+            direction = smooth_direction(sd.dq[k], sd.ddq[k], smoothing)
+            friction[k] = j.friction.law.steady(sd.dq[k], direction, load[k] if j.friction.load is not None else 1.0)
+    tau = tau + ca.vertcat(*friction)
     inverse = ca.Function("inverse", [sd.q, sd.dq, sd.ddq], [tau], ["q", "dq", "ddq"], ["tau"])
     lim = [j.limits for j in robot.joints]
     return Dynamics(
@@ -50,12 +68,12 @@ def robot_dynamics(robot: RobotModel) -> Dynamics:
     )  # fmt: skip
 
 
-def limit_ratios(robot: RobotModel, traj: Trajectory, inverse: InverseDynamics | None = None) -> dict[str, np.ndarray]:
-    """Worst ``|x| / limit`` per DOF at the samples of ``traj``: ``velocity``, ``torque`` (the feed-forward
-    torques of the full model) and ``position`` (distance outside ``[lower, upper]`` over the range, 0 inside)."""
-    q, dq, ddq = traj.columns(robot.joint_names)
-    inverse = InverseDynamics(robot, lugre="steady", threads=1) if inverse is None else inverse
-    tau = inverse(q, dq, ddq).tau
+def limit_ratios(robot: RobotModel, traj: Trajectory) -> dict[str, np.ndarray]:
+    """Worst ``|x| / limit`` per DOF at the samples of ``traj``: ``velocity``, ``torque`` (the torques of
+    :func:`~mbctl.ctrl.feedforward.feedforward`, the full model with LuGre bristles integrated along the
+    samples) and ``position`` (distance outside ``[lower, upper]`` over the range, 0 inside)."""
+    q, dq, _ = traj.columns(robot.joint_names)
+    tau = feedforward(robot, traj).dynamics.tau
     lim = [j.limits for j in robot.joints]
     lower, upper = np.array([x.lower for x in lim]), np.array([x.upper for x in lim])
     span = np.where(np.isfinite(upper - lower), upper - lower, 1.0)
@@ -143,6 +161,8 @@ def point_to_point(
         raise InputError("the energy-optimal motion needs a duration", field="duration")
     if not (np.isfinite(rate_hz) and rate_hz > 0):
         raise InputError(f"must be a finite number > 0 Hz, got {rate_hz!r}", field="rate")
+    if int(knots) != knots or not 2 <= knots <= 2000:
+        raise InputError(f"must be an integer in [2, 2000], got {knots!r}", field="knots")
     dyn = robot_dynamics(robot)
     q0, q1 = (np.asarray(x, dtype=float) for x in (q0, q1))
     for name, x in (("from", q0), ("to", q1)):
@@ -158,7 +178,6 @@ def point_to_point(
         ocp.add_effort()
     if problem is not None:
         problem(ocp)
-    inverse = InverseDynamics(robot, lugre="steady", threads=1)
     mass = np.diag(np.asarray(SymbolicDynamics(robot).mass_matrix(0.5 * (q0 + q1))))
     T0 = duration if duration is not None else _first_guess(dyn, q0, q1, mass)
     guess = ocp.initial_guess(*_scaled_line(ocp, T0), T0)
@@ -167,7 +186,7 @@ def point_to_point(
         sol = ocp.solve(guess)
         total += sol.solve_time
         traj = _sampled(sol, rate_hz, robot.joint_names)
-        ratios = limit_ratios(robot, traj, inverse)
+        ratios = limit_ratios(robot, traj)
         if progress is not None:
             progress(rounds, max_rounds)
         over = ratios["torque"] > 1.0 + tolerance
