@@ -73,6 +73,7 @@ class RunSummary:
     torque_step_sign_changes: dict[str, float] = field(default_factory=dict)
     chatter: list[str] = field(default_factory=list)
     collision: str = ""
+    controller: dict[str, float | int | str] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
