@@ -121,7 +121,7 @@ class MpcController:
 
     def _plan_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The current plan's inputs shifted to start at ``t`` (nv, N), and its state at ``t``."""
-        s = 0.0 if self._plan_t is None else (t - self._plan_t) / self.spec.step
+        s = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
         N = self.spec.knots
         pos = np.clip(np.arange(N) + s, 0.0, N - 1)
         lo = np.floor(pos).astype(int)
