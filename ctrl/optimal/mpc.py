@@ -93,12 +93,11 @@ def update_function(step: ca.Function, knots: int, weights: MpcWeights, effort: 
         raise InputError(f"must be >= 1, got {iterations}", field="iterations")
     nx, nu = step.size1_in(0), step.size1_in(1)
     N = knots
-    x_s, u_s = ca.SX.sym("x", nx), ca.SX.sym("u", nu)
-    jac = ca.Function("step_jac", [x_s, u_s], [ca.jacobian(step(x_s, u_s), x_s), ca.jacobian(step(x_s, u_s), u_s)])
     W = ca.DM(np.diag(np.concatenate([weights.q, weights.dq])))
     Wn = weights.terminal * W
     R = ca.DM(np.diag(weights.tau))
     big = ca.DM(np.where(np.isfinite(effort), effort, 1e30))
+    backward, forward = _stage_functions(step, W, R, big)
 
     x0 = ca.MX.sym("x0", nx)
     U_prev = ca.MX.sym("U_guess", nu, N)
@@ -114,29 +113,12 @@ def update_function(step: ca.Function, knots: int, weights: MpcWeights, effort: 
         Vx = Wn @ (X[N] - Rx[:, N])
         Vxx = Wn
         for k in range(N - 1, -1, -1):
-            A, B = jac(X[k], U[k])
-            Qx = W @ (X[k] - Rx[:, k]) + A.T @ Vx
-            Qu = R @ (U[k] - Uref[:, k]) + B.T @ Vx
-            VB = Vxx @ B
-            Qxx = W + A.T @ Vxx @ A
-            Quu = R + B.T @ VB
-            Qux = VB.T @ A
-            kk = -ca.solve(Quu, Qu)
-            KK = -ca.solve(Quu, Qux)
-            # clamped inputs get no feedback
-            target = U[k] + kk
-            free = (target > -big) * (target < big)
-            kk = ca.fmin(ca.fmax(target, -big), big) - U[k]
-            KK = ca.diag(free) @ KK
-            ks[k], Ks[k] = kk, KK
-            Vx = Qx + KK.T @ Quu @ kk + KK.T @ Qu + Qux.T @ kk
-            Vxx = Qxx + KK.T @ Quu @ KK + KK.T @ Qux + Qux.T @ KK
-            Vxx = 0.5 * (Vxx + Vxx.T)
+            ks[k], Ks[k], Vx, Vxx = backward(X[k], U[k], Rx[:, k], Uref[:, k], Vx, Vxx)
         Xn, Un = [x0], []
         for k in range(N):
-            u = ca.fmin(ca.fmax(U[k] + ks[k] + Ks[k] @ (Xn[k] - X[k]), -big), big)
+            u, x_next = forward(Xn[k], X[k], U[k], ks[k], Ks[k])
             Un.append(u)
-            Xn.append(step(Xn[k], u))
+            Xn.append(x_next)
         X, U = Xn, Un
     cost = 0
     for k in range(N):
@@ -148,3 +130,35 @@ def update_function(step: ca.Function, knots: int, weights: MpcWeights, effort: 
         "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost],
         ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost"],
     )  # fmt: skip
+
+
+def _stage_functions(step: ca.Function, W: ca.DM, R: ca.DM, big: ca.DM) -> tuple[ca.Function, ca.Function]:
+    """One stage of the Riccati recursion and of the forward pass as SX functions (straight-line C):
+
+    - ``backward(x, u, r, u_ref, V_x, V_xx) -> (du, K, V_x', V_xx')``, the stage linearised at ``(x, u)``;
+    - ``forward(x, x̄, ū, du, K) -> (u, x')``, ``u = clip(ū + du + K (x - x̄))``.
+    """
+    nx, nu = step.size1_in(0), step.size1_in(1)
+    x, u, r, ur = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("r", nx), ca.SX.sym("u_ref", nu)
+    Vx, Vxx = ca.SX.sym("V_x", nx), ca.SX.sym("V_xx", nx, nx)
+    nxt = step(x, u)
+    A, B = ca.jacobian(nxt, x), ca.jacobian(nxt, u)
+    Qx = W @ (x - r) + A.T @ Vx
+    Qu = R @ (u - ur) + B.T @ Vx
+    VB = Vxx @ B
+    Qxx = W + A.T @ Vxx @ A
+    Quu = R + B.T @ VB
+    Qux = VB.T @ A
+    # one factorisation for both right-hand sides
+    sol = -ca.solve(Quu, ca.horzcat(Qu, Qux))
+    target = u + sol[:, 0]
+    free = (target > -big) * (target < big)  # clamped inputs get no feedback
+    kk = ca.fmin(ca.fmax(target, -big), big) - u
+    KK = ca.diag(free) @ sol[:, 1:]
+    Vx_new = Qx + KK.T @ Quu @ kk + KK.T @ Qu + Qux.T @ kk
+    Vxx_new = Qxx + KK.T @ Quu @ KK + KK.T @ Qux + Qux.T @ KK
+    backward = ca.Function("stage_backward", [x, u, r, ur, Vx, Vxx], [kk, KK, Vx_new, 0.5 * (Vxx_new + Vxx_new.T)])
+    xbar, du, K = ca.SX.sym("x_bar", nx), ca.SX.sym("du", nu), ca.SX.sym("K", nu, nx)
+    u_new = ca.fmin(ca.fmax(u + du + K @ (x - xbar), -big), big)
+    forward = ca.Function("stage_forward", [x, xbar, u, du, K], [u_new, step(x, u_new)])
+    return backward, forward
