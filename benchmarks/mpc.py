@@ -13,6 +13,12 @@
    joint, saturated commands, worst |tau| / effort. The momentum observer's collision reaction is
    off (the limits make a saturating run look like a collision to it).
 3. A paced 1 kHz MPC run (wall clock): overruns.
+4. Offline, time-optimal point to point between two UR5 poses (``mbctl trajectory ocp``): its
+   duration beside the best quintic within the same limits (bisection on its duration) and the
+   time-optimal timing of the straight joint-space line (``mbctl trajectory optimal``); and
+   Crocoddyl's box-FDDP on the same move over the OCP's duration (it has no free final time;
+   rigid-body model, terminal state cost): solve time, iterations, final position error and its
+   worst feed-forward torque over the limits under the full model.
 
 Crocoddyl is not an mbctl dependency: ``pip install crocoddyl`` (or ``pip install -e ".[bench]"``).
 
@@ -164,7 +170,82 @@ def main() -> int:
         paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
     print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
     print(f"   {paced.controller}")
+    offline(robot)
     return 0
+
+
+def _ratios(robot, traj) -> tuple[float, float]:
+    """Worst feed-forward |tau| / effort (full model) and |dq| / speed limit at the samples."""
+    effort = np.array([j.limits.effort for j in robot.joints])
+    speed = np.array([j.limits.velocity for j in robot.joints])
+    return float(np.max(np.abs(feedforward(robot, traj).dynamics.tau) / effort)), float(np.max(np.abs(traj.dq) / speed))
+
+
+def _worst(robot, traj) -> float:
+    return max(_ratios(robot, traj))
+
+
+def offline(robot) -> None:
+    from mbctl.ctrl.optimal import solve_point_to_point
+    from mbctl.ctrl.timing import optimal_timing, spline_path, timing_limits
+
+    q1 = np.array([1.0, -0.8, 0.4, -0.8, -1.0, 0.8])
+    start = time.perf_counter()
+    ocp = solve_point_to_point(robot, Q0, q1, objective="time", knots=40)
+    ocp_time = time.perf_counter() - start
+    lo, hi = 0.01, 10.0
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        ok = _worst(robot, quintic_rest_to_rest(np.array([Q0, q1]), [mid], 1000.0, robot.joint_names)) <= 1.0
+        lo, hi = (lo, mid) if ok else (mid, hi)
+    line = optimal_timing(robot, spline_path(np.array([Q0, q1]), robot.joint_names), timing_limits(robot), grid=1000, rate_hz=1000.0)
+    print("\n4. offline, UR5 rest to rest, time-optimal")
+    print(f"  mbctl trajectory ocp (40 intervals)       {ocp.solution.duration:.4f} s  (solved in {ocp_time:.1f} s, worst ratio {max(ocp.worst.values()):.4f})")
+    print(f"  best quintic within the limits (bisection) {hi:.4f} s")
+    print(f"  mbctl trajectory optimal, straight line    {line.duration:.4f} s")
+    try:
+        import crocoddyl
+    except ImportError:
+        print("  crocoddyl is not installed: no comparison")
+        return
+    T, N = ocp.solution.duration, 40
+    state = crocoddyl.StateMultibody(robot.model)
+    actuation = crocoddyl.ActuationModelFull(state)
+    effort = np.array([j.limits.effort for j in robot.joints])
+    goal = np.concatenate([q1, np.zeros(6)])
+
+    def model(terminal: bool):
+        costs = crocoddyl.CostModelSum(state, actuation.nu)
+        x_res = crocoddyl.ResidualModelState(state, goal, actuation.nu)
+        costs.addCost("x", crocoddyl.CostModelResidual(state, x_res), 1e6 if terminal else 0.0)
+        if not terminal:
+            costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, actuation.nu)), 1e-6)
+        m = crocoddyl.IntegratedActionModelEuler(crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs), 0.0 if terminal else T / N)
+        if not terminal:
+            m.u_lb, m.u_ub = -effort, effort
+        return m
+
+    problem = crocoddyl.ShootingProblem(np.concatenate([Q0, np.zeros(6)]), [model(False) for _ in range(N)], model(True))
+    solver = crocoddyl.SolverBoxFDDP(problem)
+    start = time.perf_counter()
+    solver.solve([problem.x0] * (N + 1), [np.zeros(6)] * N, 200)
+    wall = time.perf_counter() - start
+    xs = np.array(solver.xs)
+    us = np.array(solver.us)
+    # its motion sampled at 1 kHz (piecewise-constant accelerations of its own Euler steps), under the full model
+    acc = np.diff(xs[:, 6:], axis=0) / (T / N)
+    t = np.arange(int(np.floor(T * 1000)) + 1) / 1000.0
+    k = np.minimum((t / (T / N)).astype(int), N - 1)
+    s = (t - k * T / N)[:, None]
+    from mbctl.ctrl.trajectory import Trajectory
+
+    traj = Trajectory(t=t, joint_names=robot.joint_names, q=xs[k, :6] + xs[k, 6:] * s + 0.5 * acc[k] * s**2, dq=xs[k, 6:] + acc[k] * s, ddq=acc[k])
+    torque, speed = _ratios(robot, traj)
+    print(
+        f"  Crocoddyl box-FDDP over {T:.4f} s ({N} steps, no speed limits, no friction): {wall:.2f} s, {solver.iter} iterations, "
+        f"final |q - q1| {np.abs(xs[-1, :6] - q1).max():.1e} rad, |dq| {np.abs(xs[-1, 6:]).max():.1e} rad/s; its inputs use "
+        f"{np.max(np.abs(us) / effort):.3f} of the effort limits; its motion at 1 kHz under the full model: torque {torque:.3f}, speed {speed:.3f} of the limits"
+    )
 
 
 if __name__ == "__main__":
