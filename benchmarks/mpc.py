@@ -160,7 +160,8 @@ def main() -> int:
         print(f"  Crocoddyl box-FDDP, the solve alone                                     p50 {s50:7.1f} us  p99 {s99:7.1f} us")
         print(f"  ratio Crocoddyl solve alone / mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
     print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad)")
-    print(f"  saturating reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {', '.join(f'{j.limits.effort:.0f}' for j in robot.joints)}")
+    limits = ", ".join(f"{j.limits.effort:.0f}" for j in robot.joints)
+    print(f"  saturating reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, traj in (("feasible", feasible), ("saturating", hard)):
             for law in ("computed-torque", "mpc"):
@@ -244,7 +245,8 @@ def offline(robot) -> None:
     print(
         f"  Crocoddyl box-FDDP over {T:.4f} s ({N} steps, no speed limits, no friction): {wall:.2f} s, {solver.iter} iterations, "
         f"final |q - q1| {np.abs(xs[-1, :6] - q1).max():.1e} rad, |dq| {np.abs(xs[-1, 6:]).max():.1e} rad/s; its inputs use "
-        f"{np.max(np.abs(us) / effort):.3f} of the effort limits; its motion at 1 kHz under the full model: torque {torque:.3f}, speed {speed:.3f} of the limits"
+        f"{np.max(np.abs(us) / effort):.3f} of the effort limits; its motion at 1 kHz under the full model: "
+        f"torque {torque:.3f}, speed {speed:.3f} of the limits"
     )
 
 

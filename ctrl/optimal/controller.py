@@ -40,7 +40,8 @@ def mpc_weights(robot: RobotModel, spec: MpcSpec, q0: np.ndarray) -> MpcWeights:
     """The spec's weights per DOF (checked against the robot's joint names); the defaults of ``dq`` and
     ``tau`` from the bandwidth ``w`` and the mass matrix at ``q0``: ``2 q / w²`` and ``q / (w⁴ M_jj²)``
     (a double integrator under these weights closes its error at ``w``, critically damped)."""
-    file = spec_file(robot)
+    control = robot.spec.control if robot.spec is not None else None
+    file = control.file if control is not None and control.file is not None else robot.source
 
     def values(key: str, default: np.ndarray) -> np.ndarray:
         given = getattr(spec, key)
@@ -50,11 +51,6 @@ def mpc_weights(robot: RobotModel, spec: MpcSpec, q0: np.ndarray) -> MpcWeights:
     w = spec.bandwidth
     inertia = np.diag(np.asarray(SymbolicDynamics(robot).mass_matrix(q0)))
     return MpcWeights(q=q, dq=values("dq", 2.0 * q / w**2), tau=values("tau", q / (w**4 * inertia**2)), terminal=spec.terminal)
-
-
-def spec_file(robot: RobotModel):  # noqa: ANN201  (Path | None)
-    control = robot.spec.control if robot.spec is not None else None
-    return control.file if control is not None and control.file is not None else robot.source
 
 
 class MpcController:
@@ -103,7 +99,7 @@ class MpcController:
         self._update = compile_function(update) if compiled else _Interpreted(update)
         self._mass = compile_function(mass) if compiled else _Interpreted(mass)
         self._fail = fail
-        nv, N = robot.nv, spec.knots
+        N = spec.knots
         self._plan_u = np.tile(self._tau_ref[0][:, None], (1, N))  # start: holding the first sample's feed-forward
         self._plan_x = np.tile(np.concatenate([q[0], dq[0]])[:, None], (1, N + 1))
         self._plan_t: float | None = None
@@ -112,7 +108,6 @@ class MpcController:
         self.saturated_cycles = 0
         self.fallbacks = 0
         self.solve_times: list[float] = []
-        self._nv = nv
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """Desired positions and velocities at ``t`` (s)."""
@@ -165,7 +160,7 @@ class MpcController:
         return tau
 
     def _fallback(self, state, x_plan: np.ndarray, u_plan: np.ndarray) -> np.ndarray:  # noqa: ANN001
-        nv = self._nv
+        nv = self.robot.nv
         self._mass.inputs[0][...] = state.q
         self._mass.eval()
         M = self._mass.outputs[0].reshape(nv, nv)
