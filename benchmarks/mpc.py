@@ -170,7 +170,7 @@ def main() -> int:
                 print(f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  ({r['stop']})")
         paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
     print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
-    print(f"   {paced.controller}")
+    print(f"   {paced.mpc}")
     offline(robot)
     return 0
 

@@ -285,7 +285,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         summary.plant_timing = backend.timing()  # complete once the plant has stopped
     summary.saturated += tracking.saturated_cycles
     if options.law == MPC:
-        summary.controller = tracking.describe()
+        summary.mpc = tracking.describe()
         if tracking.fallbacks and summary.stop_reason == "completed":
             summary.stop_reason = f"completed, degraded: {tracking.fallbacks} MPC fallbacks"
     return summary

@@ -77,7 +77,7 @@ def test_lockstep_mpc_tracks_and_counts_forced_fallbacks(scara_reference, tmp_pa
     robot, traj = scara_reference
     fail = None if fail_every is None else (lambda cycle: cycle % fail_every == 1)
     summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True, mpc_fail=fail), tmp_path / "run.npz")
-    report = summary.controller
+    report = summary.mpc
     assert summary.stop_reason.startswith("completed") and summary.cycles == 500
     assert report["updates"] == 501  # the loop calls the law once before it turns torque on
     expected = 0 if fail_every is None else sum(1 for c in range(report["updates"]) if c % fail_every == 1)
@@ -98,3 +98,18 @@ def test_bad_mpc_table_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="control.mpc.knots: must be an integer >= 2"):
         parse_control(table)
     assert parse_control(Table({}, file=tmp_path / "r.toml", where="control")).mpc == MpcSpec()
+
+
+def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
+    robot, traj = scara_reference
+    from mbctl.ctrl.trajectory import write_trajectory
+
+    write_trajectory(tmp_path / "t.csv", traj)
+    log, summary = tmp_path / "run.npz", tmp_path / "run.json"
+    r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "mpc", "--log", log, "--summary", summary)
+    assert r.code == 0, r.err
+    assert "mpc: riccati (clamped Gauss-Newton, 20 knots of 0.01 s); 501 updates" in r.out and "fallbacks 0" in r.out
+    import json
+
+    report = json.loads(summary.read_text())["mpc"]
+    assert report["updates"] == 501 and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
