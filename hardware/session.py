@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mbctl.ctrl.controllers import build_controller
+from mbctl.ctrl.optimal.controller import MpcController
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
@@ -51,6 +52,7 @@ __all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_b
 
 CANOPEN_WATCHDOG_FAILURES = 1  # failed CANopen exchanges that stop the loop
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
+MPC = "mpc"  # the model predictive controller of mbctl.ctrl.optimal
 POSITION = "position"  # the law that sends the trajectory's positions as goals to position-mode drives
 
 
@@ -91,7 +93,8 @@ class SessionOptions:
 
     Attributes:
         plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"`` or ``"canopen"``.
-        law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), or :data:`POSITION`: the
+        law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), :data:`MPC` (model predictive control,
+            :class:`mbctl.ctrl.optimal.controller.MpcController`), or :data:`POSITION`: the
             trajectory's positions sent as goals to drives in position mode (servos with
             their own position loop; on the simulated plant every actuated joint needs a
             ``[joints.<name>.actuator]`` table).
@@ -112,6 +115,8 @@ class SessionOptions:
         compiled: Compile the control law and, lock-step, the simulated plant's steps to C
             (False: CasADi's and numpy's interpreters, the same arithmetic, slower per
             cycle but without a compile for a model seen once, as in a parameter study).
+        mpc_fail: With ``law = "mpc"``: ``mpc_fail(cycle) -> bool`` forces failed updates (tests of
+            the fallback); None: none forced.
     """
 
     plant: str = "sim"
@@ -126,6 +131,7 @@ class SessionOptions:
     overrun: OverrunPolicy = OverrunPolicy()
     realtime_priority: int | None = DEFAULT_PRIORITY
     compiled: bool = True
+    mpc_fail: Callable[[int], bool] | None = None
 
 
 @contextlib.contextmanager
@@ -268,7 +274,10 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     estimator = None
     if options.law == POSITION:
         check_position_mode(robot, options)
-        tracking: TrackingController | GoalPositions = GoalPositions(robot, traj)
+        tracking: TrackingController | GoalPositions | MpcController = GoalPositions(robot, traj)
+    elif options.law == MPC:
+        tracking = MpcController(robot, traj, period=None if options.lockstep else 1.0 / options.rate_hz, compiled=options.compiled, fail=options.mpc_fail)
+        estimator = LoopEstimator(robot, 1.0 / options.rate_hz, compiled=options.compiled)
     else:
         tracking = TrackingController(build_controller(robot, options.law), traj, compiled=options.compiled)
         estimator = LoopEstimator(robot, 1.0 / options.rate_hz, compiled=options.compiled)
@@ -291,6 +300,10 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     if isinstance(backend, PlantProcess):
         summary.plant_timing = backend.timing()  # complete once the plant has stopped
     summary.saturated += tracking.saturated_cycles
+    if options.law == MPC:
+        summary.mpc = tracking.describe()
+        if tracking.fallbacks and summary.stop_reason == "completed":
+            summary.stop_reason = f"completed, degraded: {tracking.fallbacks} MPC fallbacks"
     return summary
 
 

@@ -27,6 +27,17 @@ objective = "joint-limits"               # joint-limits | posture
 kp = 25.0                                # 1/s²
 kd = 10.0                                # 1/s
 posture = { panda_joint4 = -2.0 }        # rad, with objective = "posture"
+[control.mpc]                            # model predictive control (mbctl run --controller mpc)
+knots = 20                               # horizon N
+step = 0.01                              # s: h, so the horizon is N h
+iterations = 1                           # Gauss-Newton (Riccati) iterations per update: 1 is the real-time iteration
+solver = "riccati"                       # the stage-structured solve
+q = 1.0e4                                # 1/rad²: position weight (one number or by joint)
+bandwidth = 20.0                         # rad/s: sets the two weights below when they are not given
+dq = 50.0                                # s²/rad²: velocity weight (default 2 q / bandwidth²)
+tau = 1.0e-3                             # 1/(N·m)²: the torque's departure from the feed-forward (default q / (bandwidth⁴ M_jj²))
+terminal = 10.0                          # factor on the last knot's state weights
+budget = 0.8                             # fraction of the control period an update may take
 ```
 
 Values given per joint stay keyed by joint name here; the controller checks the
@@ -47,6 +58,8 @@ __all__ = [
     "REACTIONS",
     "VELOCITY_ESTIMATORS",
     "CollisionSpec",
+    "MpcSpec",
+    "MPC_SOLVERS",
     "OBJECTIVES",
     "TASK_AXES",
     "ControlSpec",
@@ -62,7 +75,7 @@ PerJoint = float | dict[str, float]
 
 JOINT_LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
 """The joint-space control laws (:mod:`mbctl.ctrl.controllers`)."""
-CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision")
+CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision", "mpc")
 FRICTION_VELOCITIES = ("desired", "measured")
 VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
 """Where the laws' velocity comes from (:mod:`mbctl.ctrl.estimation`): the backend's as it is, a
@@ -75,6 +88,8 @@ TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
 NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
 OBJECTIVES = ("joint-limits", "posture")
 TASK_AXES = ("x", "y", "z")
+MPC_KEYS = ("knots", "step", "iterations", "solver", "q", "dq", "tau", "bandwidth", "terminal", "budget")
+MPC_SOLVERS = ("riccati",)
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,27 @@ class CollisionSpec:
 
 
 @dataclass(frozen=True)
+class MpcSpec:
+    """``[control.mpc]``: ``knots`` N, ``step`` h (s), Gauss–Newton ``iterations`` per update, the
+    ``solver`` of the stage-structured subproblem, weights ``q`` (1/rad²), ``dq`` (s²/rad²; None:
+    ``2 q / bandwidth²``), ``tau`` (1/(N·m)²; None: ``q / (bandwidth⁴ M_jj²)``, so that every joint's
+    error closes at about ``bandwidth`` rad/s, critically damped, whatever its inertia), ``terminal``
+    (factor on the last knot's state weights) and the ``budget`` (fraction of the control period an
+    update may take before its cycle falls back)."""
+
+    knots: int = 20
+    step: float = 0.01
+    iterations: int = 1
+    solver: str = "riccati"
+    q: PerJoint = 1.0e4
+    dq: PerJoint | None = None
+    tau: PerJoint | None = None
+    bandwidth: float = 20.0
+    terminal: float = 10.0
+    budget: float = 0.8
+
+
+@dataclass(frozen=True)
 class ControlSpec:
     """The ``[control]`` table, parsed.
 
@@ -131,6 +167,7 @@ class ControlSpec:
         velocity: The velocity estimator (:data:`VELOCITY_ESTIMATORS`).
         velocity_cutoff_hz: Its bandwidth (Hz).
         collision: The momentum observer's detection settings, or None: it observes, never detects.
+        mpc: The model predictive controller's settings (defaults without the table).
         file: The robot TOML, for errors found against the robot (None: built in Python).
     """
 
@@ -142,6 +179,7 @@ class ControlSpec:
     velocity: str = "model"
     velocity_cutoff_hz: float = 40.0
     collision: CollisionSpec | None = None
+    mpc: MpcSpec = field(default_factory=MpcSpec)
     file: Path | None = None
 
 
@@ -196,6 +234,31 @@ def _collision(t: Table) -> CollisionSpec:
     )
 
 
+def _integer(t: Table, key: str, default: int, least: int) -> int:
+    value = t.number(key, default)
+    if value != int(value) or value < least:
+        raise t.error(key, f"must be an integer >= {least}, got {value:g}")
+    return int(value)
+
+
+def _mpc(t: Table) -> MpcSpec:
+    t.only(MPC_KEYS)
+    d = MpcSpec()
+    budget = t.number("budget", d.budget)
+    if not 0 < budget <= 1:
+        raise t.error("budget", f"must be in (0, 1], got {budget:g}")
+    return MpcSpec(
+        knots=_integer(t, "knots", d.knots, 2),
+        step=_positive(t, "step", "s") if "step" in t else d.step,
+        iterations=_integer(t, "iterations", d.iterations, 1),
+        solver=t.string("solver", d.solver, choices=MPC_SOLVERS),
+        **{key: _positive_per_joint(t, key) if key in t else getattr(d, key) for key in ("q", "dq", "tau")},
+        bandwidth=_positive(t, "bandwidth", "rad/s") if "bandwidth" in t else d.bandwidth,
+        terminal=_positive(t, "terminal", "") if "terminal" in t else d.terminal,
+        budget=budget,
+    )
+
+
 def parse_control(t: Table) -> ControlSpec:
     """Parse the ``[control]`` table.
 
@@ -213,5 +276,6 @@ def parse_control(t: Table) -> ControlSpec:
         velocity=t.string("velocity", "model", choices=VELOCITY_ESTIMATORS),
         velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else ControlSpec.velocity_cutoff_hz,
         collision=_collision(t.table("collision")) if "collision" in t else None,
+        mpc=_mpc(t.table("mpc")) if "mpc" in t else MpcSpec(),
         file=t.file,
     )

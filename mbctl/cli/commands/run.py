@@ -53,6 +53,7 @@ CONTROLLERS = {
     "feedforward": "feedforward",
     "task-space": "task-space",
     "position": "position",
+    "mpc": "mpc",
 }
 
 
@@ -238,6 +239,12 @@ def format_run(s: RunSummary) -> str:
         lines.append("communication errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s.comm_errors.items())))
     if s.saturated:
         lines.append(f"saturated commands: {s.saturated}")
+    if s.mpc:
+        c = s.mpc
+        lines.append(
+            f"mpc: {c['solver']}; {c['updates']} updates of {c['iterations_per_update']} iteration(s), solve p50 {c['solve_us_p50']:.1f} us, "
+            f"p99 {c['solve_us_p99']:.1f} us, max {c['solve_us_max']:.1f} us; fallbacks {c['fallbacks']}"
+        )
     return "\n".join(lines)
 
 

@@ -1,5 +1,6 @@
 """``mbctl trajectory``: generate trajectory CSVs (quintic rest-to-rest, constant acceleration, the
-motion a config's constraints prescribe, excitation, or the time-optimal timing of a path)."""
+motion a config's constraints prescribe, excitation, the time-optimal timing of a path, or an
+optimal point-to-point motion)."""
 
 from __future__ import annotations
 
@@ -130,6 +131,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
         o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... (overrides the robot's)")
     o.add_argument("--solver", choices=("reachability", "highs"), default="reachability", help="linear solves: TOPP-RA passes (default) or HiGHS LP")
+
+    p2p = kinds.add_parser(
+        "ocp", help="point-to-point motion, rest to rest, optimal (minimum time or effort) under the full model and every limit",
+    )  # fmt: skip
+    common(p2p)
+    p2p.set_defaults(run=run_ocp)
+    p2p.add_argument("--from", dest="start", required=True, help="start positions (rad or m), one per joint")
+    p2p.add_argument("--to", dest="end", required=True, help="end positions (rad or m), one per joint")
+    p2p.add_argument("--objective", choices=("time", "energy"), default="time", help="minimum time (default) or minimum effort ∫ Σ tau² dt")
+    p2p.add_argument("--duration", type=float, help="s (with --objective energy)")
+    p2p.add_argument("--knots", type=int, default=40, help="shooting intervals (default 40)")
 
 
 def check_size(args: argparse.Namespace, duration: float, joints: int, field: str) -> None:
@@ -353,5 +365,43 @@ def run_optimal(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {len(result.trajectory)} samples over {result.trajectory.duration:.3f} s")
     if not result.held:
         warn(f"degraded: {result.message}; the trajectory exceeds a limit by more than {100 * result.tolerance:g} %")
+        return 3
+    return 0
+
+
+def run_ocp(args: argparse.Namespace) -> int:
+    """``mbctl trajectory ocp``: solve, check by feed-forward at the output rate, write, report."""
+    from mbctl.cli.console import ProgressPrinter
+    from mbctl.ctrl.optimal import solve_point_to_point
+
+    check_output(args.out)
+    if args.plot:
+        check_output(args.plot, FORMATS)
+    robot = load_robot(args.config)
+    q0, q1 = (np.atleast_1d(parse_numbers(text, option)) for text, option in ((args.start, "--from"), (args.end, "--to")))
+    if args.duration is not None:
+        check_size(args, args.duration, robot.nv, "--duration")
+    try:
+        result = solve_point_to_point(
+            robot, q0, q1, objective=args.objective, duration=args.duration, knots=args.knots, rate_hz=args.rate,
+            progress=ProgressPrinter("ocp", min_total=1, unit="solves"),
+        )  # fmt: skip
+    except InputError as exc:
+        if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective"):
+            raise InputError(exc.reason, field=f"--{exc.field}") from None
+        raise
+    sol = result.solution
+    write_trajectory(args.out, result.trajectory)
+    if args.plot:
+        plot_trajectory(result.trajectory, args.plot, title=f"{robot.name}: {args.objective}-optimal point to point")
+    print(
+        f"{robot.name}: {args.objective}-optimal, {sol.duration:.4f} s, cost {sol.cost:.6g} ({args.knots} intervals, "
+        f"{result.rounds} solve(s), {sol.iterations} IPOPT iterations in the last, {result.solve_time:.2f} s)"
+    )
+    print(f"  worst |value| / limit at {args.rate:g} Hz (feed-forward, full model): " + ", ".join(f"{k} {v:.4f}" for k, v in result.worst.items()))
+    print(f"wrote {args.out}: {len(result.trajectory)} samples over {result.trajectory.duration:.3f} s")
+    if not result.held:
+        reason = sol.status if not sol.success else f"a limit is exceeded by more than {100 * result.tolerance:g} %"
+        warn(f"degraded: {reason}")
         return 3
     return 0

@@ -1,0 +1,256 @@
+"""Model predictive control on the UR5: one update beside Crocoddyl's box-FDDP, and the closed loop.
+
+1. One MPC update (``mbctl.ctrl.optimal.mpc``: 6 DOF, ur5.toml's full Stribeck + viscous friction,
+   ``--knots`` knots of ``--step`` s), compiled to C, warm-started from the shifted previous plan
+   along a reference: p50/p99 of the compiled call, and of the controller's whole cycle
+   (Python around it included). Beside it in the same run: Crocoddyl's box-FDDP on the same
+   horizon (rigid-body dynamics without friction, Euler at the same step, state and control
+   regularisation, torque bounds), one iteration per solve warm-started from the shifted
+   solution, as an MPC would run it each cycle (reference updates in Python included).
+2. Closed loop on the simulated plant, lock-step: computed torque against MPC on a feasible
+   reference (a 1 s quintic move of 0.3 rad on every joint) and on one that exceeds the torque
+   limits (shoulder lift and elbow 0.22 rad out and back in 0.14 s moves, twice, within the speed limits): tracking RMS per
+   joint, saturated commands, worst |tau| / effort. The momentum observer's collision reaction is
+   off (the limits make a saturating run look like a collision to it).
+3. A paced 1 kHz MPC run (wall clock): overruns.
+4. Offline, time-optimal point to point between two UR5 poses (``mbctl trajectory ocp``): its
+   duration beside the best quintic within the same limits (bisection on its duration) and the
+   time-optimal timing of the straight joint-space line (``mbctl trajectory optimal``); and
+   Crocoddyl's box-FDDP on the same move over the OCP's duration (it has no free final time;
+   rigid-body model, terminal state cost): solve time, iterations, final position error and its
+   worst feed-forward torque over the limits under the full model.
+
+Crocoddyl is not an mbctl dependency: ``pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1``
+(without ``--no-deps`` pip pulls example-robot-data-loaders, which downgrades example-robot-data,
+the package the UR5's URDF comes from).
+
+Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.config.control import MpcSpec
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.optimal.controller import MpcController
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.interface import JointState
+from mbctl.hardware.session import SessionOptions, run_session
+
+ROOT = Path(__file__).resolve().parent.parent
+Q0 = np.array([0.0, -1.5, 1.2, -1.2, -1.57, 0.0])
+
+
+def _percentiles(times: list[float]) -> tuple[float, float]:
+    us = np.asarray(times) * 1e6
+    return float(np.percentile(us, 50)), float(np.percentile(us, 99))
+
+
+def mpc_update(robot, traj, spec: MpcSpec, calls: int) -> dict[str, tuple[float, float]]:
+    """Time the compiled update and the whole controller call along ``traj`` (state = reference + noise)."""
+    mpc = MpcController(robot, traj, spec=spec, period=None)
+    rng = np.random.default_rng(0)
+    cycle = []
+    n = len(traj.t)
+    for i in range(calls):
+        k = i % n
+        state = JointState(t=traj.t[k], q=traj.q[k] + 1e-4 * rng.standard_normal(6), dq=traj.dq[k] + 1e-3 * rng.standard_normal(6), effort=np.zeros(6))
+        start = time.perf_counter()
+        mpc(traj.t[k], state)
+        cycle.append(time.perf_counter() - start)
+    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:])}
+
+
+def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """p50/p99 (us) of one warm-started box-FDDP iteration with the reference update, and of the solve alone."""
+    try:
+        import crocoddyl
+    except ImportError:
+        return None
+    model = robot.model
+    state = crocoddyl.StateMultibody(model)
+    actuation = crocoddyl.ActuationModelFull(state)
+    effort = np.array([j.limits.effort for j in robot.joints])
+    tau_ff = feedforward(robot, traj).dynamics.tau
+    nv = robot.nv
+
+    def running(x_ref: np.ndarray, u_ref: np.ndarray, terminal: bool = False):
+        costs = crocoddyl.CostModelSum(state, actuation.nu)
+        w = np.concatenate([np.full(nv, 1e4), np.full(nv, 50.0)])
+        x_res = crocoddyl.ResidualModelState(state, x_ref, actuation.nu)
+        costs.addCost("x", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(w * (10 if terminal else 1)), x_res), 1.0)
+        if not terminal:
+            u_res = crocoddyl.ResidualModelControl(state, u_ref)
+            costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(np.full(nv, 1e-3)), u_res), 1.0)
+        dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs)
+        iam = crocoddyl.IntegratedActionModelEuler(dam, 0.0 if terminal else step)
+        if not terminal:
+            iam.u_lb, iam.u_ub = -effort, effort
+        return iam
+
+    def x_at(i: int) -> np.ndarray:
+        i = min(i, len(traj.t) - 1)
+        return np.concatenate([robot.configuration(traj.q[i]), traj.dq[i]])
+
+    stride = int(round(step * 1000))
+    models = [running(x_at(k * stride), tau_ff[min(k * stride, len(traj.t) - 1)]) for k in range(knots)]
+    problem = crocoddyl.ShootingProblem(x_at(0), models, running(x_at(knots * stride), None, terminal=True))
+    solver = crocoddyl.SolverBoxFDDP(problem)
+    solver.solve([x_at(0)] * (knots + 1), [tau_ff[0]] * knots, 10)
+    times, solves = [], []
+    for i in range(calls):
+        k = i % (len(traj.t) - 1)
+        start = time.perf_counter()
+        problem.x0 = x_at(k)
+        for j, m in enumerate(problem.runningModels):  # the reference moves with the cycle
+            idx = min(k + j * stride, len(traj.t) - 1)
+            m.differential.costs.costs["x"].cost.residual.reference = x_at(idx)
+            m.differential.costs.costs["u"].cost.residual.reference = tau_ff[idx]
+        xs = list(solver.xs[1:]) + [solver.xs[-1]]
+        us = list(solver.us[1:]) + [solver.us[-1]]
+        xs[0] = problem.x0
+        mid = time.perf_counter()
+        solver.solve(xs, us, 1, False)
+        end = time.perf_counter()
+        times.append(end - start)
+        solves.append(end - mid)
+    return _percentiles(times[50:]), _percentiles(solves[50:])
+
+
+def closed_loop(robot, traj, law: str, tmp: Path) -> dict:
+    summary = run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp / f"{law}.npz")
+    log = np.load(tmp / f"{law}.npz")
+    effort = np.array([j.limits.effort for j in robot.joints])
+    return {"rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)), "stop": summary.stop_reason}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--knots", type=int, default=20)
+    parser.add_argument("--step", type=float, default=0.01)
+    args = parser.parse_args()
+    config = Path(tempfile.mkdtemp()) / "ur5.toml"
+    config.write_text((ROOT / "configs" / "ur5.toml").read_text().replace('reaction = "stop"', 'reaction = "none"'))
+    robot = load_robot(config)
+    spec = replace(MpcSpec(), knots=args.knots, step=args.step)
+    print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min) on {os.cpu_count()} cores")
+    feasible = quintic_rest_to_rest(np.array([Q0, Q0 + 0.3]), [1.0], 1000.0, robot.joint_names)
+    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
+    hard = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)
+    peak = np.abs(feedforward(robot, hard).dynamics.tau).max(axis=0)
+    print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls")
+    ours = mpc_update(robot, feasible, spec, args.calls)
+    print(f"  mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
+    print(f"  mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
+    croc = crocoddyl_iteration(robot, feasible, args.knots, args.step, min(args.calls, 1000))
+    if croc is None:
+        print("  crocoddyl is not installed (pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1): no comparison")
+    else:
+        (c50, c99), (s50, s99) = croc
+        print(f"  Crocoddyl box-FDDP, 1 iteration (no friction), reference update included p50 {c50:7.1f} us  p99 {c99:7.1f} us")
+        print(f"  Crocoddyl box-FDDP, the solve alone                                     p50 {s50:7.1f} us  p99 {s99:7.1f} us")
+        print(f"  ratio Crocoddyl solve alone / mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
+    print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad)")
+    limits = ", ".join(f"{j.limits.effort:.0f}" for j in robot.joints)
+    print(f"  saturating reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, traj in (("feasible", feasible), ("saturating", hard)):
+            for law in ("computed-torque", "mpc"):
+                r = closed_loop(robot, traj, law, Path(tmp))
+                rms = " ".join(f"{1e3 * v:6.2f}" for v in r["rms"].values())
+                print(f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  ({r['stop']})")
+        paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
+    print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
+    print(f"   {paced.mpc}")
+    offline(robot)
+    return 0
+
+
+def _ratios(robot, traj) -> tuple[float, float]:
+    """Worst feed-forward |tau| / effort (full model) and |dq| / speed limit at the samples."""
+    effort = np.array([j.limits.effort for j in robot.joints])
+    speed = np.array([j.limits.velocity for j in robot.joints])
+    return float(np.max(np.abs(feedforward(robot, traj).dynamics.tau) / effort)), float(np.max(np.abs(traj.dq) / speed))
+
+
+def _worst(robot, traj) -> float:
+    return max(_ratios(robot, traj))
+
+
+def offline(robot) -> None:
+    from mbctl.ctrl.optimal import solve_point_to_point
+    from mbctl.ctrl.timing import optimal_timing, spline_path, timing_limits
+
+    q1 = np.array([1.0, -0.8, 0.4, -0.8, -1.0, 0.8])
+    start = time.perf_counter()
+    ocp = solve_point_to_point(robot, Q0, q1, objective="time", knots=40)
+    ocp_time = time.perf_counter() - start
+    lo, hi = 0.01, 10.0
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        ok = _worst(robot, quintic_rest_to_rest(np.array([Q0, q1]), [mid], 1000.0, robot.joint_names)) <= 1.0
+        lo, hi = (lo, mid) if ok else (mid, hi)
+    line = optimal_timing(robot, spline_path(np.array([Q0, q1]), robot.joint_names), timing_limits(robot), grid=1000, rate_hz=1000.0)
+    print("\n4. offline, UR5 rest to rest, time-optimal")
+    print(f"  mbctl trajectory ocp (40 intervals)       {ocp.solution.duration:.4f} s  (solved in {ocp_time:.1f} s, worst ratio {max(ocp.worst.values()):.4f})")
+    print(f"  best quintic within the limits (bisection) {hi:.4f} s")
+    print(f"  mbctl trajectory optimal, straight line    {line.duration:.4f} s")
+    try:
+        import crocoddyl
+    except ImportError:
+        print("  crocoddyl is not installed: no comparison")
+        return
+    T, N = ocp.solution.duration, 40
+    state = crocoddyl.StateMultibody(robot.model)
+    actuation = crocoddyl.ActuationModelFull(state)
+    effort = np.array([j.limits.effort for j in robot.joints])
+    goal = np.concatenate([q1, np.zeros(6)])
+
+    def model(terminal: bool):
+        costs = crocoddyl.CostModelSum(state, actuation.nu)
+        x_res = crocoddyl.ResidualModelState(state, goal, actuation.nu)
+        costs.addCost("x", crocoddyl.CostModelResidual(state, x_res), 1e6 if terminal else 0.0)
+        if not terminal:
+            costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, actuation.nu)), 1e-6)
+        m = crocoddyl.IntegratedActionModelEuler(crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs), 0.0 if terminal else T / N)
+        if not terminal:
+            m.u_lb, m.u_ub = -effort, effort
+        return m
+
+    problem = crocoddyl.ShootingProblem(np.concatenate([Q0, np.zeros(6)]), [model(False) for _ in range(N)], model(True))
+    solver = crocoddyl.SolverBoxFDDP(problem)
+    start = time.perf_counter()
+    solver.solve([problem.x0] * (N + 1), [np.zeros(6)] * N, 200)
+    wall = time.perf_counter() - start
+    xs = np.array(solver.xs)
+    us = np.array(solver.us)
+    # its motion sampled at 1 kHz (piecewise-constant accelerations of its own Euler steps), under the full model
+    acc = np.diff(xs[:, 6:], axis=0) / (T / N)
+    t = np.arange(int(np.floor(T * 1000)) + 1) / 1000.0
+    k = np.minimum((t / (T / N)).astype(int), N - 1)
+    s = (t - k * T / N)[:, None]
+    from mbctl.ctrl.trajectory import Trajectory
+
+    traj = Trajectory(t=t, joint_names=robot.joint_names, q=xs[k, :6] + xs[k, 6:] * s + 0.5 * acc[k] * s**2, dq=xs[k, 6:] + acc[k] * s, ddq=acc[k])
+    torque, speed = _ratios(robot, traj)
+    print(
+        f"  Crocoddyl box-FDDP over {T:.4f} s ({N} steps, no speed limits, no friction): {wall:.2f} s, {solver.iter} iterations, "
+        f"final |q - q1| {np.abs(xs[-1, :6] - q1).max():.1e} rad, |dq| {np.abs(xs[-1, 6:]).max():.1e} rad/s; its inputs use "
+        f"{np.max(np.abs(us) / effort):.3f} of the effort limits; its motion at 1 kHz under the full model: "
+        f"torque {torque:.3f}, speed {speed:.3f} of the limits"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""The model predictive controller the real-time loop calls: ``(t, state) -> tau``, with its fallback.
+
+Each cycle (``state`` is the loop's estimate: positions and the estimated velocity):
+
+1. the previous plan's inputs are shifted to the current time (linear interpolation between its
+   knots, the last held), the reference states at the new knots ``t + k h`` are taken from the
+   trajectory (its samples nearest in time) and its feed-forward torques beside them;
+2. the compiled update of :func:`~mbctl.ctrl.optimal.mpc.update_function` runs once (one crossing
+   into C) and its first input is applied;
+3. **fallback**: when the update fails (a non-finite result, or ``fail`` says so) or takes longer
+   than its budget (``budget`` x the control period, wall clock), the cycle applies the previous
+   plan's input at this time plus computed-torque feedback toward the plan's state,
+   ``u = clip(u_plan(t) + M(q) (Kp (q_plan - q) + Kd (dq_plan - dq)))`` with the
+   ``[control.computed-torque]`` gains; fallbacks are counted and reported. An update that was
+   only late still becomes the plan of the next cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from mbctl.config.control import MpcSpec
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.optimal.mpc import MpcWeights, step_function, update_function
+from mbctl.ctrl.settings import control_settings
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.codegen import compile_function
+from mbctl.dynamics.model.per_joint import per_joint_values
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
+from mbctl.errors import ConfigError
+
+__all__ = ["MpcController", "mpc_weights"]
+
+
+def mpc_weights(robot: RobotModel, spec: MpcSpec, q0: np.ndarray) -> MpcWeights:
+    """The spec's weights per DOF (checked against the robot's joint names); the defaults of ``dq`` and
+    ``tau`` from the bandwidth ``w`` and the mass matrix at ``q0``: ``2 q / w²`` and ``q / (w⁴ M_jj²)``
+    (a double integrator under these weights closes its error at ``w``, critically damped)."""
+    control = robot.spec.control if robot.spec is not None else None
+    file = control.file if control is not None and control.file is not None else robot.source
+
+    def values(key: str, default: np.ndarray) -> np.ndarray:
+        given = getattr(spec, key)
+        return default if given is None else per_joint_values(robot, given, default=0.0, require_all=True, file=file, field=f"control.mpc.{key}")
+
+    q = values("q", np.zeros(robot.nv))
+    w = spec.bandwidth
+    inertia = np.diag(np.asarray(SymbolicDynamics(robot).mass_matrix(q0)))
+    return MpcWeights(q=q, dq=values("dq", 2.0 * q / w**2), tau=values("tau", q / (w**4 * inertia**2)), terminal=spec.terminal)
+
+
+class MpcController:
+    """Callable ``(t, state) -> tau`` for :func:`mbctl.hardware.loop.run_loop` (see the module docstring).
+
+    Args:
+        robot: A fully actuated robot.
+        trajectory: The reference, covering every DOF.
+        spec: ``[control.mpc]`` (default: the robot's).
+        period: The loop's control period (s), for the budget; None: no budget (a lock-step run,
+            which is not paced).
+        compiled: Compile the update to C (else CasADi's interpreter: tests and no compiler).
+        fail: ``fail(cycle) -> bool`` forces a failed update (tests of the fallback).
+
+    Attributes:
+        saturated_cycles: Cycles whose applied input sits on a torque limit.
+        fallbacks: Cycles that applied the fallback.
+        solve_times: Wall time of every update (s).
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel,
+        trajectory: Trajectory,
+        *,
+        spec: MpcSpec | None = None,
+        period: float | None = 1e-3,
+        compiled: bool = True,
+        fail: Callable[[int], bool] | None = None,
+    ):
+        if any(not j.actuated for j in robot.joints):
+            raise ConfigError("model predictive control needs the state of every DOF; this robot has unactuated DOF", file=robot.source)
+        control = robot.spec.control if robot.spec is not None else None
+        spec = spec if spec is not None else (control.mpc if control is not None else MpcSpec())
+        settings = control_settings(robot)
+        gains = settings.require("computed-torque")
+        self.robot, self.spec, self.period = robot, spec, period
+        q, dq, ddq = trajectory.columns(robot.joint_names)
+        self.trajectory = Trajectory(t=trajectory.t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq)
+        self._effort = np.asarray(settings.effort, dtype=float)
+        self._tau_ref = np.clip(feedforward(robot, self.trajectory).dynamics.tau, -self._effort, self._effort)
+        self._kp, self._kd = np.asarray(gains.kp, dtype=float), np.asarray(gains.kd, dtype=float)
+        step = step_function(robot, spec.step)
+        update = update_function(step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations)
+        mass = SymbolicDynamics(robot).mass_matrix
+        self._update = compile_function(update) if compiled else _Interpreted(update)
+        self._mass = compile_function(mass) if compiled else _Interpreted(mass)
+        self._fail = fail
+        N = spec.knots
+        self._plan_u = np.tile(self._tau_ref[0][:, None], (1, N))  # start: holding the first sample's feed-forward
+        self._plan_x = np.tile(np.concatenate([q[0], dq[0]])[:, None], (1, N + 1))
+        self._plan_t: float | None = None
+        self._knots = np.arange(N + 1) * spec.step
+        self.cycles = 0
+        self.saturated_cycles = 0
+        self.fallbacks = 0
+        self.solve_times: list[float] = []
+
+    def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Desired positions and velocities at ``t`` (s)."""
+        q, dq, _ = self.trajectory.at(t)
+        return q, dq
+
+    def _plan_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The current plan's inputs shifted to start at ``t`` (nv, N), and its state at ``t``."""
+        s = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
+        N = self.spec.knots
+        pos = np.clip(np.arange(N) + s, 0.0, N - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, N - 1)
+        w = pos - lo
+        u = self._plan_u[:, lo] * (1 - w) + self._plan_u[:, hi] * w
+        k = min(int(np.floor(s)), N - 1)
+        f = min(s - k, 1.0)
+        x = self._plan_x[:, k] * (1 - f) + self._plan_x[:, k + 1] * f
+        return u, x, u[:, 0]
+
+    def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
+        traj = self.trajectory
+        guess, x_plan, u_plan = self._plan_at(t)
+        idx = np.clip(np.searchsorted(traj.t, t + self._knots), 0, len(traj.t) - 1)
+        ref = np.concatenate([traj.q[idx], traj.dq[idx]], axis=1).T
+        f = self._update
+        f.inputs[0][...] = np.concatenate([state.q, state.dq])
+        f.inputs[1][...] = guess
+        f.inputs[2][...] = ref
+        f.inputs[3][...] = self._tau_ref[idx[:-1]].T
+        start = time.perf_counter()
+        f.eval()
+        elapsed = time.perf_counter() - start
+        self.solve_times.append(elapsed)
+        U, X, u0 = f.outputs[0], f.outputs[1], f.outputs[2]
+        failed = not (np.isfinite(U).all() and np.isfinite(X).all()) or (self._fail is not None and self._fail(self.cycles))
+        late = self.period is not None and elapsed > self.spec.budget * self.period
+        self.cycles += 1
+        if failed or late:
+            self.fallbacks += 1
+            tau = self._fallback(state, x_plan, u_plan)
+        else:
+            tau = np.array(u0, dtype=float)
+        if not failed:
+            self._plan_u[...] = U
+            self._plan_x[...] = X
+            self._plan_t = t
+        if np.any(np.abs(tau) >= self._effort * (1 - 1e-9)):
+            self.saturated_cycles += 1
+        return tau
+
+    def _fallback(self, state, x_plan: np.ndarray, u_plan: np.ndarray) -> np.ndarray:  # noqa: ANN001
+        nv = self.robot.nv
+        self._mass.inputs[0][...] = state.q
+        self._mass.eval()
+        M = self._mass.outputs[0].reshape(nv, nv)
+        a = self._kp * (x_plan[:nv] - state.q) + self._kd * (x_plan[nv:] - state.dq)
+        return np.clip(u_plan + M @ a, -self._effort, self._effort)
+
+    def describe(self) -> dict[str, float | int | str]:
+        """Solve-time percentiles (µs), updates, iterations per update and fallbacks, for the run summary."""
+        times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
+        return {
+            "solver": f"{self.spec.solver} (clamped Gauss-Newton, {self.spec.knots} knots of {self.spec.step:g} s)",
+            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks,
+            "solve_us_p50": float(np.percentile(times, 50)), "solve_us_p99": float(np.percentile(times, 99)), "solve_us_max": float(times.max()),
+        }  # fmt: skip
+
+
+class _Interpreted:
+    """A CasADi function with :class:`~mbctl.dynamics.codegen.CompiledFunction`'s buffer interface."""
+
+    def __init__(self, function):  # noqa: ANN001
+        self._f = function
+        shape = lambda r, c: np.zeros(r) if c == 1 else np.zeros((r, c), order="F")  # noqa: E731
+        self.inputs = [shape(function.size1_in(i), function.size2_in(i)) for i in range(function.n_in())]
+        self.outputs = [shape(function.size1_out(i), function.size2_out(i)) for i in range(function.n_out())]
+
+    def eval(self) -> None:
+        for buf, value in zip(self.outputs, self._f.call(list(self.inputs))):
+            buf[...] = np.asarray(value).reshape(buf.shape, order="F")

@@ -1,0 +1,164 @@
+"""Nonlinear model predictive control: one real-time iteration per cycle, compiled to C.
+
+**Model.** The robot's forward dynamics with friction, semi-implicit Euler at the step ``h``
+(s), state ``x = (q, dq)``, input the motor torques ``u`` (N·m or N)::
+
+    ddq = (M(q) + h D)⁻¹ (u - h(q, dq) - tau_f(dq)),   dq' = dq + h ddq,   q' = q + h dq'
+
+with ``D = diag(max(d tau_f / d dq, 0))``: friction taken linearly implicitly, so that a step stays
+stable however steep the friction is near rest;
+every joint's friction law has its dry sign smoothed by ``tanh(dq / 0.01 rad/s)`` so that the
+model has derivatives (:func:`~mbctl.ctrl.optimal.point_to_point.smooth_direction`); a
+load-dependent law takes its normal load at zero acceleration.
+
+**Problem.** Over ``N`` knots, ``min Σ_k ½|x_k - r_k|²_W + ½|u_k - u_ref,k|²_R + ½|x_N - r_N|²_W``
+subject to the model and ``|u| <= effort``, from the measured (estimated) state, with ``r`` the
+reference trajectory at the knots and ``u_ref`` its feed-forward torques.
+
+**Update** (one CasADi ``Function``, generated to C and called once per cycle): the previous plan's
+inputs, shifted by the time elapsed since it was made (:class:`~mbctl.ctrl.optimal.controller.MpcController`
+interpolates them between knots), are rolled out from the current state; then ``iterations`` Gauss–Newton iterations of the Riccati
+recursion over the stages (the stage-structured solve, ``O(N n³)``): with the stage Jacobians
+``A_k``, ``B_k`` of the step::
+
+    Q_u = R (u - u_ref) + Bᵀ V_x,   Q_uu = R + Bᵀ V_xx B,   Q_ux = Bᵀ V_xx A, ...
+    du = -Q_uu⁻¹ Q_u,   K = -Q_uu⁻¹ Q_ux
+
+followed by a forward pass through the nonlinear model with ``u_k = clip(ū_k + du_k + K_k (x_k -
+x̄_k), ±effort)``; an input held at its limit gets no feedback (its row of ``K`` is zeroed): the
+clamped iLQR of box-constrained DDP. The torque limits hold exactly on every planned input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
+from mbctl.errors import InputError
+
+__all__ = ["MpcWeights", "step_function", "update_function"]
+
+
+@dataclass(frozen=True)
+class MpcWeights:
+    """Cost weights per DOF (arrays (nv,)): position ``q`` (1/rad² or 1/m²), velocity ``dq``
+    (s²/rad²), torque deviation from the feed-forward ``tau`` (1/(N·m)²); ``terminal`` scales the
+    final knot's state weights."""
+
+    q: np.ndarray
+    dq: np.ndarray
+    tau: np.ndarray
+    terminal: float = 1.0
+
+
+def step_function(robot: RobotModel, h: float, smoothing: float = SMOOTHING) -> ca.Function:
+    """``(x, u) -> x'``: one semi-implicit Euler step of ``h`` (s) of the forward dynamics with friction."""
+    sd = SymbolicDynamics(robot, lugre="steady")
+    nv = robot.nv
+    x, u = ca.SX.sym("x", 2 * nv), ca.SX.sym("u", nv)
+    q, dq = x[:nv], x[nv:]
+    friction: list = [0.0] * nv
+    loaded = any(j.friction is not None and j.friction.load is not None for j in robot.joints)
+    load = sd.inverse_dynamics_of(q, dq, ca.SX.zeros(nv), ca.SX.zeros(nv))[4] if loaded else None
+    for j in robot.joints:
+        if j.friction is not None:
+            k = j.idx_v
+            direction = smooth_direction(dq[k], ca.SX(0), smoothing)
+            friction[k] = j.friction.law.steady(dq[k], direction, load[k] if j.friction.load is not None else 1.0)
+    # friction's slope taken implicitly: the smoothed dry term alone is a damping of fc / 0.01 rad/s,
+    # which an explicit step of 10 ms on a wrist's inertia would turn unstable
+    slope = ca.vertcat(*[ca.fmax(ca.jacobian(f, dq[k]), 0) if not isinstance(f, float) else 0.0 for k, f in enumerate(friction)])
+    M = sd.mass_matrix_of(q) + h * ca.diag(slope)
+    ddq = ca.solve(M, u - sd.bias_of(q, dq) - ca.vertcat(*friction))
+    dq_next = dq + h * ddq
+    return ca.Function("step", [x, u], [ca.vertcat(q + h * dq_next, dq_next)], ["x", "u"], ["x_next"])
+
+
+def update_function(step: ca.Function, knots: int, weights: MpcWeights, effort: np.ndarray, iterations: int = 1) -> ca.Function:
+    """The whole update as one function (see the module docstring)::
+
+        (x0, U_guess, R_x, U_ref) -> (U, X, u0, cost)
+
+    ``x0`` (2nv,) the current state, ``U_guess`` (nv, N) the inputs to start from (the previous
+    plan shifted to the current time), ``R_x`` (2nv, N+1) the reference states at the
+    knots, ``U_ref`` (nv, N) its feed-forward torques; ``U``, ``X`` the new plan, ``u0`` its first
+    input, ``cost`` its objective.
+    """
+    if iterations < 1:
+        raise InputError(f"must be >= 1, got {iterations}", field="iterations")
+    nx, nu = step.size1_in(0), step.size1_in(1)
+    N = knots
+    W = ca.DM(np.diag(np.concatenate([weights.q, weights.dq])))
+    Wn = weights.terminal * W
+    R = ca.DM(np.diag(weights.tau))
+    big = ca.DM(np.where(np.isfinite(effort), effort, 1e30))
+    backward, forward = _stage_functions(step, W, R, big)
+
+    x0 = ca.MX.sym("x0", nx)
+    U_prev = ca.MX.sym("U_guess", nu, N)
+    Rx = ca.MX.sym("R_x", nx, N + 1)
+    Uref = ca.MX.sym("U_ref", nu, N)
+
+    U = [ca.fmin(ca.fmax(U_prev[:, k], -big), big) for k in range(N)]
+    X = [x0]
+    for k in range(N):
+        X.append(step(X[k], U[k]))
+    for _ in range(iterations):
+        ks, Ks = [None] * N, [None] * N
+        Vx = Wn @ (X[N] - Rx[:, N])
+        Vxx = Wn
+        for k in range(N - 1, -1, -1):
+            ks[k], Ks[k], Vx, Vxx = backward(X[k], U[k], Rx[:, k], Uref[:, k], Vx, Vxx)
+        Xn, Un = [x0], []
+        for k in range(N):
+            u, x_next = forward(Xn[k], X[k], U[k], ks[k], Ks[k])
+            Un.append(u)
+            Xn.append(x_next)
+        X, U = Xn, Un
+    cost = 0
+    for k in range(N):
+        e, du = X[k] - Rx[:, k], U[k] - Uref[:, k]
+        cost = cost + 0.5 * (e.T @ W @ e + du.T @ R @ du)
+    e = X[N] - Rx[:, N]
+    cost = cost + 0.5 * e.T @ Wn @ e
+    return ca.Function(
+        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost],
+        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost"],
+    )  # fmt: skip
+
+
+def _stage_functions(step: ca.Function, W: ca.DM, R: ca.DM, big: ca.DM) -> tuple[ca.Function, ca.Function]:
+    """One stage of the Riccati recursion and of the forward pass as SX functions (straight-line C):
+
+    - ``backward(x, u, r, u_ref, V_x, V_xx) -> (du, K, V_x', V_xx')``, the stage linearised at ``(x, u)``;
+    - ``forward(x, x̄, ū, du, K) -> (u, x')``, ``u = clip(ū + du + K (x - x̄))``.
+    """
+    nx, nu = step.size1_in(0), step.size1_in(1)
+    x, u, r, ur = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("r", nx), ca.SX.sym("u_ref", nu)
+    Vx, Vxx = ca.SX.sym("V_x", nx), ca.SX.sym("V_xx", nx, nx)
+    nxt = step(x, u)
+    A, B = ca.jacobian(nxt, x), ca.jacobian(nxt, u)
+    Qx = W @ (x - r) + A.T @ Vx
+    Qu = R @ (u - ur) + B.T @ Vx
+    VB = Vxx @ B
+    Qxx = W + A.T @ Vxx @ A
+    Quu = R + B.T @ VB
+    Qux = VB.T @ A
+    # one factorisation for both right-hand sides
+    sol = -ca.solve(Quu, ca.horzcat(Qu, Qux))
+    target = u + sol[:, 0]
+    free = (target > -big) * (target < big)  # clamped inputs get no feedback
+    kk = ca.fmin(ca.fmax(target, -big), big) - u
+    KK = ca.diag(free) @ sol[:, 1:]
+    Vx_new = Qx + KK.T @ Quu @ kk + KK.T @ Qu + Qux.T @ kk
+    Vxx_new = Qxx + KK.T @ Quu @ KK + KK.T @ Qux + Qux.T @ KK
+    backward = ca.Function("stage_backward", [x, u, r, ur, Vx, Vxx], [kk, KK, Vx_new, 0.5 * (Vxx_new + Vxx_new.T)])
+    xbar, du, K = ca.SX.sym("x_bar", nx), ca.SX.sym("du", nu), ca.SX.sym("K", nu, nx)
+    u_new = ca.fmin(ca.fmax(u + du + K @ (x - xbar), -big), big)
+    forward = ca.Function("stage_forward", [x, xbar, u, du, K], [u_new, step(x, u_new)])
+    return backward, forward

@@ -1,0 +1,216 @@
+"""Point-to-point motions of a robot, optimal under its full model and every limit, checked by feed-forward.
+
+:func:`robot_dynamics` gives the transcription of :mod:`mbctl.ctrl.optimal.problem` the robot's
+inverse dynamics from :class:`~mbctl.dynamics.symbolic.SymbolicDynamics` (rigid body, rotor
+inertias, every joint's friction law with its load model; LuGre at its steady state) and the
+limits of its URDF/TOML. :func:`point_to_point` solves rest-to-rest from ``q0`` to ``q1``,
+minimum time or minimum effort ``∫ Σ tau² dt`` over a given duration, samples the result at
+the output rate and checks it with the feed-forward of the full model
+(:func:`~mbctl.ctrl.feedforward.feedforward`: pinocchio, LuGre bristles integrated): where a sample between the knots
+exceeds a torque limit by more than the tolerance (the knots hold it by construction), that
+joint's limit in the problem is tightened by the excess and the problem solved again from the
+previous solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.optimal.problem import Dynamics, OcpSolution, OptimalControlProblem
+from mbctl.ctrl.trajectory import Trajectory
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.dynamics.symbolic import SymbolicDynamics
+from mbctl.errors import InputError
+
+__all__ = ["OBJECTIVES", "SMOOTHING", "PointToPoint", "robot_dynamics", "point_to_point", "smooth_direction", "limit_ratios"]
+
+OBJECTIVES = ("time", "energy")
+SMOOTHING = 1e-2  # rad/s (m/s): the width of the smoothed friction sign (Stribeck speeds are ~0.05 rad/s)
+
+
+def smooth_direction(v: ca.SX, a: ca.SX, speed: float) -> ca.SX:
+    """A smooth ``sgn`` of the motion for the optimiser: ``tanh(v/s) + (1 - tanh²(v/s)) tanh(a/(s/1 s))``,
+    ``sgn(v)`` beyond a few ``s`` (rad/s or m/s), ``sgn(a)`` at rest like the model's own rule
+    (:func:`~mbctl.dynamics.friction.laws.motion_direction`). The exact rule has no derivative where a joint
+    reverses, and an interior-point method stalls on it."""
+    tv = ca.tanh(v / speed)
+    return tv + (1.0 - tv**2) * ca.tanh(a / speed)
+
+
+def robot_dynamics(robot: RobotModel, smoothing: float = SMOOTHING) -> Dynamics:
+    """The robot's inverse dynamics with friction as a CasADi function, and its limits; the sign of
+    each dry friction term is :func:`smooth_direction` at ``smoothing`` (rad/s or m/s).
+
+    Raises:
+        InputError: For a robot with unactuated DOF (closed chains need their loop constraints).
+    """
+    if not all(j.actuated for j in robot.joints):
+        raise InputError(f"robot {robot.name} has unactuated DOF; optimal control needs a serial, fully actuated arm", field="robot")
+    sd = SymbolicDynamics(robot, lugre="steady")
+    _, tau, _, _, load = sd.inverse_dynamics_of(sd.q, sd.dq, sd.ddq, ca.SX.zeros(robot.nv))
+    friction = [0.0] * robot.nv
+    for j in robot.joints:
+        if j.friction is not None:
+            k = j.idx_v
+            direction = smooth_direction(sd.dq[k], sd.ddq[k], smoothing)
+            friction[k] = j.friction.law.steady(sd.dq[k], direction, load[k] if j.friction.load is not None else 1.0)
+    tau = tau + ca.vertcat(*friction)
+    inverse = ca.Function("inverse", [sd.q, sd.dq, sd.ddq], [tau], ["q", "dq", "ddq"], ["tau"])
+    lim = [j.limits for j in robot.joints]
+    return Dynamics(
+        inverse=inverse, lower=np.array([x.lower for x in lim]), upper=np.array([x.upper for x in lim]),
+        velocity=np.array([x.velocity for x in lim]), effort=np.array([x.effort for x in lim]), names=robot.joint_names,
+    )  # fmt: skip
+
+
+def limit_ratios(robot: RobotModel, traj: Trajectory) -> dict[str, np.ndarray]:
+    """Worst ``|x| / limit`` per DOF at the samples of ``traj``: ``velocity``, ``torque`` (the torques of
+    :func:`~mbctl.ctrl.feedforward.feedforward`, the full model with LuGre bristles integrated along the
+    samples) and ``position`` (distance outside ``[lower, upper]`` over the range, 0 inside)."""
+    q, dq, _ = traj.columns(robot.joint_names)
+    tau = feedforward(robot, traj).dynamics.tau
+    lim = [j.limits for j in robot.joints]
+    lower, upper = np.array([x.lower for x in lim]), np.array([x.upper for x in lim])
+    span = np.where(np.isfinite(upper - lower), upper - lower, 1.0)
+    outside = np.maximum(np.maximum(lower - q, q - upper), 0.0).max(axis=0) / span
+    return {
+        "velocity": (np.abs(dq) / np.array([x.velocity for x in lim])).max(axis=0),
+        "torque": (np.abs(tau) / np.array([x.effort for x in lim])).max(axis=0),
+        "position": outside,
+    }
+
+
+@dataclass(frozen=True)
+class PointToPoint:
+    """A solved point-to-point motion.
+
+    Attributes:
+        trajectory: The motion sampled at the output rate (rest at both ends).
+        solution: The last solve (knots, torques, solver statistics).
+        ratios: Worst ``|x| / limit`` per kind and DOF at the output rate (:func:`limit_ratios`).
+        held: True when every ratio is within ``1 + tolerance`` and the last solve converged.
+        rounds: Solves made (1 + tightenings).
+        solve_time: Wall time of all solves (s).
+        tolerance: Allowed relative excess of a limit at the output rate.
+    """
+
+    trajectory: Trajectory
+    solution: OcpSolution
+    ratios: dict[str, np.ndarray]
+    held: bool
+    rounds: int
+    solve_time: float
+    tolerance: float
+
+    @property
+    def worst(self) -> dict[str, float]:
+        """Worst ratio per kind over the DOF."""
+        return {k: float(np.max(v)) for k, v in self.ratios.items()}
+
+
+def _first_guess(dyn: Dynamics, q0: np.ndarray, q1: np.ndarray, mass_diagonal: np.ndarray) -> float:
+    """A duration to start from (s): the slower of a quintic at the speed limits and one at the
+    accelerations a torque limit gives the joint's own inertia."""
+    d = np.abs(q1 - q0)
+    by_speed = np.where(np.isfinite(dyn.velocity), 1.875 * d / dyn.velocity, 0.0)
+    accel = np.where(np.isfinite(dyn.effort), dyn.effort / np.maximum(mass_diagonal, 1e-9), np.inf)
+    by_accel = np.sqrt(5.78 * d / accel)
+    return float(max(0.05, by_speed.max(), by_accel.max()))
+
+
+def point_to_point(
+    robot: RobotModel,
+    q0: np.ndarray,
+    q1: np.ndarray,
+    *,
+    objective: str = "time",
+    duration: float | None = None,
+    knots: int = 40,
+    rate_hz: float = 1000.0,
+    tolerance: float = 1e-3,
+    max_rounds: int = 6,
+    problem: Callable[[OptimalControlProblem], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> PointToPoint:
+    """Rest-to-rest from ``q0`` to ``q1`` (rad or m, DOF order), optimal for ``objective``.
+
+    Args:
+        objective: ``"time"`` (the final time is a variable) or ``"energy"`` (``∫ Σ tau² dt`` over
+            ``duration``).
+        duration: Final time (s); required for ``"energy"``, refused for ``"time"``.
+        knots: Shooting intervals.
+        rate_hz: Output sampling rate (Hz).
+        tolerance: Allowed relative excess of a limit at the output rate.
+        max_rounds: Solves at most (the first plus tightenings).
+        problem: Called with the problem before it is built, to add costs or constraints.
+        progress: ``progress(round, max_rounds)`` after each solve.
+
+    Raises:
+        InputError: For a bad objective, duration, rate, knots or boundary positions.
+    """
+    if objective not in OBJECTIVES:
+        raise InputError(f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}", field="objective")
+    if objective == "time" and duration is not None:
+        raise InputError("a time-optimal motion finds its own duration; give --duration only with --objective energy", field="duration")
+    if objective == "energy" and duration is None:
+        raise InputError("the energy-optimal motion needs a duration", field="duration")
+    if not (np.isfinite(rate_hz) and rate_hz > 0):
+        raise InputError(f"must be a finite number > 0 Hz, got {rate_hz!r}", field="rate")
+    if int(knots) != knots or not 2 <= knots <= 2000:
+        raise InputError(f"must be an integer in [2, 2000], got {knots!r}", field="knots")
+    dyn = robot_dynamics(robot)
+    q0, q1 = (np.asarray(x, dtype=float) for x in (q0, q1))
+    for name, x in (("from", q0), ("to", q1)):
+        if x.shape != (robot.nv,) or not np.isfinite(x).all():
+            raise InputError(f"needs {robot.nv} finite values ({', '.join(robot.joint_names)})", field=name)
+        if np.any(x < dyn.lower) or np.any(x > dyn.upper):
+            raise InputError("lies outside the joint position limits", field=name)
+    ocp = OptimalControlProblem(dyn, knots, duration)
+    ocp.start_at(q0).end_at(q1)
+    if objective == "time":
+        ocp.minimize_time()
+    else:
+        ocp.add_effort()
+    if problem is not None:
+        problem(ocp)
+    mass = np.diag(np.asarray(SymbolicDynamics(robot).mass_matrix(0.5 * (q0 + q1))))
+    T0 = duration if duration is not None else _first_guess(dyn, q0, q1, mass)
+    guess = ocp.initial_guess(*_scaled_line(ocp, T0), T0)
+    total = 0.0
+    for rounds in range(1, max_rounds + 1):
+        sol = ocp.solve(guess)
+        total += sol.solve_time
+        traj = _sampled(sol, rate_hz, robot.joint_names)
+        ratios = limit_ratios(robot, traj)
+        if progress is not None:
+            progress(rounds, max_rounds)
+        over = ratios["torque"] > 1.0 + tolerance
+        if not over.any() or not sol.success:
+            break
+        # the knots hold the limit; samples between them exceed it by ratio: ask that much less
+        ocp.effort_limit[over] = ocp.effort_limit[over] / (ratios["torque"][over] * (1.0 + 0.25 * tolerance))
+        ocp.build()
+        guess = ocp.initial_guess(sol.q, sol.dq, sol.ddq, sol.duration)
+    held = sol.success and all(float(np.max(v)) <= 1.0 + tolerance for v in ratios.values())
+    return PointToPoint(traj, sol, ratios, held, rounds, total, tolerance)
+
+
+def _scaled_line(ocp: OptimalControlProblem, T: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The problem's quintic line guess retimed from the unit duration to ``T``."""
+    q, dq, ddq = ocp._line_guess()
+    unit = ocp.duration or 1.0
+    return q, dq * unit / T, ddq * (unit / T) ** 2
+
+
+def _sampled(sol: OcpSolution, rate_hz: float, names: tuple[str, ...]) -> Trajectory:
+    """The solution at ``rate_hz``, the final time included."""
+    n = max(1, int(np.ceil(sol.duration * rate_hz - 1e-9)))
+    t = np.append(np.arange(n) / rate_hz, sol.duration)
+    t = t[np.append(np.diff(t) > 1e-12, True)]
+    q, dq, ddq = sol.sample(t)
+    return Trajectory(t=t, joint_names=names, q=q, dq=dq, ddq=ddq)

@@ -1,0 +1,115 @@
+"""Model predictive control: the update against an exact least-squares solve, and the loop's fallback (lock-step)."""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+from mbctl.config.control import MpcSpec
+from mbctl.ctrl.optimal.mpc import MpcWeights, update_function
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.hardware.session import SessionOptions, run_session
+
+H = 0.05
+A = np.array([[1.0, H], [0.0, 1.0]])
+B = np.array([[0.5 * H**2], [H]])
+
+
+def _double_integrator_step() -> ca.Function:
+    x, u = ca.SX.sym("x", 2), ca.SX.sym("u", 1)
+    return ca.Function("step", [x, u], [ca.DM(A) @ x + ca.DM(B) @ u])
+
+
+def _least_squares(x0, ref, uref, w, r, wn, N) -> np.ndarray:
+    """The unconstrained optimum by stacking the predictions: x_k = A^k x0 + Σ A^(k-1-j) B u_j."""
+    rows, rhs = [], []
+    for k in range(1, N + 1):
+        G = np.zeros((2, N))
+        for j in range(k):
+            G[:, [j]] = np.linalg.matrix_power(A, k - 1 - j) @ B
+        weight = np.sqrt(wn if k == N else w)
+        rows.append(weight @ G)
+        rhs.append(weight @ (ref[:, k] - np.linalg.matrix_power(A, k) @ x0))
+    rows.append(np.sqrt(r) * np.eye(N))
+    rhs.append(np.sqrt(r) * uref)
+    return np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)[0]
+
+
+def test_one_iteration_on_a_linear_system_is_the_exact_optimum():
+    N = 12
+    weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([0.01]), terminal=5.0)
+    f = update_function(_double_integrator_step(), N, weights, np.array([np.inf]))
+    x0 = np.array([0.2, -0.1])
+    t = np.arange(N + 1) * H
+    ref = np.vstack([np.sin(t), np.cos(t)])
+    uref = -np.sin(t[:-1])
+    U, X, u0, _ = (np.asarray(v) for v in f(x0, np.zeros((1, N)), ref, uref[None, :]))
+    w = np.diag([100.0, 1.0])
+    expected = _least_squares(x0, ref, uref, w, 0.01, 5.0 * w, N)
+    np.testing.assert_allclose(U.ravel(), expected, rtol=1e-8, atol=1e-10)
+    assert u0.item() == pytest.approx(expected[0])
+    # the plan's states are the model's rollout of its inputs
+    np.testing.assert_allclose(X[:, 1], A @ x0 + B.ravel() * expected[0], atol=1e-12)
+
+
+def test_every_planned_input_keeps_to_the_torque_limit():
+    N = 12
+    weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]))
+    f = update_function(_double_integrator_step(), N, weights, np.array([0.5]), iterations=3)
+    ref = np.tile(np.array([[1.0], [0.0]]), (1, N + 1))  # a step the limit cannot follow
+    U, X, _, _ = (np.asarray(v) for v in f(np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N))))
+    assert np.max(np.abs(U)) <= 0.5 + 1e-12
+    assert U[0, 0] == pytest.approx(0.5)  # full thrust toward the target first
+    assert X[0, -1] > 0.0
+
+
+@pytest.fixture(scope="module")
+def scara_reference(robots):
+    robot = robots["scara"]
+    return robot, quintic_rest_to_rest(np.array([[0, 0, 0, 0], [0.4, 0.5, -0.3, 0.03]]), [0.5], 1000.0, robot.joint_names)
+
+
+@pytest.mark.parametrize("fail_every", [None, 3])
+def test_lockstep_mpc_tracks_and_counts_forced_fallbacks(scara_reference, tmp_path, fail_every):
+    """On the simulated plant: the MPC follows the move; a solver forced to fail every third update
+    falls back to the previous plan with computed-torque feedback, counted, and the run is degraded."""
+    robot, traj = scara_reference
+    fail = None if fail_every is None else (lambda cycle: cycle % fail_every == 1)
+    summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True, mpc_fail=fail), tmp_path / "run.npz")
+    report = summary.mpc
+    assert summary.stop_reason.startswith("completed") and summary.cycles == 500
+    assert report["updates"] == 501  # the loop calls the law once before it turns torque on
+    expected = 0 if fail_every is None else sum(1 for c in range(report["updates"]) if c % fail_every == 1)
+    assert report["fallbacks"] == expected
+    assert summary.completed and summary.clean == (expected == 0)
+    assert max(summary.tracking_rms.values()) < 6e-3  # rad, m: a 0.5 rad move
+    log = np.load(tmp_path / "run.npz")
+    effort = np.array([j.limits.effort for j in robot.joints])
+    assert np.all(np.abs(log["tau"]) <= effort + 1e-9)
+
+
+def test_bad_mpc_table_is_refused(tmp_path):
+    from mbctl.config.control import parse_control
+    from mbctl.errors import ConfigError
+    from mbctl.tomlfields import Table
+
+    table = Table({"mpc": {"knots": 1.5}}, file=tmp_path / "r.toml", where="control")
+    with pytest.raises(ConfigError, match="control.mpc.knots: must be an integer >= 2"):
+        parse_control(table)
+    assert parse_control(Table({}, file=tmp_path / "r.toml", where="control")).mpc == MpcSpec()
+
+
+def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
+    robot, traj = scara_reference
+    from mbctl.ctrl.trajectory import write_trajectory
+
+    write_trajectory(tmp_path / "t.csv", traj)
+    log, summary = tmp_path / "run.npz", tmp_path / "run.json"
+    r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "mpc", "--log", log, "--summary", summary)
+    assert r.code == 0, r.err
+    assert "mpc: riccati (clamped Gauss-Newton, 20 knots of 0.01 s); 501 updates" in r.out and "fallbacks 0" in r.out
+    import json
+
+    report = json.loads(summary.read_text())["mpc"]
+    assert report["updates"] == 501 and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]

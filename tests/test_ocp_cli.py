@@ -1,0 +1,81 @@
+"""``mbctl trajectory ocp`` end to end: what it writes against the feed-forward and the best quintic, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest, read_trajectory
+
+SCARA = ("0,0,0,0", "1,1,1,0.1")
+UR5 = ("0,-1.5,1.2,-1.2,-1.57,0", "1.0,-0.8,0.4,-0.8,-1.0,0.8")
+
+
+def _worst(robot, traj: Trajectory) -> float:
+    """Worst feed-forward torque or speed over its limit."""
+    effort = np.array([j.limits.effort for j in robot.joints])
+    speed = np.array([j.limits.velocity for j in robot.joints])
+    return max(float(np.max(np.abs(feedforward(robot, traj).dynamics.tau) / effort)), float(np.max(np.abs(traj.dq) / speed)))
+
+
+def _fastest_quintic(robot, q0: np.ndarray, q1: np.ndarray) -> float:
+    """Shortest duration (s) of a quintic rest-to-rest move within the torque and speed limits (bisection)."""
+    lo, hi = 0.01, 10.0
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if _worst(robot, quintic_rest_to_rest(np.array([q0, q1]), [mid], 1000.0, robot.joint_names)) <= 1.0 else (mid, hi)
+    return hi
+
+
+def _check(cli, robot, tmp_path, start: str, end: str, *extra: str) -> Trajectory:
+    out, png = tmp_path / "t.csv", tmp_path / "t.png"
+    r = cli("trajectory", "ocp", robot.name, "--from", start, "--to", end, *extra, "--out", out, "--plot", png)
+    assert r.code == 0, r.err
+    assert "worst |value| / limit at 1000 Hz" in r.out and png.stat().st_size > 0
+    traj = read_trajectory(out, robot.joint_names)
+    q0, q1 = (np.array([float(x) for x in s.split(",")]) for s in (start, end))
+    np.testing.assert_allclose(traj.q[[0, -1]], [q0, q1], atol=1e-7)
+    assert np.abs(traj.dq[[0, -1]]).max() < 1e-7
+    assert _worst(robot, traj) <= 1.001
+    return traj
+
+
+def test_time_optimal_scara_keeps_the_limits_and_beats_the_best_quintic(cli, robots, tmp_path):
+    robot = robots["scara"]
+    traj = _check(cli, robot, tmp_path, *SCARA, "--knots", "20")
+    best = _fastest_quintic(robot, *(np.array([float(x) for x in s.split(",")]) for s in SCARA))
+    assert traj.duration < 0.9 * best
+
+
+def test_energy_optimal_scara_uses_less_effort_than_the_quintic(cli, robots, tmp_path):
+    robot = robots["scara"]
+    traj = _check(cli, robot, tmp_path, *SCARA, "--objective", "energy", "--duration", "1.0", "--knots", "30")
+    q0, q1 = (np.array([float(x) for x in s.split(",")]) for s in SCARA)
+    quintic = quintic_rest_to_rest(np.array([q0, q1]), [1.0], 1000.0, robot.joint_names)
+    effort = [float(np.sum(feedforward(robot, t).dynamics.tau ** 2) / 1000.0) for t in (traj, quintic)]
+    assert effort[0] < effort[1]
+
+
+@pytest.mark.slow
+def test_time_optimal_ur5(cli, robots, tmp_path):
+    robot = robots["ur5"]
+    traj = _check(cli, robot, tmp_path, *UR5)
+    assert traj.duration < _fastest_quintic(robot, *(np.array([float(x) for x in s.split(",")]) for s in UR5))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--from", "0,0", "--to", SCARA[1]), "--from: needs 4 finite values"),
+        (("--from", SCARA[0], "--to", SCARA[1], "--duration", "1"), "--duration: a time-optimal motion"),
+        (("--from", SCARA[0], "--to", SCARA[1], "--objective", "energy"), "--duration: the energy-optimal motion needs"),
+        (("--from", SCARA[0], "--to", SCARA[1], "--knots", "1"), "--knots: must be an integer"),
+        (("--from", SCARA[0], "--to", "9,0,0,0"), "--to: lies outside the joint position limits"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):
+    out = tmp_path / "t.csv"
+    r = cli("trajectory", "ocp", "scara", *args, "--out", out)
+    assert r.code == 2 and f"mbctl: error: {message}" in r.err
+    assert not out.exists()
