@@ -102,8 +102,10 @@ class Estimator(Protocol):
         """Start from this measurement (the warm-up's) at loop time ``t`` (s)."""
 
     def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
-        """The estimated state at loop time ``t`` (s; the step is the time since the last call),
-        given the torques applied since the last call (N·m, N)."""
+        """The estimated state after this measurement, given the torques applied since the last
+        call (N·m, N). The step is the time between the measurements (``state.t``, the
+        backend's clock), not between the calls: a paced loop's wake-ups jitter, the samples of
+        a drive or plant running on its own clock do not. ``t`` is the loop time (s)."""
 
     def detection(self, t: float) -> str:
         """A description of the collision detected at the last call (``""``: none)."""
