@@ -113,3 +113,61 @@ def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
 
     report = json.loads(summary.read_text())["mpc"]
     assert report["updates"] == 501 and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
+
+
+def test_model_step_lands_on_the_reference_and_predicts_the_plant(scara_reference):
+    """The MPC's step under the reference's model input lands on the reference (trapezoid error
+    only), and the plant (exact friction, 0.25 ms steps) held at that input 10 ms ends within a quarter
+    of what a semi-implicit Euler step's ``h² |ddq| / 2`` would have been off in position."""
+    import dataclasses
+
+    from mbctl.ctrl.optimal.mpc import reference_input_function, step_function
+    from mbctl.hardware.sim import TruthPlant
+
+    robot, traj = scara_reference
+    h, i, later = 0.01, 200, 210
+    x = np.concatenate([traj.q[i], traj.dq[i]])
+    u = np.asarray(reference_input_function(robot, h)(x, (traj.dq[later] - traj.dq[i]) / h)).ravel()
+    predicted = np.asarray(step_function(robot, h)(x, u, traj.dq[i])).ravel()
+    jerk = np.abs(np.diff(traj.ddq[i : later + 1], axis=0)).max() / 1e-3
+    np.testing.assert_allclose(predicted[4:], traj.dq[later], atol=1e-12)
+    np.testing.assert_allclose(predicted[:4], traj.q[later], atol=h**3 * jerk / 12 * 1.01)
+    plant = TruthPlant(robot, 2.5e-4, traj.q[i], compiled=False)
+    plant.full = dataclasses.replace(plant.full, dq=traj.dq[i].copy())
+    for _ in range(10):
+        plant.step(u, 1e-3)
+    q, dq = plant.state()
+    euler = 0.5 * h**2 * np.abs(traj.ddq[i:later]).max()
+    assert np.abs(q - predicted[:4]).max() < 0.25 * euler
+    assert np.abs(dq - predicted[4:]).max() < 0.2 * h * np.abs(traj.ddq[i:later]).max()
+
+
+def test_applied_torque_is_the_feed_forward_of_now_plus_computed_torque_like_feedback(scara_reference):
+    """On the reference the applied torque is the feed-forward at the current time (not the first
+    step's, h/2 ahead), and a position error gets about computed torque's ``kp M`` (the default
+    weights are set for that)."""
+    from mbctl.ctrl.feedforward import feedforward
+    from mbctl.ctrl.optimal.controller import MpcController
+    from mbctl.dynamics.symbolic import SymbolicDynamics
+    from mbctl.hardware.interface import JointState
+
+    robot, traj = scara_reference
+    mpc = MpcController(robot, traj, compiled=False, period=None)
+    ff = feedforward(robot, traj).dynamics.tau
+    for k in range(190, 201):  # warm the plan along the reference
+        tau = mpc(k / 1000, JointState(t=k / 1000, q=traj.q[k], dq=traj.dq[k], effort=np.zeros(4)))
+    lead = np.abs(ff[205] - ff[200])
+    assert np.all(np.abs(tau - ff[200]) <= 0.1 * lead + 0.01)
+    offset = np.array([1e-3, -1e-3, 0.0, 0.0])
+    moved = mpc(0.2, JointState(t=0.2, q=traj.q[200] + offset, dq=traj.dq[200], effort=np.zeros(4)))
+    ct = -400.0 * np.asarray(SymbolicDynamics(robot).mass_matrix(traj.q[200])) @ offset  # scara.toml's kp
+    ratio = (moved - tau)[:2] / ct[:2]
+    assert np.all((ratio > 0.8) & (ratio < 1.5)), ratio
+
+
+def test_lockstep_mpc_tracks_a_feasible_move_like_computed_torque(scara_reference, tmp_path):
+    """Same plant, same move: the MPC's tracking RMS within 1.5 times computed torque's on every joint."""
+    robot, traj = scara_reference
+    rms = {law: run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp_path / f"{law}.npz").tracking_rms for law in ("computed-torque", "mpc")}
+    for name, ct in rms["computed-torque"].items():
+        assert rms["mpc"][name] <= 1.5 * ct, (name, rms)
