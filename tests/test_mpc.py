@@ -171,3 +171,28 @@ def test_lockstep_mpc_tracks_a_feasible_move_like_computed_torque(scara_referenc
     rms = {law: run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp_path / f"{law}.npz").tracking_rms for law in ("computed-torque", "mpc")}
     for name, ct in rms["computed-torque"].items():
         assert rms["mpc"][name] <= 1.5 * ct, (name, rms)
+
+
+def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_reference):
+    """The stage Jacobians from the inverse dynamics' derivatives equal CasADi's differentiation of
+    the step, and so does the whole update built on them."""
+    from mbctl.ctrl.optimal.mpc import linearisation_function, step_function
+
+    robot, traj = scara_reference
+    h = 0.01
+    step, lin = step_function(robot, h), linearisation_function(robot, h)
+    x, u, v = ca.SX.sym("x", 8), ca.SX.sym("u", 4), ca.SX.sym("v", 4)
+    nxt = step(x, u, v)
+    ad = ca.Function("ad", [x, u, v], [nxt, ca.jacobian(nxt, x), ca.jacobian(nxt, u)])
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        args = (rng.uniform(-1, 1, 8), rng.uniform(-5, 5, 4), rng.uniform(-1, 1, 4))
+        for ours, theirs in zip(lin(*args), ad(*args)):
+            np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-9, atol=1e-12)
+    weights = MpcWeights(q=np.full(4, 1e4), dq=np.full(4, 50.0), tau=np.full(4, 1e-2))
+    effort = np.array([j.limits.effort for j in robot.joints])
+    plain = update_function(step, 5, weights, effort)
+    fast = update_function(step, 5, weights, effort, linearisation=lin)
+    args = (np.concatenate([traj.q[100], traj.dq[100]]), rng.uniform(-2, 2, (4, 5)), np.tile(np.concatenate([traj.q[150], traj.dq[150]])[:, None], (1, 6)), np.zeros((4, 5)))
+    for ours, theirs in zip(fast(*args), plain(*args)):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8, atol=1e-9)
