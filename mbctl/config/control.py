@@ -140,7 +140,7 @@ class MpcSpec:
     ``2 q / bandwidth²``), ``tau`` (1/(N·m)²; None: the matrix ``M⁻¹ diag(q / bandwidth⁴) M⁻¹`` at the
     start, so that every joint's error closes at about ``bandwidth`` rad/s, critically damped,
     whatever its inertia; with 10 ms knots, 25 rad/s gives first-stage gains of about computed
-    torque's at 20: ``M`` times 480 to 520 1/s² and 41 1/s on the UR5), ``terminal``
+    torque's at 20: ``M`` times 476 to 516 1/s² and 41 1/s on the UR5), ``terminal``
     (factor on the last knot's state weights) and the ``budget`` (fraction of the control period an
     update may take before its cycle falls back)."""
 
