@@ -144,12 +144,12 @@ def _valid_entry(so: Path, meta: Path) -> bool:
         return False
 
 
-def _flags(source_bytes: int) -> tuple[str, ...]:
-    """Compiler flags for generated C of ``source_bytes``: :data:`FLAGS`, with ``-O1`` for large sources."""
-    return ("-O1", *FLAGS[1:]) if source_bytes > LARGE_SOURCE else FLAGS
+def _flags(source_bytes: int, full: bool = False) -> tuple[str, ...]:
+    """Compiler flags for generated C of ``source_bytes``: :data:`FLAGS`, with ``-O1`` for large sources unless ``full``."""
+    return ("-O1", *FLAGS[1:]) if source_bytes > LARGE_SOURCE and not full else FLAGS
 
 
-def _build(g: ca.Function, cmd: list[str], directory: Path, key: str) -> None:
+def _build(g: ca.Function, cmd: list[str], directory: Path, key: str, full: bool = False) -> None:
     """Generate, compile and install ``<key>.so`` and ``<key>.json`` in ``directory``.
 
     Raises:
@@ -161,7 +161,7 @@ def _build(g: ca.Function, cmd: list[str], directory: Path, key: str) -> None:
     with tempfile.TemporaryDirectory(prefix=".build-", dir=directory) as tmp:
         c_file, so_file = Path(tmp) / f"{key}.c", Path(tmp) / f"{key}.so"
         c_file.write_text(source)
-        flags = _flags(len(source))
+        flags = _flags(len(source), full)
         done = subprocess.run([*cmd, *flags, "-o", str(so_file), str(c_file), "-lm"], capture_output=True, text=True)
         if done.returncode != 0 or not so_file.is_file():
             lines = [ln for ln in (done.stderr or done.stdout).splitlines() if "error" in ln] or ["no output"]
@@ -271,12 +271,15 @@ class CompiledFunction:
         return f"<CompiledFunction {self.name} ({how})>"
 
 
-def compile_function(f: ca.Function, *, cache: str | Path | None = None) -> CompiledFunction:
+def compile_function(f: ca.Function, *, cache: str | Path | None = None, optimise_large: bool = False) -> CompiledFunction:
     """Generate, compile (or reuse from the cache) and load ``f``.
 
     Args:
         f: Any CasADi function (SX or MX); sparse inputs and outputs are densified.
         cache: Cache directory (default: :func:`cache_dir`).
+        optimise_large: ``-O3`` however large the source (a function on the control loop's
+            deadline: the UR5's MPC update, 0.86 MB of C, runs in 136 against 195 µs median
+            at ``-O1`` and compiles in about 11 s).
 
     Returns:
         A :class:`CompiledFunction`; interpreted (``compiled`` False) after a
@@ -297,7 +300,7 @@ def compile_function(f: ca.Function, *, cache: str | Path | None = None) -> Comp
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return interpreted(f"cannot create the codegen cache {directory} ({exc.strerror})")
-    identity = "\n".join([f"format {_FORMAT}", ca.__version__, _compiler_identity(tuple(cmd)), " ".join(FLAGS), f"-O1 above {LARGE_SOURCE}", g.serialize()])
+    identity = "\n".join([f"format {_FORMAT}", ca.__version__, _compiler_identity(tuple(cmd)), " ".join(FLAGS), "-O3 at any size" if optimise_large else f"-O1 above {LARGE_SOURCE}", g.serialize()])
     stem = "".join(c if c.isalnum() or c == "_" else "_" for c in name[:40])
     key = f"{stem}-{hashlib.sha256(identity.encode()).hexdigest()[:32]}"
     so, meta = directory / f"{key}.so", directory / f"{key}.json"
@@ -306,7 +309,7 @@ def compile_function(f: ca.Function, *, cache: str | Path | None = None) -> Comp
     for attempt in ("cached", "fresh") if reused else ("fresh",):
         if attempt == "fresh":
             try:
-                _build(g, cmd, directory, key)
+                _build(g, cmd, directory, key, optimise_large)
             except (RuntimeError, OSError) as exc:
                 return interpreted(f"compiling failed ({_first_line(exc)})")
         try:

@@ -113,3 +113,86 @@ def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
 
     report = json.loads(summary.read_text())["mpc"]
     assert report["updates"] == 501 and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
+
+
+def test_model_step_lands_on_the_reference_and_predicts_the_plant(scara_reference):
+    """The MPC's step under the reference's model input lands on the reference (trapezoid error
+    only), and the plant (exact friction, 0.25 ms steps) held at that input 10 ms ends within a quarter
+    of what a semi-implicit Euler step's ``h² |ddq| / 2`` would have been off in position."""
+    import dataclasses
+
+    from mbctl.ctrl.optimal.mpc import reference_input_function, step_function
+    from mbctl.hardware.sim import TruthPlant
+
+    robot, traj = scara_reference
+    h, i, later = 0.01, 200, 210
+    x = np.concatenate([traj.q[i], traj.dq[i]])
+    u = np.asarray(reference_input_function(robot, h)(x, (traj.dq[later] - traj.dq[i]) / h)).ravel()
+    predicted = np.asarray(step_function(robot, h)(x, u, traj.dq[i])).ravel()
+    jerk = np.abs(np.diff(traj.ddq[i : later + 1], axis=0)).max() / 1e-3
+    np.testing.assert_allclose(predicted[4:], traj.dq[later], atol=1e-12)
+    np.testing.assert_allclose(predicted[:4], traj.q[later], atol=h**3 * jerk / 12 * 1.01)
+    plant = TruthPlant(robot, 2.5e-4, traj.q[i], compiled=False)
+    plant.full = dataclasses.replace(plant.full, dq=traj.dq[i].copy())
+    for _ in range(10):
+        plant.step(u, 1e-3)
+    q, dq = plant.state()
+    euler = 0.5 * h**2 * np.abs(traj.ddq[i:later]).max()
+    assert np.abs(q - predicted[:4]).max() < 0.25 * euler
+    assert np.abs(dq - predicted[4:]).max() < 0.2 * h * np.abs(traj.ddq[i:later]).max()
+
+
+def test_applied_torque_is_the_feed_forward_of_now_plus_computed_torque_like_feedback(scara_reference):
+    """On the reference the applied torque is the feed-forward at the current time (not the first
+    step's, h/2 ahead), and a position error gets about computed torque's ``kp M`` (the default
+    weights are set for that)."""
+    from mbctl.ctrl.feedforward import feedforward
+    from mbctl.ctrl.optimal.controller import MpcController
+    from mbctl.dynamics.symbolic import SymbolicDynamics
+    from mbctl.hardware.interface import JointState
+
+    robot, traj = scara_reference
+    mpc = MpcController(robot, traj, compiled=False, period=None)
+    ff = feedforward(robot, traj).dynamics.tau
+    for k in range(190, 201):  # warm the plan along the reference
+        tau = mpc(k / 1000, JointState(t=k / 1000, q=traj.q[k], dq=traj.dq[k], effort=np.zeros(4)))
+    lead = np.abs(ff[205] - ff[200])
+    assert np.all(np.abs(tau - ff[200]) <= 0.1 * lead + 0.01)
+    offset = np.array([1e-3, -1e-3, 0.0, 0.0])
+    moved = mpc(0.2, JointState(t=0.2, q=traj.q[200] + offset, dq=traj.dq[200], effort=np.zeros(4)))
+    ct = -400.0 * np.asarray(SymbolicDynamics(robot).mass_matrix(traj.q[200])) @ offset  # scara.toml's kp
+    ratio = (moved - tau)[:2] / ct[:2]
+    assert np.all((ratio > 0.8) & (ratio < 1.5)), ratio
+
+
+def test_lockstep_mpc_tracks_a_feasible_move_like_computed_torque(scara_reference, tmp_path):
+    """Same plant, same move: the MPC's tracking RMS within 1.5 times computed torque's on every joint."""
+    robot, traj = scara_reference
+    rms = {law: run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp_path / f"{law}.npz").tracking_rms for law in ("computed-torque", "mpc")}
+    for name, ct in rms["computed-torque"].items():
+        assert rms["mpc"][name] <= 1.5 * ct, (name, rms)
+
+
+def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_reference):
+    """The stage Jacobians from the inverse dynamics' derivatives equal CasADi's differentiation of
+    the step, and so does the whole update built on them."""
+    from mbctl.ctrl.optimal.mpc import linearisation_function, step_function
+
+    robot, traj = scara_reference
+    h = 0.01
+    step, lin = step_function(robot, h), linearisation_function(robot, h)
+    x, u, v = ca.SX.sym("x", 8), ca.SX.sym("u", 4), ca.SX.sym("v", 4)
+    nxt = step(x, u, v)
+    ad = ca.Function("ad", [x, u, v], [nxt, ca.jacobian(nxt, x), ca.jacobian(nxt, u)])
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        args = (rng.uniform(-1, 1, 8), rng.uniform(-5, 5, 4), rng.uniform(-1, 1, 4))
+        for ours, theirs in zip(lin(*args), ad(*args)):
+            np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-9, atol=1e-12)
+    weights = MpcWeights(q=np.full(4, 1e4), dq=np.full(4, 50.0), tau=np.full(4, 1e-2))
+    effort = np.array([j.limits.effort for j in robot.joints])
+    plain = update_function(step, 5, weights, effort)
+    fast = update_function(step, 5, weights, effort, linearisation=lin)
+    args = (np.concatenate([traj.q[100], traj.dq[100]]), rng.uniform(-2, 2, (4, 5)), np.tile(np.concatenate([traj.q[150], traj.dq[150]])[:, None], (1, 6)), np.zeros((4, 5)))
+    for ours, theirs in zip(fast(*args), plain(*args)):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8, atol=1e-9)

@@ -33,9 +33,9 @@ step = 0.01                              # s: h, so the horizon is N h
 iterations = 1                           # Gauss-Newton (Riccati) iterations per update: 1 is the real-time iteration
 solver = "riccati"                       # the stage-structured solve
 q = 1.0e4                                # 1/rad²: position weight (one number or by joint)
-bandwidth = 20.0                         # rad/s: sets the two weights below when they are not given
+bandwidth = 25.0                         # rad/s: sets the two weights below when they are not given
 dq = 50.0                                # s²/rad²: velocity weight (default 2 q / bandwidth²)
-tau = 1.0e-3                             # 1/(N·m)²: the torque's departure from the feed-forward (default q / (bandwidth⁴ M_jj²))
+tau = 1.0e-3                             # 1/(N·m)²: the torque's departure from the feed-forward (default: q / bandwidth⁴ on M⁻¹ times it)
 terminal = 10.0                          # factor on the last knot's state weights
 budget = 0.8                             # fraction of the control period an update may take
 ```
@@ -137,8 +137,10 @@ class CollisionSpec:
 class MpcSpec:
     """``[control.mpc]``: ``knots`` N, ``step`` h (s), Gauss–Newton ``iterations`` per update, the
     ``solver`` of the stage-structured subproblem, weights ``q`` (1/rad²), ``dq`` (s²/rad²; None:
-    ``2 q / bandwidth²``), ``tau`` (1/(N·m)²; None: ``q / (bandwidth⁴ M_jj²)``, so that every joint's
-    error closes at about ``bandwidth`` rad/s, critically damped, whatever its inertia), ``terminal``
+    ``2 q / bandwidth²``), ``tau`` (1/(N·m)²; None: the matrix ``M⁻¹ diag(q / bandwidth⁴) M⁻¹`` at the
+    start, so that every joint's error closes at about ``bandwidth`` rad/s, critically damped,
+    whatever its inertia; with 10 ms knots, 25 rad/s gives first-stage gains of about computed
+    torque's at 20: ``M`` times 476 to 516 1/s² and 41 1/s on the UR5), ``terminal``
     (factor on the last knot's state weights) and the ``budget`` (fraction of the control period an
     update may take before its cycle falls back)."""
 
@@ -149,7 +151,7 @@ class MpcSpec:
     q: PerJoint = 1.0e4
     dq: PerJoint | None = None
     tau: PerJoint | None = None
-    bandwidth: float = 20.0
+    bandwidth: float = 25.0
     terminal: float = 10.0
     budget: float = 0.8
 
