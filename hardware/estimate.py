@@ -38,12 +38,12 @@ class LoopEstimator:
         return self.estimator.settings.describe()
 
     def reset(self, t: float, state: JointState) -> None:
-        self.estimator.reset(state.t, state.q, state.dq)
+        self.estimator.reset(t, state.q, state.dq)
 
     def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
-        """The measurement with the estimated velocity (the estimator's buffer: valid for this cycle),
-        stepped by the measurement's own time ``state.t`` (a repeated sample is no step)."""
-        self.estimator.update(state.t, state.q, state.dq, tau_applied)
+        """The measurement at time ``t`` (s) with the estimated velocity (the estimator's buffer:
+        valid for this cycle); a repeated time is no step."""
+        self.estimator.update(t, state.q, state.dq, tau_applied)
         return JointState(t=state.t, q=state.q, dq=self.dq_hat, effort=state.effort)
 
     def detection(self, t: float) -> str:

@@ -128,9 +128,14 @@ class JointInterface(abc.ABC):
 
     Attributes:
         joint_names: Actuated joints served, in the order of every array.
+        sample_clock: True when :attr:`JointState.t` is the instant the backend sampled on a
+            clock of its own (a simulated plant); False when it is only the host's time of the
+            read (drives on a bus: it jitters with the loop and, emulated in lock-step, is not
+            the plant's time).
     """
 
     joint_names: tuple[str, ...]
+    sample_clock: bool = False
 
     @abc.abstractmethod
     def open(self) -> None:

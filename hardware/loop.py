@@ -99,13 +99,11 @@ class Estimator(Protocol):
     reaction: str
 
     def reset(self, t: float, state: JointState) -> None:
-        """Start from this measurement (the warm-up's) at loop time ``t`` (s)."""
+        """Start from this measurement (the warm-up's), taken at time ``t`` (s)."""
 
     def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
-        """The estimated state after this measurement, given the torques applied since the last
-        call (N·m, N). The step is the time between the measurements (``state.t``, the
-        backend's clock), not between the calls: a paced loop's wake-ups jitter, the samples of
-        a drive or plant running on its own clock do not. ``t`` is the loop time (s)."""
+        """The estimated state after this measurement, taken at time ``t`` (s; the step is the
+        time since the last measurement), given the torques applied since then (N·m, N)."""
 
     def detection(self, t: float) -> str:
         """A description of the collision detected at the last call (``""``: none)."""
@@ -332,9 +330,12 @@ def run_loop(
         except (DriveFault, CommunicationError) as exc:
             raise _Stop(f"warm-up read failed: {exc}") from None
         saturated_before = saturated
+        # the estimate steps by the measurement instants: the plant's own clock where the backend
+        # has one (a paced loop's wake-ups jitter, its samples do not), else the loop time
+        sample_time = (lambda t, state: state.t) if backend.sample_clock else (lambda t, state: t)
         if estimating:
-            estimator.reset(0.0, warm)
-            warm = estimator(0.0, warm, np.zeros(n))
+            estimator.reset(sample_time(0.0, warm), warm)
+            warm = estimator(sample_time(0.0, warm), warm, np.zeros(n))
         control(0.0, warm)
         saturated = saturated_before
         fill_row(0.0, math.nan, math.nan, warm, np.zeros(n), np.full(len(PHASES), np.nan))
@@ -377,7 +378,7 @@ def run_loop(
             measured = state
             if state is not None:
                 if estimating:
-                    state = estimator(t, state, tau_last)
+                    state = estimator(sample_time(t, state), state, tau_last)
                     if not detected:
                         detected = estimator.detection(t)
                         if detected and estimator.reaction == "stop":

@@ -194,6 +194,8 @@ class PlantProcess(JointInterface):
             grants it (None: normal scheduling); ``timing()["realtime"]`` says.
     """
 
+    sample_clock = True  # measurements carry the plant time they were sampled at
+
     def __init__(
         self,
         truth: RobotModel,

@@ -232,6 +232,8 @@ class SimPlant(JointInterface):
             without a compile for a model seen once).
     """
 
+    sample_clock = True  # measurements carry the plant time they were sampled at
+
     def __init__(
         self,
         truth: RobotModel,

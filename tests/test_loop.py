@@ -309,3 +309,61 @@ def test_a_goal_position_off_the_joint_range_stops_with_torque_off(tmp_path):
         summary = run_loop(plant, ramp, SafetyLimits.of(bench), LoopConfig(rate_hz=200.0, duration_s=3.0, paced=False, command=CommandMode.POSITION), log)
     assert summary.stop_reason.startswith("goal position of servo = 3.2"), summary.stop_reason
     assert summary.cycles == 321 and not plant._enabled  # cycle 321 (t = 1.605 s) sends the first goal beyond it
+
+
+class SpyEstimator:
+    """An estimate step that records the measurement times it is given and passes the state on."""
+
+    reaction = "none"
+
+    def __init__(self, n):
+        self.dq_hat, self.tau_ext, self.times = np.zeros(n), np.zeros(n), []
+
+    def reset(self, t, state):
+        self.times.append(("reset", t))
+
+    def __call__(self, t, state, tau_applied):
+        self.times.append(("step", t))
+        return state
+
+    def detection(self, t):
+        return ""
+
+    def hold(self, q_hold):
+        return np.zeros_like(q_hold)
+
+
+class LateSamples(Costly):
+    """The lock-step plant whose measurements carry times on a clock of their own (7.75 s ahead of
+    the loop's), declared a sample clock or not."""
+
+    def __init__(self, inner, clock, sample_clock):
+        super().__init__(inner, clock, lambda i: 1e-4)
+        self.sample_clock = sample_clock
+
+    def read(self):
+        state = super().read()
+        return type(state)(t=state.t + 7.75, q=state.q, dq=state.dq, effort=state.effort)
+
+
+@pytest.mark.parametrize("sample_clock", [True, False])
+def test_the_estimate_steps_by_the_sample_times_of_a_plant_clock_else_the_loop_time(scara, tmp_path, sample_clock):
+    """A backend with a sample clock (a simulated plant) has its measurements estimated at their own
+    times (a paced loop's wake-ups jitter, the plant's samples do not: stepping by the wake-ups made
+    the UR5's observer read 20 N·m in free motion); a bus's host read times are not used (emulated in
+    lock-step they are not the plant's time), the loop time is."""
+    frictionless = scara.with_friction({n: None for n in scara.joint_names})
+    traj = quintic_rest_to_rest(WAYPOINTS, [0.8, 0.8], 1000.0, scara.joint_names)
+    clock = VirtualClock(100.0)
+    backend = LateSamples(SimPlant(frictionless, 1e-3, PlantConfig(sensors=EXACT)), clock, sample_clock)
+    law, spy = PDGravity(frictionless, traj), SpyEstimator(4)
+    log = RunLog(tmp_path / "spy.npz", log_columns(backend.joint_names))
+    with backend:
+        backend.enable()
+        config = LoopConfig(duration_s=0.02, paced=True)
+        summary = run_loop(backend, law, SafetyLimits.of(scara), config, log, law.reference, clock=clock, estimator=spy)
+    assert summary.stop_reason == "completed" and summary.cycles == 20
+    steps = np.array([t for kind, t in spy.times if kind == "step"])
+    assert spy.times[0][0] == "reset" and len(steps) == 21  # warm-up, then every cycle
+    loop_times = np.concatenate([[0.0], 1e-3 * np.arange(20)])  # warm-up and cycle 1 see the plant at rest at 0
+    assert np.allclose(steps, loop_times + (7.75 if sample_clock else 0.0), atol=1e-9)
