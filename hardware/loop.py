@@ -330,8 +330,7 @@ def run_loop(
         except (DriveFault, CommunicationError) as exc:
             raise _Stop(f"warm-up read failed: {exc}") from None
         saturated_before = saturated
-        # the estimate steps by the measurement instants: the plant's own clock where the backend
-        # has one (a paced loop's wake-ups jitter, its samples do not), else the loop time
+        # estimates step by a plant clock's sample instants (a paced loop's wake-ups jitter), else the loop time
         sample_time = (lambda t, state: state.t) if backend.sample_clock else (lambda t, state: t)
         if estimating:
             estimator.reset(sample_time(0.0, warm), warm)
