@@ -44,7 +44,7 @@ class CommunicationError(HardwareError):
 
     Attributes:
         kind: ``"timeout"``, ``"crc"``, ``"status"``, ``"alert"``, ``"no_reply"``,
-            ``"port"`` or ``"tx"``.
+            ``"stale"`` (no new sample for too long), ``"port"`` or ``"tx"``.
     """
 
     def __init__(self, kind: str, message: str):
@@ -111,7 +111,9 @@ class JointState:
     """A measurement of every actuated joint.
 
     Attributes:
-        t: Time of the measurement (s) on the backend's clock.
+        t: Time of the measurement (s): the instant the drives sampled, on the backend's sample
+            clock where it has one (:attr:`JointInterface.sample_clock`), else the host's time of
+            the read. A sample read again keeps its time.
         q: Positions (rad or m).
         dq: Velocities (rad/s or m/s).
         effort: Measured or current-derived effort (N·m or N).
@@ -126,12 +128,17 @@ class JointState:
 class JointInterface(abc.ABC):
     """Base of every backend: a context manager that always ends with torque off.
 
+    Ending a run: a stop (fault, limit, signal) calls :meth:`disable` at once; a clean finish
+    calls :meth:`hand_over` after the loop's hold, and :meth:`disable` after it must leave the
+    drives as the hand-over left them.
+
     Attributes:
         joint_names: Actuated joints served, in the order of every array.
-        sample_clock: True when :attr:`JointState.t` is the instant the backend sampled on a
-            clock of its own (a simulated plant); False when it is only the host's time of the
-            read (drives on a bus: it jitters with the loop and, emulated in lock-step, is not
-            the plant's time).
+        sample_clock: True when :attr:`JointState.t` is the instant the drives sampled, on one
+            clock from sample to sample (a simulated plant's time, the SYNC instants of CANopen
+            drives, the header stamps of ROS 2 joint states): the loop's estimate step steps by
+            these times. False when it is only the host's time of the read (it jitters with the
+            loop and, emulated in lock-step, is not the plant's time): the loop's own time is used.
     """
 
     joint_names: tuple[str, ...]
@@ -153,9 +160,19 @@ class JointInterface(abc.ABC):
     def disable(self) -> None:
         """Torque off. Must be safe to call at any time, also after a failure."""
 
+    def hand_over(self) -> str:
+        """End of a clean run, after the loop's hold: give the arm to the drives' own safe state
+        (their brakes, a holding controller) and say what was done, for the run summary.
+
+        The base class has no safe state of its own: torque off. Never raises.
+        """
+        self.disable()
+        return "torque off"
+
     @abc.abstractmethod
     def read(self) -> JointState:
-        """Measure every actuated joint."""
+        """Measure every actuated joint (a sample not renewed since the last read is returned
+        again with its own time)."""
 
     @abc.abstractmethod
     def write(self, command: JointCommand) -> None:
