@@ -87,7 +87,7 @@ def _function(controller) -> ca.Function:
     args = [ca.SX.sym(name, controller.robot.nv) for name in INPUTS]
     demand = joint_space_demand(controller.law, sd, controller.settings.friction_velocity, kp, kd, *args)
     tau, flags = saturate(demand, controller.settings.effort, levels)
-    name = f"{controller.law.replace('-', '_')}_{controller.robot.name}"
+    name = f"{controller.law.replace('-', '_')}_{controller.robot.ident}"
     return ca.Function(name, [*args, vec.symbols], [tau, demand, flags], [*INPUTS, "p"], list(OUTPUTS))
 
 

@@ -131,6 +131,7 @@ class DynamixelBus(JointInterface):
         self._port: LatencyPortHandler | None = None
         self._ph = PacketHandler(2.0)
         self._enabled = False
+        self._handed_over = False
 
     # -- helpers --------------------------------------------------------------------------
     def _fail(self, kind: str, message: str) -> CommunicationError:
@@ -232,10 +233,12 @@ class DynamixelBus(JointInterface):
         self._write_each("torque_enable", [1] * n)
         self._write_each("bus_watchdog", [self.bus.bus_watchdog_register] * n)
         self._enabled = True
+        self._handed_over = False
 
     def disable(self) -> None:
-        """Torque off on every servo (broadcast, twice); never raises."""
-        if self._port is None or not self._port.is_open:
+        """Torque off on every servo (broadcast, twice); never raises. After :meth:`hand_over`,
+        nothing: the servos keep holding."""
+        if self._port is None or not self._port.is_open or self._handed_over:
             return
         for _ in range(2):
             try:
@@ -243,6 +246,29 @@ class DynamixelBus(JointInterface):
             except CommunicationError:
                 pass
         self._enabled = False
+
+    def hand_over(self) -> str:
+        """The servos' own position hold: goals at the present positions, the Bus Watchdog off (it
+        would stop them once the host is gone), position mode, torque on. The servos have no
+        brakes; the switch of mode needs torque off for the few ms of three writes. Never raises:
+        a failure ends with torque off, and says so."""
+        if not self._enabled:
+            self.disable()
+            return "torque off"
+        n = len(self._ids)
+        try:
+            state = self.read()
+            self._write_each("bus_watchdog", [0] * n)
+            self._sync_write("goal_position", self.units.counts_from_q(state.q))
+            if self.mode is not CommandMode.POSITION:
+                self._write_each("torque_enable", [0] * n)
+                self._write_each("operating_mode", [_MODES[CommandMode.POSITION][0]] * n)
+                self._write_each("torque_enable", [1] * n)
+        except CommunicationError as exc:
+            self.disable()
+            return f"torque off: the hand-over to the servos' position hold failed ({exc})"
+        self._handed_over = True
+        return "the servos hold their last positions in their own position loop (position mode, torque on; they have no brakes)"
 
     sensing = "Dynamixel servos: present position (4096 counts per servo turn) and the servos' own present velocity"
     """How the servos are measured, for the run summary."""
@@ -262,6 +288,8 @@ class DynamixelBus(JointInterface):
                 raw.append(bytes(data))
         except _PORT_ERRORS as exc:
             raise self._fail("port", f"{self.port_name}: {exc}") from None
+        finally:
+            self._port.is_using = False  # a reply that never came leaves the SDK's port marked busy
         t = self.clock()
         current = np.array([R["present_current"].decode(d[0:2]) for d in raw], dtype=float)
         velocity = np.array([R["present_velocity"].decode(d[2:6]) for d in raw], dtype=float)

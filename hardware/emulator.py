@@ -78,6 +78,8 @@ class TorquePlant(Protocol):
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """Joint positions (rad, m) and velocities (rad/s, m/s) of the actuated joints."""
 
+    # A plant may have ``brake()`` (holding brakes: every velocity zero; :class:`mbctl.hardware.sim.TruthPlant`),
+    # which the CANopen emulator calls while no drive is enabled; one without only stops being stepped.
     # A plant with servo models (:class:`mbctl.hardware.sim.TruthPlant`) also has
     # ``servo_slots`` (the actuated joints with a servo) and takes ``step(tau, dt, goal)``
     # with the goal positions (rad, NaN: motor off) of those joints.

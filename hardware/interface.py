@@ -143,6 +143,15 @@ class JointInterface(abc.ABC):
 
     joint_names: tuple[str, ...]
     sample_clock: bool = False
+    disable_action: str = "torque off"
+    """What :meth:`disable` does to the drives, in words, for the run summary."""
+    command_delay_cycles: int = 0
+    """Whole periods between a write and the drives applying it, beyond the next sample: 0 when a
+    command acts from the write to the next sample; 1 for CANopen's synchronous RPDOs on a clock
+    (latched until the SYNC after the write, so they act between the next sample and the one after)."""
+    hand_over_possible: bool = True
+    """False when :meth:`hand_over` has no safe state to give the arm to (the loop then holds
+    until the user stops the run)."""
 
     @abc.abstractmethod
     def open(self) -> None:
@@ -162,7 +171,8 @@ class JointInterface(abc.ABC):
 
     def hand_over(self) -> str:
         """End of a clean run, after the loop's hold: give the arm to the drives' own safe state
-        (their brakes, a holding controller) and say what was done, for the run summary.
+        (their brakes, a holding controller) and say what was done, for the run summary. Not
+        called when :attr:`hand_over_possible` is False.
 
         The base class has no safe state of its own: torque off. Never raises.
         """

@@ -44,19 +44,17 @@ else and then closes the log, which holds every completed cycle.
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import gc
 import math
 import signal
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.clock import LoopClock, WallClock
 from mbctl.hardware.interface import (
     CommandMode,
@@ -66,18 +64,13 @@ from mbctl.hardware.interface import (
     JointInterface,
     JointState,
 )
+from mbctl.hardware.loop_support import PHASES, SafetyLimits, limit_breach, log_columns, no_gc_pauses, run_footprint
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.summary import RunSummary, chatter_warnings, reversal_threshold, spread
 
 __all__ = ["Controller", "Estimator", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "chatter_warnings", "run_loop", "log_columns", "run_footprint"]
-
-PHASES = ("read", "control", "write", "log")
-"""The timed phases of a cycle, in order."""
-ESTIMATE_GROUPS = ("dq_hat", "tau_ext")
-"""Log groups of a run with an estimator."""
-
 
 class Controller(Protocol):
     """Maps the time since start (s) and a measurement to actuator torques (N·m, N)."""
@@ -117,27 +110,6 @@ Reference = Callable[[float], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
-class SafetyLimits:
-    """Per actuated joint: position range (rad, m), speed and effort limits."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    velocity: np.ndarray
-    effort: np.ndarray
-
-    @classmethod
-    def of(cls, robot: RobotModel) -> SafetyLimits:
-        """The URDF/TOML limits of the robot's actuated joints."""
-        joints = [robot.joint(n) for n in robot.actuated_names]
-        return cls(
-            lower=np.array([j.limits.lower for j in joints]),
-            upper=np.array([j.limits.upper for j in joints]),
-            velocity=np.array([j.limits.velocity for j in joints]),
-            effort=np.array([j.limits.effort for j in joints]),
-        )
-
-
-@dataclass(frozen=True)
 class LoopConfig:
     """Loop settings.
 
@@ -152,6 +124,10 @@ class LoopConfig:
             scheduling); granted or not, the summary's ``scheduling`` says what ran.
         command: What the controller's outputs are: drive torques (N·m, N), or goal
             positions (rad, m) of drives in position mode.
+        end_hold_s: After a clean finish, how long the controller keeps holding the last
+            reference (s) before the hand-over; logged, not counted in the tracking errors.
+        end: Then ``"hand-over"`` (:meth:`~mbctl.hardware.interface.JointInterface.hand_over`: the
+            drives' own safe state) or ``"torque-off"``.
     """
 
     rate_hz: float = 1000.0
@@ -162,36 +138,8 @@ class LoopConfig:
     overrun: OverrunPolicy = OverrunPolicy()
     realtime_priority: int | None = DEFAULT_PRIORITY
     command: CommandMode = CommandMode.TORQUE
-
-
-def log_columns(joint_names: Sequence[str], estimation: bool = False) -> list[str]:
-    """Columns of the run log: times, one column per joint for each quantity, phase durations.
-
-    ``t`` (s since the start), ``period`` and ``compute`` (s), ``read_ok`` (1/0), then
-    ``q``, ``dq``, ``q_ref``, ``dq_ref``, ``tau``, ``effort`` per joint (with ``estimation``
-    also ``dq_hat`` and ``tau_ext``: the estimated velocity and external torque), then
-    ``phase.read``, ``phase.control``, ``phase.write`` (s, NaN when skipped) and
-    ``phase.log``: the time spent logging the *previous* cycle (NaN in the first row).
-    """
-    cols = ["t", "period", "compute", "read_ok"]
-    for group in ("q", "dq", "q_ref", "dq_ref", "tau", "effort") + (ESTIMATE_GROUPS if estimation else ()):
-        cols += [f"{group}.{j}" for j in joint_names]
-    return cols + [f"phase.{p}" for p in PHASES]
-
-
-def run_footprint(duration_s: float, rate_hz: float, joints: int, estimation: bool = False) -> tuple[float, float, float]:
-    """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
-    and the disk it writes at most (bytes), before it starts.
-
-    Memory: the loop's per-cycle timings (period, compute, phases) and the log read back whole by the
-    plots and task-space figures after the run (``8 (2 + phases + columns)`` bytes a cycle; closing the
-    log itself holds a block of rows, :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file
-    and the NPZ while both exist (``16 columns`` bytes a cycle).
-    """
-    product = duration_s * rate_hz
-    cycles = float(round(product)) if math.isfinite(product) else math.inf
-    columns = 4 + (6 + 2 * estimation) * joints + len(PHASES)
-    return cycles, cycles * 8.0 * (2 + len(PHASES) + columns), cycles * 16.0 * columns
+    end_hold_s: float = 0.0
+    end: str = "hand-over"
 
 
 class _Stop(Exception):
@@ -212,13 +160,14 @@ def run_loop(
     clock: LoopClock | None = None,
     estimator: Estimator | None = None,
 ) -> RunSummary:
-    """Run the loop on an opened backend: warm up, torque on, cycles; always ends with torque off.
+    """Run the loop on an opened backend: warm up, torque on, cycles, the end hold; a stop ends with
+    torque off, a clean finish with the backend's hand-over (``config.end``).
 
     Args:
         backend: An opened joint interface (torque is turned on after the warm-up).
         controller: Torque law called every cycle (and once more, at t = 0, to warm up).
         limits: Safety limits of the actuated joints.
-        config: Rate, duration, pacing, watchdog, overrun policy.
+        config: Rate, duration, pacing, watchdog, overrun policy, the end of the run.
         log: Where every cycle goes; closed on return.
         reference: Desired joint trajectory, for tracking errors in the log and summary.
         comm_errors: Returns the backend's communication error counts.
@@ -232,7 +181,10 @@ def run_loop(
     nan_n = np.full(n, np.nan)
     torque_mode = config.command is CommandMode.TORQUE
     period = 1.0 / config.rate_hz
-    cycles_total = int(round(config.duration_s * config.rate_hz))
+    cycles_run = int(round(config.duration_s * config.rate_hz))
+    cycles_total = cycles_run + int(round(config.end_hold_s * config.rate_hz))
+    # a backend with no safe state of its own: the hold lasts until the user stops the run
+    hold_on = config.end == "hand-over" and not backend.hand_over_possible
     summary = RunSummary(rate_hz=config.rate_hz)
     row = np.zeros(len(log.columns))
     # preallocated and filled now (not lists growing by a cycle): the memory stays flat over a long run
@@ -240,10 +192,11 @@ def run_loop(
     phases = np.full((cycles_total, len(PHASES)), np.nan)
     sq_error = np.zeros(n)
     max_error = 0.0
+    tracked = 0
     consecutive_failures = 0
+    first_failure = ""  # the failure that began a streak of failed reads: its cause
     saturated = 0
     monitor = OverrunMonitor(config.overrun)
-    state: JointState | None = None
     stop = threading.Event()
     stop_reason = ["completed"]
     # torque steps, accumulated in place: sum of squares and reversals per joint
@@ -252,9 +205,15 @@ def run_loop(
     reverse_by = reversal_threshold(limits.effort)
     steps_counted = 0
     estimating = estimator is not None
+    started = False  # the estimator starts from the run's first sample (no step, no residual before a second)
+    # the torques the drives applied between the last two samples: the command written 1 + delay cycles ago
+    sent = collections.deque([np.zeros(n)] * (backend.command_delay_cycles + 1), maxlen=backend.command_delay_cycles + 1)
     logs_estimates = estimating and len(log.columns) == len(log_columns(backend.joint_names, estimation=True))
     holding: np.ndarray | None = None  # the position held after a detection with reaction "hold"
     detected = ""
+    # estimates step by the backend's sample instants where it has a sample clock (a paced loop's
+    # wake-ups jitter against them), else by the loop's time
+    sample_time = (lambda t, state: state.t) if backend.sample_clock else (lambda t, state: t)
 
     def on_signal(signum: int, _frame: object) -> None:
         stop_reason[0] = f"signal {signal.Signals(signum).name}"
@@ -269,7 +228,7 @@ def run_loop(
         """Safety checks, then the controller's torques limited to the effort limits (goal positions
         must lie in the joints' ranges)."""
         nonlocal saturated
-        breach = _limit_breach(backend.joint_names, limits, state)
+        breach = limit_breach(backend.joint_names, limits, state)
         if breach:
             raise _Stop(f"limit breach: {breach}")
         try:
@@ -290,6 +249,23 @@ def run_loop(
             saturated += int(over.sum())
             tau = np.clip(tau, -limits.effort, limits.effort)
         return tau
+
+    def estimate(t: float, state: JointState) -> tuple[JointState, str]:
+        """The estimate step and the detection's reaction (the run's first sample starts the
+        estimator); returns the state the controller sees and a stop reason ('' to go on)."""
+        nonlocal started, detected, holding
+        ts = sample_time(t, state)
+        if not started:
+            estimator.reset(ts, state)
+            started = True
+        state = estimator(ts, state, sent[0])
+        if not detected:
+            detected = estimator.detection(t)
+            if detected and estimator.reaction == "stop":
+                return state, f"collision detected: {detected}; torque off"
+            if detected and estimator.reaction == "hold":
+                holding = state.q.copy()
+        return state, ""
 
     def fill_row(t: float, period_s: float, compute: float, state: JointState | None, tau: np.ndarray, timings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q_ref = dq_ref = nan_n
@@ -318,20 +294,18 @@ def run_loop(
         tau_last[:] = tau
 
     k = 0
-    t0 = None
+    clean = False
     scheduling = contextlib.ExitStack()
     try:
         summary.scheduling = scheduling.enter_context(realtime_priority(config.realtime_priority if config.paced else None))
         if config.paced:
-            scheduling.enter_context(_no_gc_pauses())
+            scheduling.enter_context(no_gc_pauses())
         # warm-up: every path of a cycle once, before the first deadline and without a write
         try:
             warm = backend.read()
         except (DriveFault, CommunicationError) as exc:
             raise _Stop(f"warm-up read failed: {exc}") from None
         saturated_before = saturated
-        # estimates step by a plant clock's sample instants (a paced loop's wake-ups jitter), else the loop time
-        sample_time = (lambda t, state: state.t) if backend.sample_clock else (lambda t, state: t)
         if estimating:
             estimator.reset(sample_time(0.0, warm), warm)
             warm = estimator(sample_time(0.0, warm), warm, np.zeros(n))
@@ -348,13 +322,15 @@ def run_loop(
         deadline = t0
         last_start = None
         last_log = math.nan
-        while k < cycles_total:
+        while k < cycles_total or hold_on:
             if stop.is_set():
+                if hold_on and k >= cycles_run:
+                    break
                 raise _Stop(stop_reason[0])
             if config.paced:
                 clock.sleep_until(deadline)
             start = clock.now()
-            if last_start is not None:
+            if last_start is not None and k < cycles_total:
                 periods[k] = start - last_start
             last_start = start
             t = (start - t0) if config.paced else k * period
@@ -365,25 +341,22 @@ def run_loop(
             except DriveFault as exc:
                 raise _Stop(f"drive fault: {exc}") from None
             except CommunicationError as exc:
+                # a failed read is no sample: nothing steps the estimator or feeds the observer
                 state = None
                 summary.failed_reads += 1
                 consecutive_failures += 1
+                first_failure = str(exc) if consecutive_failures == 1 else first_failure
                 if consecutive_failures >= config.watchdog_failures:
-                    raise _Stop(f"watchdog: {consecutive_failures} consecutive failed reads (last: {exc})") from None
+                    raise _Stop(_watchdog_reason(consecutive_failures, first_failure, str(exc))) from None
             read_end = clock.now()
 
             tau = np.zeros(n)
             control_end = write_end = read_end
             measured = state
-            if state is not None:
-                if estimating:
-                    state = estimator(sample_time(t, state), state, tau_last)
-                    if not detected:
-                        detected = estimator.detection(t)
-                        if detected and estimator.reaction == "stop":
-                            raise _Stop(f"collision detected: {detected}; torque off")
-                        if detected and estimator.reaction == "hold":
-                            holding = state.q.copy()
+            stopping = ""  # a detection that stops the run: this cycle is logged, nothing is written
+            if state is not None and estimating:
+                state, stopping = estimate(t, state)
+            if state is not None and not stopping:
                 tau = control(t, state)
                 if torque_mode:
                     count_step(tau)
@@ -392,23 +365,28 @@ def run_loop(
                     backend.write(JointCommand(config.command, tau))
                 except CommunicationError as exc:
                     raise _Stop(f"write failed: {exc}") from None
+                if estimating:
+                    sent.append(tau.copy())  # a law may hand out its own output buffer
                 write_end = clock.now()
             compute = write_end - start
-            computes[k] = compute
-            timing = phases[k]
+            timing = phases[min(k, cycles_total - 1)]  # an open-ended hold keeps no timings past the planned cycles
+            computes[min(k, cycles_total - 1)] = compute
             timing[0] = read_end - start
             if state is not None:
                 timing[1], timing[2] = control_end - read_end, write_end - control_end
             timing[3] = last_log
 
-            q_ref, _ = fill_row(t, periods[k], compute, measured, tau if torque_mode else nan_n, timing)
-            if reference is not None and state is not None:
+            q_ref, _ = fill_row(t, periods[min(k, cycles_total - 1)], compute, measured, tau if torque_mode and not stopping else nan_n, timing)
+            if reference is not None and state is not None and k < cycles_run:  # the end hold is not tracking
                 err = state.q - q_ref
                 sq_error += err**2
                 max_error = max(max_error, float(np.abs(err).max()))
+                tracked += 1
             log.append(row)
             k += 1
             last_log = clock.now() - write_end
+            if stopping:
+                raise _Stop(stopping)
 
             deadline += period
             if config.paced:
@@ -420,6 +398,7 @@ def run_loop(
                 limit = monitor.record(overran)
                 if limit:
                     raise _Stop(limit)
+        clean = True
         stop_reason[0] = "completed"
         if summary.overruns:
             stop_reason[0] = f"completed, degraded: {summary.overruns} overruns ({100 * summary.overruns / k:.1f} %)"
@@ -430,7 +409,7 @@ def run_loop(
     except _Stop as stopped:
         stop_reason[0] = stopped.reason
     finally:
-        backend.disable()
+        summary.end = _end_run(backend, config, clean and holding is None, cycles_total - cycles_run, stop_reason[0] if hold_on else "")
         scheduling.close()
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
@@ -438,8 +417,9 @@ def run_loop(
 
     summary.cycles = k
     summary.duration_s = k * period
-    summary.stop_reason = stop_reason[0]
-    periods, computes = periods[:k][~np.isnan(periods[:k])], computes[:k]
+    summary.stop_reason = stop_reason[0] if not (hold_on and clean) else "completed"
+    kept = min(k, cycles_total)
+    periods, computes = periods[:kept][~np.isnan(periods[:kept])], computes[:kept]
     if periods.size:
         p = periods * 1e6
         error = np.abs(p - period * 1e6)
@@ -452,10 +432,9 @@ def run_loop(
         c = computes * 1e6
         summary.compute_p50_us = float(np.percentile(c, 50))
         summary.compute_p99_us = float(np.percentile(c, 99))
-    summary.phases_us = {name: spread(phases[:k, i] * 1e6) for i, name in enumerate(PHASES)}
-    good = k - summary.failed_reads
-    if reference is not None and good > 0:
-        summary.tracking_rms = {j: float(v) for j, v in zip(backend.joint_names, np.sqrt(sq_error / good))}
+    summary.phases_us = {name: spread(phases[:kept, i] * 1e6) for i, name in enumerate(PHASES)}
+    if reference is not None and tracked > 0:
+        summary.tracking_rms = {j: float(v) for j, v in zip(backend.joint_names, np.sqrt(sq_error / tracked))}
         summary.max_abs_error = max_error
     if steps_counted:
         names = backend.joint_names
@@ -465,36 +444,30 @@ def run_loop(
         summary.torque_step_reversals = {j: float(v) for j, v in zip(names, fraction)}
         summary.chatter = chatter_warnings(names, fraction, limits.effort)
     summary.collision = detected
-    summary.comm_errors = dict(Counter(comm_errors())) if comm_errors else {}
+    summary.comm_errors = dict(collections.Counter(comm_errors())) if comm_errors else {}
     summary.saturated = saturated + (saturation_count() if saturation_count else 0)
     return summary
 
 
-@contextlib.contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """No cyclic garbage collection inside the loop: a full collection can take milliseconds.
-
-    The loop allocates only short-lived arrays freed by reference counting, so memory
-    stays flat; objects alive before the loop are frozen out of later collections.
-    """
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+def _watchdog_reason(failures: int, first: str, last: str) -> str:
+    """The stop reason of the watchdog: the first failure of the streak (its cause) and, if it differs,
+    the last."""
+    if failures == 1 or first == last:
+        return f"watchdog: {failures} consecutive failed reads (last: {last})"
+    return f"watchdog: {failures} consecutive failed reads (first: {first}; last: {last})"
 
 
-def _limit_breach(names: Sequence[str], limits: SafetyLimits, state: JointState) -> str:
-    """Describe the first joint outside its position or velocity limits ('' if none)."""
-    for i, name in enumerate(names):
-        q, v = state.q[i], state.dq[i]
-        if q < limits.lower[i] or q > limits.upper[i]:
-            return f"q.{name} = {q:.4g} outside [{limits.lower[i]:.4g}, {limits.upper[i]:.4g}]"
-        if abs(v) > limits.velocity[i]:
-            return f"dq.{name} = {v:.4g} beyond the velocity limit {limits.velocity[i]:.4g}"
-    return ""
+def _end_run(backend: JointInterface, config: LoopConfig, clean: bool, hold_cycles: int, held_until: str) -> str:
+    """Hand the arm over after a clean finish (``config.end``), else the backend's stop at once;
+    returns the summary's account of it. ``held_until``: what ended an open-ended hold."""
+    if not clean:
+        backend.disable()
+        return f"stopped: {backend.disable_action}"
+    if held_until:
+        backend.disable()
+        return f"held the last reference until {held_until} (no safe state to hand the arm to), then {backend.disable_action}"
+    held = f"held the last reference for {hold_cycles / config.rate_hz:.3g} s, then " if hold_cycles else ""
+    if config.end == "torque-off":
+        backend.disable()
+        return held + f"{backend.disable_action} (asked for: [control.end] then = \"torque-off\")"
+    return held + backend.hand_over()

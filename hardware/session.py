@@ -6,6 +6,7 @@ Shared by ``mbctl run`` and ``mbctl demo``; tests call it directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.config.control import EndSpec
 from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.optimal.controller import MpcController
 from mbctl.ctrl.tracking import TrackingController
@@ -29,8 +31,8 @@ from mbctl.hardware.cia402.canbus import udp_multicast_channel
 from mbctl.hardware.cia402.emulator import Cia402Emulator
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
-from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.dynamixel import DynamixelBus
+from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.interface import CommandMode, HardwareError, JointInterface
 from mbctl.hardware.loop import (
     Controller,
@@ -51,6 +53,7 @@ from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
 __all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "check_udp_channel", "START_TOLERANCE"]
 
 CANOPEN_WATCHDOG_FAILURES = 1  # failed CANopen exchanges that stop the loop
+LOCKSTEP_LATENCY_S = 0.1  # s: the serial adapter latency assumed against a lock-step emulator (reply timeout 202 ms)
 START_TOLERANCE = 0.05  # rad or m: the robot must start this close to the trajectory's first sample
 MPC = "mpc"  # the model predictive controller of mbctl.ctrl.optimal
 POSITION = "position"  # the law that sends the trajectory's positions as goals to position-mode drives
@@ -161,7 +164,9 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
             yield drives
         return
     actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
-    with emulator_process(robot, actuated_q0, 1.0 / options.rate_hz if options.lockstep else None) as port:
+    if options.lockstep:  # the emulator takes what time it needs: the reply timeout changes no result
+        bus = dataclasses.replace(bus, latency_s=LOCKSTEP_LATENCY_S)
+    with emulator_process(robot, actuated_q0, 1.0 / options.rate_hz if options.lockstep else None, _priority_below(options)) as port:
         with DynamixelBus(robot.actuated_names, bus, port=port, mode=_drive_mode(options)) as drives:
             yield drives
 
@@ -192,18 +197,25 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
     if interface == "virtual":
         bus.channel = channel = f"mbctl-emulated-{os.getpid()}-{id(bus)}"
         truth, _ = truth_model(robot)
-        with Cia402Emulator(config, TruthPlant(truth, q0=q0, period_s=period_s), channel=channel, lockstep_s=lockstep_s), bus:
+        # paced, the serving thread gets the priority an emulator process would (one below the loop's)
+        priority = None if options.lockstep or options.realtime_priority is None else options.realtime_priority - 1
+        with Cia402Emulator(config, TruthPlant(truth, q0=q0, period_s=period_s), channel=channel, lockstep_s=lockstep_s, realtime_priority=priority), bus:
             yield bus
         return
     if interface != "udp_multicast":
         raise InputError("an emulated CANopen bus is virtual (in this process) or udp_multicast (its own process)", field="--interface")
     if options.channel is None:
         bus.channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
-    extra = ["--bus", "canopen", "--interface", "udp_multicast", "--channel", bus.channel]
-    if not options.lockstep and options.realtime_priority is not None:
-        extra += ["--realtime-priority", str(options.realtime_priority - 1)]  # like the paced plant's process
+    extra = ["--bus", "canopen", "--interface", "udp_multicast", "--channel", bus.channel, *_priority_below(options)]
     with emulator_process(robot, actuated_q0, lockstep_s, extra), bus:
         yield bus
+
+
+def _priority_below(options: SessionOptions) -> list[str]:
+    """``mbctl emulate``'s priority option for a paced run: one below the loop's, like the paced plant's process."""
+    if options.lockstep or options.realtime_priority is None:
+        return []
+    return ["--realtime-priority", str(options.realtime_priority - 1)]
 
 
 def check_udp_channel(channel: str, *, given: bool = True) -> None:
@@ -285,7 +297,9 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     command = _drive_mode(options)
     # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry
     watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant == "canopen" else LoopConfig.watchdog_failures
-    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority, command=command, watchdog_failures=watchdog)
+    end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else EndSpec()
+    config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority,
+                        command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then)
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
     with open_backend(robot, options, q0) as backend:
         start = backend.read()

@@ -212,6 +212,11 @@ class TruthPlant:
                 self.full = self.stepper.step(self.full, generalized, h, goals)
         self.steps += steps
 
+    def brake(self) -> None:
+        """Holding brakes on every joint: the arm stops where it is (every velocity zero); the
+        caller stops stepping while they hold."""
+        self.full = PlantState(self.full.q, np.zeros_like(self.full.dq), self.full.s)
+
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """Positions and velocities of the actuated joints."""
         return self.full.q[self._actuated].copy(), self.full.dq[self._actuated].copy()

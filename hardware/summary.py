@@ -58,7 +58,8 @@ class RunSummary:
     fraction of cycles that reverse the command (:func:`chatter_warnings`); ``chatter``: a
     warning per chattering command. ``collision``: the collision detected, if any. ``mpc``: the
     model predictive controller's report (solver, updates, iterations per update, fallbacks,
-    solve-time percentiles in µs); empty for the other laws.
+    solve-time percentiles in µs); empty for the other laws. ``end``: how the run ended for the
+    drives (the end hold and the hand-over after a clean finish, or torque off after a stop).
     """
 
     cycles: int = 0
@@ -88,6 +89,7 @@ class RunSummary:
     chatter: list[str] = field(default_factory=list)
     collision: str = ""
     mpc: dict[str, float | int | str] = field(default_factory=dict)
+    end: str = ""
 
     @property
     def completed(self) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from test_dynamixel import Inertia, wait_until
 
+from mbctl.config.control import EndSpec
 from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
@@ -345,7 +346,8 @@ def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
         s = json.loads((tmp_path / f"{name}.json").read_text())
         assert r.code == 0 and s["stop_reason"] == "completed" and s["plant"] == "canopen", r.err
         logs[name] = np.load(tmp_path / f"{name}.npz")
-    assert np.array_equal(logs["process"]["q"], logs["thread"]["q"]) and logs["process"]["q"].shape == (200, 6)
+    held = round(EndSpec.hold_s * 1000)  # the end hold's cycles follow the trajectory's
+    assert np.array_equal(logs["process"]["q"], logs["thread"]["q"]) and logs["process"]["q"].shape == (200 + held, 6)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import casadi as ca
 import numpy as np
 import pytest
 
-from mbctl.config.control import MpcSpec
+from mbctl.config.control import EndSpec, MpcSpec
 from mbctl.ctrl.optimal.mpc import MpcWeights, update_function
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.hardware.session import SessionOptions, run_session
@@ -78,8 +78,9 @@ def test_lockstep_mpc_tracks_and_counts_forced_fallbacks(scara_reference, tmp_pa
     fail = None if fail_every is None else (lambda cycle: cycle % fail_every == 1)
     summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True, mpc_fail=fail), tmp_path / "run.npz")
     report = summary.mpc
-    assert summary.stop_reason.startswith("completed") and summary.cycles == 500
-    assert report["updates"] == 501  # the loop calls the law once before it turns torque on
+    cycles = 500 + round(EndSpec.hold_s * 1000)  # the move, then the end hold
+    assert summary.stop_reason.startswith("completed") and summary.cycles == cycles
+    assert report["updates"] == cycles + 1  # the loop calls the law once before it turns torque on
     expected = 0 if fail_every is None else sum(1 for c in range(report["updates"]) if c % fail_every == 1)
     assert report["fallbacks"] == expected
     assert summary.completed and summary.clean == (expected == 0)
@@ -108,11 +109,12 @@ def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
     log, summary = tmp_path / "run.npz", tmp_path / "run.json"
     r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "mpc", "--log", log, "--summary", summary)
     assert r.code == 0, r.err
-    assert "mpc: riccati (clamped Gauss-Newton, 20 knots of 0.01 s); 501 updates" in r.out and "fallbacks 0" in r.out
+    updates = 501 + round(EndSpec.hold_s * 1000)  # a warm-up call, the move, the end hold
+    assert f"mpc: riccati (clamped Gauss-Newton, 20 knots of 0.01 s); {updates} updates" in r.out and "fallbacks 0" in r.out
     import json
 
     report = json.loads(summary.read_text())["mpc"]
-    assert report["updates"] == 501 and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
+    assert report["updates"] == updates and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
 
 
 def test_model_step_lands_on_the_reference_and_predicts_the_plant(scara_reference):

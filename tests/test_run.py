@@ -14,6 +14,7 @@ import pytest
 from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 
 import mbctl.hardware.session as session
+from mbctl.config.control import EndSpec
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import InputError
@@ -38,11 +39,12 @@ def test_lockstep_run_on_the_simulated_plant(cli, configs, scara_traj, tmp_path)
     r = cli("run", configs / "scara.toml", "--trajectory", scara_traj, "--lockstep", "--log", log, "--summary", summary, "--plot", tmp_path / "run.png")
     assert r.code == 0, r.err
     s = json.loads(summary.read_text())
-    assert SUMMARY_KEYS <= set(s) and s["stop_reason"] == "completed" and s["clean"] and s["cycles"] == 1200
+    cycles = 1200 + round(EndSpec.hold_s * 1000)  # the move, then the end hold
+    assert SUMMARY_KEYS <= set(s) and s["stop_reason"] == "completed" and s["clean"] and s["cycles"] == cycles
     assert max(s["tracking_rms"][j] for j in ("j1", "j2", "j3")) < 2e-3  # rad
     assert s["tracking_rms"]["j4"] < 6e-3  # m: the unmodelled 0.1 kg payload sags the quill
     data = np.load(log)
-    assert data["q"].shape == (1200, 4) and np.isfinite(data["tau"]).all()
+    assert data["q"].shape == (cycles, 4) and np.isfinite(data["tau"]).all()
     again = tmp_path / "again.npz"
     assert cli("run", configs / "scara.toml", "--trajectory", scara_traj, "--lockstep", "--log", again, "--summary", tmp_path / "a.json").code == 0
     assert np.array_equal(np.load(again)["q"], data["q"])  # lock-step is deterministic
@@ -68,7 +70,7 @@ def test_same_controller_over_the_emulated_dynamixel_bus(cli, configs, tmp_path)
         r = cli("run", tmp_path / "scara.toml", "--trajectory", tmp_path / "slow.csv", "--plant", "dynamixel", "--emulate", "--lockstep", "--duration", "0.5", "--log", log, "--summary", summary)
         s = json.loads(summary.read_text())
         assert r.code == 0 and s["stop_reason"] == "completed", s["stop_reason"]
-        assert s["cycles"] == 500 and s["failed_reads"] == 0 and s["plant"] == "dynamixel"
+        assert s["cycles"] == 500 + round(EndSpec.hold_s * 1000) and s["failed_reads"] == 0 and s["plant"] == "dynamixel"
         logs.append(np.load(log))
     assert np.array_equal(logs[0]["q"], logs[1]["q"]) and np.array_equal(logs[0]["tau"], logs[1]["tau"])
     error = logs[0]["q"] - logs[0]["q_ref"]

@@ -113,7 +113,7 @@ def build_step(
     inputs, names = [x, o, q_meas, dq_meas, tau, h], list(STEP_INPUTS)
     if parameters is not None:
         inputs, names = [*inputs, parameters], [*names, "p"]
-    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.name}", inputs, outputs, names, list(STEP_OUTPUTS))
+    return ca.Function(f"estimate_{kind.replace('-', '_')}_{model.robot.ident}", inputs, outputs, names, list(STEP_OUTPUTS))
 
 
 def initial_state(model: EstimationModel, q: np.ndarray, dq: np.ndarray, momentum: ca.Function) -> tuple[np.ndarray, np.ndarray]:

@@ -310,7 +310,7 @@ class PlanarFlexibleModel:
         self.stiffness_matrix, self.damping_matrix = np.zeros((self.n, self.n)), np.zeros((self.n, self.n))
         if stiff:
             self.stiffness_matrix[block], self.damping_matrix[block] = scipy.linalg.block_diag(*K_s), scipy.linalg.block_diag(*D_s)
-        self.kkt = ca.Function(f"planar_{robot.name}_{self.n}_kkt", [q], [M, A], ["q"], ["M", "A"])
+        self.kkt = ca.Function(f"planar_{robot.ident}_{self.n}_kkt", [q], [M, A], ["q"], ["M", "A"])
         self._sx = {"q": q, "v": v, "h": h}
         self.terms = ca.Function("planar_terms", [q, v], [M, h, Qd, Phi, A, b, T, V], ["q", "v"], ["M", "h", "Qd", "Phi", "A", "b", "T", "V"])
         # the right-hand side: the KKT system by a Cholesky factorization of M (its zeros, three
@@ -324,7 +324,7 @@ class PlanarFlexibleModel:
         lam = ca.solve(Ax @ MinvAt, Ax @ a0 - bx) if self.m else ca.SX(0, 1)
         a = a0 - MinvAt @ lam if self.m else a0
         out = ca.cse(ca.vertcat(vx, a, lam, Phix))
-        name = f"planar_{robot.name}_{self.n}"
+        name = f"planar_{robot.ident}_{self.n}"
         n2, m = 2 * self.n, self.m
         self.rhs = ca.Function(f"{name}_rhs", [x, u], [out[:n2], out[n2 : n2 + m], out[n2 + m :]], ["x", "u"], ["xdot", "lam", "phi"])
         # the same with the force interpolated linearly over [t_a, t_b], the form the ROS2 steps take

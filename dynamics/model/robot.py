@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -120,6 +121,13 @@ class RobotModel:
     @cached_property
     def actuated_names(self) -> tuple[str, ...]:
         return tuple(j.name for j in self.joints if j.actuated)
+
+    @property
+    def ident(self) -> str:
+        """The name as an identifier of generated code (letters, digits, single underscores):
+        a file ``my-arm.toml`` gives ``my_arm``."""
+        ident = re.sub(r"[^A-Za-z0-9]+", "_", self.name).strip("_") or "robot"
+        return ident if ident[0].isalpha() else f"r_{ident}"
 
     def joint(self, name: str) -> Joint:
         """The joint called ``name``.

@@ -209,7 +209,7 @@ def constraint_kinematics_function(system: ConstrainedDynamics) -> ca.Function:
     t, q, dq = ca.SX.sym("t"), ca.SX.sym("q", nv), ca.SX.sym("dq", nv)
     rows = constraint_rows(system, SymbolicDynamics(system.robot), t, q, dq)
     outputs = [rows.phi, rows.jac, rows.phi_t, rows.gamma]
-    return ca.Function(f"constraint_kinematics_{system.robot.name}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
+    return ca.Function(f"constraint_kinematics_{system.robot.ident}", [t, q, dq], outputs, ["t", "q", "dq"], ["phi", "jac", "phi_t", "gamma"])
 
 
 def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
@@ -218,7 +218,7 @@ def _functions(system: ConstrainedDynamics) -> tuple[ca.Function, ca.Function]:
     setup = system._setup
     square = setup is not None and setup.orientation and len(setup.kept) == system.robot.nv
     e["det"] = ca.det(e["jac"][[int(k) for k in setup.kept], :]) if square else ca.SX(0.0)
-    name = system.robot.name
+    name = system.robot.ident
     rhs = ca.Function(f"rhs_{name}", [t, x, p], [e["xdot"]], ["t", "x", "p"], ["xdot"])
     return rhs, ca.Function(f"diagnostics_{name}", [t, x, p], [e[k] for k in DIAGNOSTICS], ["t", "x", "p"], list(DIAGNOSTICS))
 

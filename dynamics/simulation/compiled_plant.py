@@ -117,4 +117,4 @@ def _plant_function(robot: RobotModel, servo_stepper, forces, steps: int, v_smoo
     repeated = (ca.repmat(e, 1, steps) for e in (tau_in, h_in, *extra_in, p_in))
     out = many(ca.vertcat(q_in, dq_in, z_in), *repeated)
     names = (["q", "dq", "s", "tau", "h", *(["goal", "on"] if nk else []), "p"], ["q_next", "dq_next", "s_next"])
-    return ca.Function(f"plant{steps}_{robot.name}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in, p_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)
+    return ca.Function(f"plant{steps}_{robot.ident}", [q_in, dq_in, z_in, tau_in, h_in, *extra_in, p_in], [out[:nv], out[nv : 2 * nv], out[2 * nv :]], *names)

@@ -22,9 +22,15 @@ Every fault stops the loop (which then calls :meth:`disable`):
 - an EMCY message, a statusword with the Fault bit, or a statusword that left Operation
   Enabled (:class:`DriveStateFault`, a :class:`~mbctl.hardware.interface.DriveFault`).
 
-:meth:`disable` sends quick stop (controlword 0x0002, target torque 0) to every drive by
-RPDO, followed by a SYNC, twice; what a drive does next is its quick stop option code's
-(0x605A) business.
+:meth:`disable` (a stop) sends quick stop (controlword 0x0002, target torque 0) to every
+drive by RPDO, followed by a SYNC, twice: each drive stops as its quick stop option code
+(0x605A) says. :meth:`hand_over` (a clean finish, after the loop's hold) sends disable operation
+(controlword 0x0007) the same way: each drive leaves Operation Enabled as its disable operation
+option code (0x605C) says (slow down on its ramp, then the power stage off). Either way a drive
+with a holding brake engages it once its power stage is off (the emulated drives do).
+
+Sample times: the drives sample their TPDOs at the SYNC, so :attr:`JointState.t` is the instant
+the SYNC was sent, on ``clock`` (paced) or in SYNC periods (lock-step).
 
 Heartbeat ages are measured on ``clock`` (s), or, without one (lock-step runs), in SYNC
 periods of ``cycle_s``.
@@ -34,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -44,6 +49,7 @@ import canopen
 import numpy as np
 
 from mbctl.errors import ConfigError
+from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
     CYCLE_PERIOD,
@@ -74,7 +80,6 @@ from mbctl.hardware.cia402.objects import (
     rpdo_struct,
     state_of,
 )
-from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.interface import (
     CommandMode,
@@ -167,6 +172,8 @@ class Cia402Bus(JointInterface):
         self.cycle_s = cycle_s
         self.pdo_timeout_s = pdo_timeout_s or config.pdo_timeout_s or 0.9 * cycle_s
         self.clock = clock
+        # paced, the drives act on an RPDO at the SYNC after it; the lock-step emulator applies it before stepping
+        self.command_delay_cycles = 0 if clock is None else 1
         self.sdo_timeout_s = sdo_timeout_s
         self.transition_timeout_s = transition_timeout_s
         self.comm_errors: Counter[str] = Counter()
@@ -187,6 +194,7 @@ class Cia402Bus(JointInterface):
         self._last_heartbeat = [0.0] * n
         self._targets = [0] * n  # last targets sent (per mille or increments): quick stop holds them in CSP
         self._syncs = 0
+        self._handed_over = False
         self._operational = False
         self._enabled = False
         self._controlword = int(Command.SHUTDOWN)
@@ -323,6 +331,7 @@ class Cia402Bus(JointInterface):
                     self._await_state(k, command, state)
         self._controlword = int(Command.ENABLE_OPERATION)
         self._enabled = True
+        self._handed_over = False
         self._last_heartbeat = [self._now()] * len(self._ids)
 
     def _await_state(self, k: int, command: Command, state: State) -> None:
@@ -335,16 +344,35 @@ class Cia402Bus(JointInterface):
                 raise DriveStateFault(self.joint_names[k], statusword, f"refused {command.name.lower().replace('_', ' ')}: still {describe_state(statusword)}, not {state.label}")
             time.sleep(1e-3)
 
+    sample_clock = True
+    disable_action = "quick stop (controlword 0x0002): each drive stops as its quick stop option code 0x605A says, its brake holding where fitted"
+    """What :meth:`disable` does, for the run summary."""
+
     def disable(self) -> None:
-        """Quick stop to every drive (RPDO, then SYNC), twice; never raises."""
+        """Quick stop to every drive (RPDO, then SYNC), twice; never raises. After :meth:`hand_over`,
+        nothing: the drives stay as it left them."""
+        if not self._handed_over:
+            self._send_all(Command.QUICK_STOP)
+
+    def hand_over(self) -> str:
+        """Disable operation to every drive (RPDO, then SYNC), twice; never raises."""
+        if not self._send_all(Command.DISABLE_OPERATION):
+            self.disable()
+            return "torque off: the bus was gone before the hand-over"
+        self._handed_over = True
+        return "disable operation (controlword 0x0007): each drive stops as its disable operation option code 0x605C says, its brake holding where fitted"
+
+    def _send_all(self, command: Command) -> bool:
+        """``command`` to every drive by RPDO (zero torque in CST, the last targets in CSP), then a
+        SYNC, twice; False if the bus is not open."""
         self._enabled = False
-        self._controlword = int(Command.QUICK_STOP)
+        self._controlword = int(command)
         if self._bus is None or not self._operational:
-            return
+            return False
         hold = self.config.mode is Mode.CSP
         for _ in range(2):
             for k, msg in enumerate(self._rx):
-                self._rpdo.pack_into(msg.data, 0, int(Command.QUICK_STOP), self._targets[k] if hold else 0)
+                self._rpdo.pack_into(msg.data, 0, int(command), self._targets[k] if hold else 0)
                 try:
                     self._bus.send(msg)
                 except _CAN_ERRORS:
@@ -353,6 +381,7 @@ class Cia402Bus(JointInterface):
                 self._bus.send(self._sync)
             except _CAN_ERRORS:
                 pass
+        return True
 
     def _dispatch(self, msg: can.Message, in_cycle: bool) -> int:
         """Take one received frame; returns 1 for an awaited TPDO of this cycle."""
@@ -405,6 +434,7 @@ class Cia402Bus(JointInterface):
                 got[i] = 0
             self._send(self._sync)
             self._syncs += 1
+            sampled = self._now()  # the drives sample at the SYNC
             remaining = len(got)
             deadline = time.perf_counter() + self.pdo_timeout_s
             while remaining:
@@ -426,7 +456,7 @@ class Cia402Bus(JointInterface):
                 raise self._fail("heartbeat", f"{self._who(k)}: no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
         u = self.units
         return JointState(
-            t=now,
+            t=sampled,
             q=u.q_from_counts(np.array(self._position, dtype=float)),
             dq=u.dq_from_counts(np.array(self._velocity, dtype=float)),
             effort=u.effort_from_permille(np.array(self._torque, dtype=float)),

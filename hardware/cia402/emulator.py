@@ -12,7 +12,8 @@ reset; SYNC-driven synchronous PDOs (RPDOs applied at the next SYNC, TPDOs sent 
 SYNC); the 402 state machine (Shutdown, Switch On, Enable Operation, Disable Voltage,
 Quick Stop, Fault Reset); CST (the target torque, limited to max torque) and CSP (a PD
 stand-in for the drive's position loop, motor side, limited to max torque); heartbeats;
-EMCY on a fault.
+EMCY on a fault; holding brakes: while no drive is in Operation Enabled (before the enable, after
+a quick stop, a fault or the hand-over's disable operation) the arm stands still.
 
 Fault injection (:class:`Cia402Faults`, seeded): TPDOs dropped, delayed by one cycle or
 sent with a wrong length; heartbeats stopped; state transitions refused; and by method,
@@ -36,15 +37,16 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import can
 import canopen
 import numpy as np
 
 from mbctl.hardware.cia402.canbus import open_can_bus
+from mbctl.hardware.cia402.emulated_drive import Cia402Faults, Cia402Stats, CspGains, EmulatedDrive
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
+    CYCLE_PERIOD,
     ERROR_CODE,
     HEARTBEAT_TIME,
     MAX_TORQUE,
@@ -64,81 +66,16 @@ from mbctl.hardware.cia402.objects import (
 )
 from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.emulator import TorquePlant
+from mbctl.hardware.realtime import realtime_priority
 
 __all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats"]
 
 _STATUSWORD = {s: s.value[1] | 0x0200 for s in State}  # bit 9: remote
 _STATUSWORD[State.OPERATION_ENABLED] |= 0x10  # voltage enabled
-MAX_CATCH_UP_S = 0.005  # s: a longer gap between SYNCs is skipped, not simulated at once (a burst would delay the TPDOs)
+MAX_CATCH_UP_S = 0.005  # s: a longer gap between SYNCs is skipped, not simulated at once (a burst would delay the TPDOs) ...
+CATCH_UP_PERIODS = 3  # ... unless it is within this many communication cycles (0x1006): a late SYNC is simulated whole
 _FMT = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H", (32, True): "l", (32, False): "L"}
 _SIGNED = {MODES, MODES_DISPLAY, POSITION_ACTUAL, VELOCITY_ACTUAL, TARGET_TORQUE, TORQUE_ACTUAL, TARGET_POSITION}
-
-
-@dataclass
-class Cia402Faults:
-    """Fault injection (probabilities per TPDO, seeded), on the drives ``nodes`` (None: all).
-
-    Attributes:
-        drop_tpdo: Probability that a TPDO is not sent.
-        delay_tpdo: Probability that a TPDO is held back until the next SYNC.
-        corrupt_tpdo: Probability that a TPDO is sent one byte short.
-        stop_heartbeat: No more heartbeats.
-        refuse_transitions: Controlword commands leave the state as it is.
-        nodes: Node IDs the faults apply to.
-        seed: Random seed.
-    """
-
-    drop_tpdo: float = 0.0
-    delay_tpdo: float = 0.0
-    corrupt_tpdo: float = 0.0
-    stop_heartbeat: bool = False
-    refuse_transitions: bool = False
-    nodes: tuple[int, ...] | None = None
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class CspGains:
-    """The emulated drives' position loop in CSP, motor side: N·m/rad and N·m·s/rad."""
-
-    kp_Nm_per_rad: float = 0.5
-    kd_Nm_s_per_rad: float = 0.005
-
-
-@dataclass
-class Cia402Stats:
-    """What the emulator sent and dropped."""
-
-    syncs: int = 0
-    tpdos: int = 0
-    dropped: int = 0
-    delayed: int = 0
-    corrupted: int = 0
-    heartbeats: int = 0
-    emcys: int = 0
-    slipped_s: float = 0.0
-
-
-@dataclass
-class _Drive:
-    """One emulated drive: NMT and 402 state, set-points and PDO layouts."""
-
-    node_id: int
-    node: canopen.LocalNode
-    nmt: int = 0x7F
-    state: State = State.SWITCH_ON_DISABLED
-    controlword: int = 0
-    mode: int = 0
-    target_torque: int = 0
-    target_position: int = 0
-    max_torque: int = 1000
-    error_code: int = 0
-    heartbeat_ms: int = 0
-    torque_permille: float = 0.0
-    rpdo: dict[int, tuple[struct.Struct, tuple[int, ...]]] = field(default_factory=dict)
-    tpdo: list[tuple[int, struct.Struct, tuple[int, ...]]] = field(default_factory=list)
-    pending: bytes | None = None
-    next_heartbeat: float = 0.0
 
 
 class Cia402Emulator:
@@ -154,6 +91,9 @@ class Cia402Emulator:
         clock: Time source (s) when not in lock-step.
         lockstep_s: Lock-step: advance the plant by this much (s) on a SYNC that follows
             new set-points, and only then (None: follow the clock).
+        realtime_priority: ``SCHED_FIFO`` priority of the serving thread, if the OS grants it
+            (None: the starting thread's policy). In a paced host's own process the thread needs it:
+            at normal priority on a busy machine it woke up to 6 ms after a SYNC.
     """
 
     def __init__(
@@ -168,6 +108,7 @@ class Cia402Emulator:
         step_s: float = 5e-4,
         clock: Callable[[], float] = time.monotonic,
         lockstep_s: float | None = None,
+        realtime_priority: int | None = None,
     ):
         if lockstep_s is not None and not lockstep_s > 0:
             raise ValueError(f"lock-step period must be > 0 s, got {lockstep_s}")
@@ -181,8 +122,9 @@ class Cia402Emulator:
         self.step_s = step_s
         self.clock = clock
         self.lockstep_s = lockstep_s
+        self.realtime_priority = realtime_priority
         self.stats = Cia402Stats()
-        self.drives: list[_Drive] = []
+        self.drives: list[EmulatedDrive] = []
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -192,6 +134,7 @@ class Cia402Emulator:
         self._delayed: list[can.Message] = []
         self._new_setpoints = False
         self._t = 0.0
+        self._catch_up_s = MAX_CATCH_UP_S
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Cia402Emulator:
@@ -216,7 +159,7 @@ class Cia402Emulator:
             self._network.unsubscribe(0, node.nmt.on_command)
             node._write_callbacks.remove(node.nmt.on_write)
             node.sdo.download(RATED_TORQUE, 0, struct.pack("<L", round(u.rated_torque_Nm[k] * 1e3)))
-            drive = _Drive(nid, node)
+            drive = EmulatedDrive(nid, node)
             node.add_read_callback(lambda index, subindex, od, d=drive: self._object(d, index))
             node.add_write_callback(lambda index, subindex, od, data, d=drive: self._written(d, index, od, data))
             self.drives.append(drive)
@@ -257,7 +200,7 @@ class Cia402Emulator:
         return self.drives[joint_index].state
 
     # -- object dictionary -------------------------------------------------------------------
-    def _object(self, d: _Drive, index: int) -> int | None:
+    def _object(self, d: EmulatedDrive, index: int) -> int | None:
         """Live values read by SDO (None: the stored value)."""
         if index == STATUSWORD:
             return _STATUSWORD[d.state]
@@ -266,7 +209,7 @@ class Cia402Emulator:
         return {ERROR_CODE: d.error_code, MODES_DISPLAY: d.mode, MODES: d.mode, CONTROLWORD: d.controlword,
                 TARGET_TORQUE: d.target_torque, TARGET_POSITION: d.target_position, MAX_TORQUE: d.max_torque}.get(index)
 
-    def _written(self, d: _Drive, index: int, od: object, data: bytes) -> None:
+    def _written(self, d: EmulatedDrive, index: int, od: object, data: bytes) -> None:
         value = od.decode_raw(data)
         if index == CONTROLWORD:
             self._command(d, value)
@@ -281,11 +224,13 @@ class Cia402Emulator:
         elif index == HEARTBEAT_TIME:
             d.heartbeat_ms = value
             d.next_heartbeat = self._t
+        elif index == CYCLE_PERIOD:
+            self._catch_up_s = max(MAX_CATCH_UP_S, CATCH_UP_PERIODS * value * 1e-6)
 
-    def _affected(self, d: _Drive) -> bool:
+    def _affected(self, d: EmulatedDrive) -> bool:
         return self.faults.nodes is None or d.node_id in self.faults.nodes
 
-    def _command(self, d: _Drive, cw: int) -> None:
+    def _command(self, d: EmulatedDrive, cw: int) -> None:
         """The 402 state machine's transitions for controlword ``cw``."""
         rising_reset = cw & 0x80 and not d.controlword & 0x80
         d.controlword = cw
@@ -309,7 +254,7 @@ class Cia402Emulator:
         if d.state is not State.OPERATION_ENABLED:
             d.torque_permille = 0.0
 
-    def _pdo_layouts(self, d: _Drive) -> None:
+    def _pdo_layouts(self, d: EmulatedDrive) -> None:
         """The PDOs the host mapped by SDO (valid COB-IDs only)."""
         d.rpdo, d.tpdo = {}, []
         for comm, mapping, receive in ((0x1400, 0x1600, True), (0x1800, 0x1A00, False)):
@@ -358,11 +303,25 @@ class Cia402Emulator:
         self.plant.step(self.units.effort_from_permille(permille), dt)
         self._t += dt
 
+    def _braked(self) -> bool:
+        """Every drive's power stage off: their holding brakes hold the arm (the plant stands still)."""
+        if any(d.state is State.OPERATION_ENABLED and d.nmt == 0x05 for d in self.drives):
+            return False
+        brake = getattr(self.plant, "brake", None)
+        if brake is not None:
+            brake()
+        return True
+
     def _advance_to(self, t: float) -> None:
         """Run the plant up to ``t`` (s) in chunks of at most ``step_s``. After a pause of the SYNCs
-        longer than ``MAX_CATCH_UP_S`` (start-up by SDO, a stalled host) the plant skips the gap
+        longer than ``MAX_CATCH_UP_S`` or :data:`CATCH_UP_PERIODS` cycles (start-up by SDO, a stalled
+        host) the plant skips the gap; a SYNC a little late (a host's wake-up) is simulated whole, or
+        the plant would fall behind the host's clock
         instead of running it all at once (counted in ``stats.slipped_s``)."""
-        if t - self._t > MAX_CATCH_UP_S:
+        if self._braked():
+            self._t = t
+            return
+        if t - self._t > self._catch_up_s:
             self.stats.slipped_s += t - self._t - self.step_s
             self._t = t - self.step_s
         while t - self._t > 1e-9:
@@ -370,11 +329,13 @@ class Cia402Emulator:
 
     def _advance_lockstep(self) -> None:
         """One lock-step period: one step of the plant in CST, equal chunks of at most ``step_s`` in CSP."""
+        if self._braked():
+            return
         chunks = 1 if all(d.mode == Mode.CST for d in self.drives) else max(1, math.ceil(self.lockstep_s / self.step_s - 1e-9))
         for _ in range(chunks):
             self._step(self.lockstep_s / chunks)
 
-    def _sample(self, d: _Drive) -> dict[int, int]:
+    def _sample(self, d: EmulatedDrive) -> dict[int, int]:
         k = self.drives.index(d)
         q, dq = self.plant.state()
         u = self.units
@@ -397,6 +358,10 @@ class Cia402Emulator:
 
     def _serve(self) -> None:
         """Answer frames at once; between them, send heartbeats that fall due on the clock."""
+        with realtime_priority(self.realtime_priority):
+            self._answer()
+
+    def _answer(self) -> None:
         while not self._stop.is_set():
             try:
                 msg = self._bus.recv(0.01)
@@ -415,7 +380,9 @@ class Cia402Emulator:
                 if data[1] in (0, d.node_id):
                     self._nmt(d, data[0])
         elif cob == SYNC_ID:
-            self._sync()
+            # a drive samples when the SYNC arrives; this thread may take it up later (the host's
+            # interpreter lock, the scheduler), so the plant is sampled at the frame's time stamp
+            self._sync(max(0.0, time.time() - msg.timestamp) if msg.timestamp else 0.0)
         elif 0x600 < cob <= 0x67F:
             self._network.notify(cob, data, msg.timestamp)
         else:
@@ -424,7 +391,7 @@ class Cia402Emulator:
                     d.pending = data
                     self._new_setpoints = True
 
-    def _nmt(self, d: _Drive, command: int) -> None:
+    def _nmt(self, d: EmulatedDrive, command: int) -> None:
         if command == 0x01:
             self._pdo_layouts(d)
             d.nmt = 0x05
@@ -449,7 +416,8 @@ class Cia402Emulator:
                         d.target_position = value
             d.pending = None
 
-    def _sync(self) -> None:
+    def _sync(self, age_s: float = 0.0) -> None:
+        """One SYNC, received ``age_s`` seconds ago."""
         self.stats.syncs += 1
         if self.lockstep_s is not None:
             self._apply_rpdos()
@@ -458,7 +426,7 @@ class Cia402Emulator:
             self._new_setpoints = False
             now = self.stats.syncs * self.lockstep_s
         else:
-            now = self.clock()
+            now = self.clock() - min(age_s, self._catch_up_s)
             self._advance_to(now)
             self._apply_rpdos()
         self._heartbeats(now)

@@ -94,6 +94,7 @@ class Command(enum.IntEnum):
     QUICK_STOP = 0x0002
     SHUTDOWN = 0x0006
     SWITCH_ON = 0x0007
+    DISABLE_OPERATION = 0x0007  # the same word: from Operation Enabled it leads back to Switched On
     ENABLE_OPERATION = 0x000F
     FAULT_RESET = 0x0080
 

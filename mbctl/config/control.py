@@ -38,6 +38,9 @@ dq = 50.0                                # s²/rad²: velocity weight (default 2
 tau = 1.0e-3                             # 1/(N·m)²: the torque's departure from the feed-forward (default: q / bandwidth⁴ on M⁻¹ times it)
 terminal = 10.0                          # factor on the last knot's state weights
 budget = 0.8                             # fraction of the control period an update may take
+[control.end]                            # a clean finish (a stop is torque off at once)
+hold_s = 0.2                             # s: the controller holds the last reference this long
+then = "hand-over"                       # hand-over (the drives' own safe state: brakes, a holding controller) | torque-off
 ```
 
 Values given per joint stay keyed by joint name here; the controller checks the
@@ -58,6 +61,8 @@ __all__ = [
     "REACTIONS",
     "VELOCITY_ESTIMATORS",
     "CollisionSpec",
+    "END_ACTIONS",
+    "EndSpec",
     "MpcSpec",
     "MPC_SOLVERS",
     "OBJECTIVES",
@@ -75,7 +80,9 @@ PerJoint = float | dict[str, float]
 
 JOINT_LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
 """The joint-space control laws (:mod:`mbctl.ctrl.controllers`)."""
-CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision", "mpc")
+CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision", "mpc", "end")
+END_ACTIONS = ("hand-over", "torque-off")
+END_KEYS = ("hold_s", "then")
 FRICTION_VELOCITIES = ("desired", "measured")
 VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
 """Where the laws' velocity comes from (:mod:`mbctl.ctrl.estimation`): the backend's as it is, a
@@ -157,6 +164,18 @@ class MpcSpec:
 
 
 @dataclass(frozen=True)
+class EndSpec:
+    """``[control.end]``, the end of a clean run: the controller holds the last reference for
+    ``hold_s`` (s), ``then`` hands the arm to the drives' own safe state (``"hand-over"``: CiA 402
+    drives through their state machine to their brakes, servos to their own position hold, a ROS 2
+    arm to a holding controller) or turns torque off (``"torque-off"``: under gravity the arm falls
+    unless brakes hold it)."""
+
+    hold_s: float = 0.2
+    then: str = "hand-over"
+
+
+@dataclass(frozen=True)
 class ControlSpec:
     """The ``[control]`` table, parsed.
 
@@ -170,6 +189,7 @@ class ControlSpec:
         velocity_cutoff_hz: Its bandwidth (Hz).
         collision: The momentum observer's detection settings, or None: it observes, never detects.
         mpc: The model predictive controller's settings (defaults without the table).
+        end: The end of a clean run.
         file: The robot TOML, for errors found against the robot (None: built in Python).
     """
 
@@ -182,6 +202,7 @@ class ControlSpec:
     velocity_cutoff_hz: float = 40.0
     collision: CollisionSpec | None = None
     mpc: MpcSpec = field(default_factory=MpcSpec)
+    end: EndSpec = field(default_factory=EndSpec)
     file: Path | None = None
 
 
@@ -261,6 +282,14 @@ def _mpc(t: Table) -> MpcSpec:
     )
 
 
+def _end(t: Table) -> EndSpec:
+    t.only(END_KEYS)
+    hold = t.number("hold_s", EndSpec.hold_s)
+    if not 0 <= hold < math.inf:
+        raise t.error("hold_s", f"must be >= 0 s, got {hold:g}")
+    return EndSpec(hold_s=hold, then=t.string("then", EndSpec.then, choices=END_ACTIONS))
+
+
 def parse_control(t: Table) -> ControlSpec:
     """Parse the ``[control]`` table.
 
@@ -279,5 +308,6 @@ def parse_control(t: Table) -> ControlSpec:
         velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else ControlSpec.velocity_cutoff_hz,
         collision=_collision(t.table("collision")) if "collision" in t else None,
         mpc=_mpc(t.table("mpc")) if "mpc" in t else MpcSpec(),
+        end=_end(t.table("end")) if "end" in t else EndSpec(),
         file=t.file,
     )

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bus", choices=("dynamixel", "canopen"), default="dynamixel", help="the drives emulated (default dynamixel)")
     p.add_argument("--interface", choices=("udp_multicast", "virtual"), default="udp_multicast", help="canopen: python-can interface (default udp_multicast, on loopback)")
     p.add_argument("--channel", help="canopen: GROUP:PORT of udp_multicast (default 239.74.163.2:43113), or the virtual channel")
-    p.add_argument("--realtime-priority", type=int, help="canopen: serve the bus under SCHED_FIFO at this priority (1-99), if the OS allows it")
+    p.add_argument("--realtime-priority", type=int, help="serve the bus under SCHED_FIFO at this priority (1-99), if the OS allows it")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
     p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply (canopen: a TPDO)")
     p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC (canopen: a TPDO one byte short)")
@@ -49,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
     q0 = initial_positions(robot, args)
     faults = Faults(drop_reply=args.drop, corrupt_crc=args.corrupt, garbage=args.garbage, delay_s=args.delay_ms * 1e-3, seed=args.seed)
     done = stop_event()
-    with DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing, lockstep_s=args.lockstep_period) as emulator:
+    from mbctl.hardware.loop_support import no_gc_pauses
+    from mbctl.hardware.realtime import realtime_priority
+
+    # as for CANopen below: a paced host gets its replies in time on a busy machine
+    with realtime_priority(args.realtime_priority), no_gc_pauses(), DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing, lockstep_s=args.lockstep_period) as emulator:
         ids = ", ".join(f"{name}: ID {i}" for name, i in zip(robot.actuated_names, bus.units.ids))
         print(f"emulating {len(bus.units.ids)} servos ({ids}) on {emulator.port_name}", flush=True)
         print("stop with Ctrl-C", flush=True)
@@ -86,6 +90,7 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     from mbctl.hardware.cia402.canbus import UDP_DEFAULT_CHANNEL
     from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
     from mbctl.hardware.cia402.units import canopen_config
+    from mbctl.hardware.loop_support import no_gc_pauses
     from mbctl.hardware.realtime import realtime_priority
     from mbctl.hardware.session import check_udp_channel
 
@@ -98,8 +103,9 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     faults = Cia402Faults(drop_tpdo=args.drop, corrupt_tpdo=args.corrupt, seed=args.seed)
     done = stop_event()
     plant = TruthPlant(truth, q0=q0, period_s=args.lockstep_period)
-    # the serving thread inherits the scheduling policy: a paced host then gets its TPDOs in time on a busy machine
-    with realtime_priority(args.realtime_priority) as scheduling, Cia402Emulator(config, plant, interface=args.interface, channel=channel, faults=faults, lockstep_s=args.lockstep_period) as emulator:
+    # the serving thread inherits the scheduling policy: a paced host then gets its TPDOs in time on a busy
+    # machine; no collector pauses of milliseconds between a SYNC and its TPDOs
+    with realtime_priority(args.realtime_priority) as scheduling, no_gc_pauses(), Cia402Emulator(config, plant, interface=args.interface, channel=channel, faults=faults, lockstep_s=args.lockstep_period) as emulator:
         nodes = ", ".join(f"{name}: node {i}" for name, i in zip(robot.actuated_names, config.units.node_ids))
         print(f"emulating {len(robot.actuated_names)} CiA 402 drives ({nodes}) on {channel} ({args.interface}; {scheduling})", flush=True)
         print("stop with Ctrl-C", flush=True)

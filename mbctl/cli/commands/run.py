@@ -230,6 +230,8 @@ def format_run(s: RunSummary) -> str:
         lines.append(f"sensing: {s.sensing}")
     if s.estimation:
         lines.append(f"estimation: {s.estimation}")
+    if s.end:
+        lines.append(f"end: {s.end}")
     if s.torque_step_rms:
         lines.append("torque step rms: " + ", ".join(f"{j} {v:.3g}" for j, v in s.torque_step_rms.items()) + " per cycle")
     if s.tracking_rms:
