@@ -128,7 +128,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
                    help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
     for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
-        o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... (overrides the robot's)")
+        default = "overrides the run's limit; the margin scales it" if name in ("velocity-limit", "torque-limit") else "default: none"
+        o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... ({default})")
     o.add_argument("--solver", choices=("reachability", "highs"), default="reachability", help="linear solves: TOPP-RA passes (default) or HiGHS LP")
 
     p2p = kinds.add_parser(
