@@ -147,3 +147,17 @@ def test_ocp_plans_to_the_control_effort(cli, configs, tmp_path):
         peaks[name] = float(np.abs(feedforward(robot, read_trajectory(out, robot.joint_names)).dynamics.tau[:, 0]).max())
     assert peaks["bundled"] > 30.0
     assert 0.99 * PLANNING_TORQUE_MARGIN * 30.0 <= peaks["limited"] <= 1.001 * PLANNING_TORQUE_MARGIN * 30.0
+
+
+def test_the_run_loop_is_given_the_same_limits(configs, tmp_path, monkeypatch):
+    """`mbctl run`'s loop clips at the [control] effort the planners plan to (run_limits), not the URDF's effort."""
+    import mbctl.hardware.session as session
+
+    seen = {}
+    monkeypatch.setattr(session, "run_loop", lambda backend, controller, limits, *a, **k: seen.setdefault("limits", limits))
+    robot = load_robot(_ur5_with_effort(configs, tmp_path, "{ shoulder_lift_joint = 80.0 }"))
+    session.enable_and_run(None, None, robot, None, None)
+    lim = run_limits(robot)
+    for field in ("lower", "upper", "velocity", "effort"):
+        np.testing.assert_array_equal(getattr(seen["limits"], field), getattr(lim, field))
+    assert seen["limits"].effort[1] == 80.0
