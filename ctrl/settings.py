@@ -7,13 +7,13 @@ is optional; building a controller that needs a missing part is an error naming 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mbctl.config.control import GAIN_KEYS, GainsSpec
+from mbctl.ctrl.limits import effort_levels
 from mbctl.dynamics.model.per_joint import per_joint_values
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import ConfigError
@@ -81,21 +81,11 @@ def control_settings(robot: RobotModel) -> ControlSettings:
         ConfigError: Naming the file and field, for unknown joints, a gain table that
             leaves out an actuated joint, or a saturation level above a joint's effort limit.
     """
-    limits = np.array([j.limits.effort if j.actuated else 0.0 for j in robot.joints])
+    # the run's saturation levels (ctrl.limits, shared with the planners); a law gives no torque where there is no drive
+    effort = np.where([j.actuated for j in robot.joints], effort_levels(robot), 0.0)
     spec = robot.spec.control if robot.spec is not None else None
     if spec is None:
-        return ControlSettings(effort=limits, computed_torque=None, pd=None, file=robot.source)
-    effort = limits.copy()
-    if spec.effort is not None:
-        given = per_joint_values(robot, spec.effort, default=math.nan, require_all=False, file=spec.file, field="control.effort")
-        for j in robot.joints:
-            value = given[j.idx_v]
-            if math.isnan(value) or not j.actuated:
-                continue
-            if value > j.limits.effort:
-                field = f"control.effort.{j.name}" if isinstance(spec.effort, dict) else "control.effort"
-                raise ConfigError(f"{value:g} is above the effort limit {j.limits.effort:g} of joint {j.name}", file=spec.file, field=field)
-            effort[j.idx_v] = value
+        return ControlSettings(effort=effort, computed_torque=None, pd=None, file=robot.source)
     return ControlSettings(
         effort=effort,
         computed_torque=_gains(spec.computed_torque, robot, spec.file, "control.computed-torque") if spec.computed_torque else None,

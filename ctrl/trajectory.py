@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.ctrl.limits import position_excess
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv, write_csv
@@ -203,16 +204,14 @@ def write_trajectory(path: str | Path, traj: Trajectory) -> None:
 
 def limit_violations(robot: RobotModel, traj: Trajectory) -> list[str]:
     """Describe every joint whose position or speed leaves the robot's limits."""
-    out = []
     q, dq, _ = traj.columns(robot.joint_names)
+    excess = {e.joint: e for e in position_excess(robot, q)}
+    out = []
     for j in robot.joints:
         unit = "rad" if j.kind == "revolute" else "m"
-        lo, hi = q[:, j.idx_v].min(), q[:, j.idx_v].max()
-        if lo < j.limits.lower or hi > j.limits.upper:
-            out.append(
-                f"q.{j.name} spans [{lo:.4g}, {hi:.4g}] {unit}, outside the limits "
-                f"[{j.limits.lower:.4g}, {j.limits.upper:.4g}] {unit}"
-            )
+        if j.name in excess:
+            e = excess[j.name]
+            out.append(f"q.{j.name} spans [{e.low:.4g}, {e.high:.4g}] {unit}, outside the limits [{j.limits.lower:.4g}, {j.limits.upper:.4g}] {unit}")
         speed = np.abs(dq[:, j.idx_v]).max()
         if speed > j.limits.velocity:
             out.append(f"dq.{j.name} reaches {speed:.4g} {unit}/s, above the limit {j.limits.velocity:.4g} {unit}/s")

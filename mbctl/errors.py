@@ -8,9 +8,10 @@ with status 2.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-__all__ = ["MbctlError", "InputError", "ConfigError", "DataError"]
+__all__ = ["MbctlError", "InputError", "ConfigError", "DataError", "OutsideLimits"]
 
 
 class MbctlError(Exception):
@@ -55,3 +56,24 @@ class ConfigError(InputError):
 
 class DataError(InputError):
     """A data file (trajectory or log CSV) is missing, malformed or holds non-finite numbers."""
+
+
+class OutsideLimits(InputError):
+    """A pose asked of the robot lies outside a joint's position range.
+
+    Attributes:
+        joint: The joint's name.
+        value: The position asked (rad or m).
+        limit: The limit it passes (rad or m): the lower one for a value below it, else the upper one.
+    """
+
+    def __init__(
+        self, reason: str, *, file: str | Path | None = None, field: str | None = None, joint: str = "", value: float = math.nan, limit: float = math.nan
+    ):
+        super().__init__(reason, file=file, field=field)
+        self.joint, self.value, self.limit = joint, value, limit
+
+    def located(self, *, file: str | Path | None = None, prefix: str | None = None) -> OutsideLimits:
+        """The same error placed in ``file`` with ``prefix`` prepended to its field, the joint's data kept."""
+        moved = super().located(file=file, prefix=prefix)
+        return OutsideLimits(moved.reason, file=moved.file, field=moved.field, joint=self.joint, value=self.value, limit=self.limit)

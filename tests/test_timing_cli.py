@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN
 from mbctl.ctrl.trajectory import read_trajectory
 
 UR5 = "0,-1.4,1.4,-1.4,-1.57,0; 0.7,-0.9,0.6,-1.1,-1.3,0.6; 1.3,-1.5,1.5,-1.6,-1.5,1.0"
@@ -31,7 +32,7 @@ def test_optimal_writes_a_trajectory_within_the_limits(cli, robots, tmp_path, na
 
 
 def test_optimal_from_a_path_csv_with_overrides(cli, robots, tmp_path):
-    """--path with a velocity override: the overridden joint keeps to its new limit."""
+    """--path with a velocity override: the overridden joint keeps to its new limit times the default velocity margin."""
     robot = robots["ur5"]
     path = tmp_path / "p.csv"
     path.write_text("s," + ",".join(f"q.{n}" for n in robot.joint_names) + "\n0,0,-1.4,1.4,-1.4,-1.57,0\n0.5,0.5,-1,1,-1,-1.4,0.3\n1,1,-1.2,0.6,-1.2,-1.2,0.6\n")
@@ -39,7 +40,7 @@ def test_optimal_from_a_path_csv_with_overrides(cli, robots, tmp_path):
     r = cli("trajectory", "optimal", "ur5", "--path", path, "--velocity-limit", "shoulder_pan_joint=0.5", "--grid", "200", "--out", out)
     assert r.code == 0, r.err
     dq = read_trajectory(out, robot.joint_names).dq
-    assert np.abs(dq[:, 0]).max() == pytest.approx(0.5, rel=1e-3)
+    assert np.abs(dq[:, 0]).max() == pytest.approx(0.5 * PLANNING_VELOCITY_MARGIN, rel=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.limits import RunLimits, check_positions, run_limits
 from mbctl.ctrl.optimal.problem import Dynamics, OcpSolution, OptimalControlProblem
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
@@ -42,13 +43,19 @@ def smooth_direction(v: ca.SX, a: ca.SX, speed: float) -> ca.SX:
     return tv + (1.0 - tv**2) * ca.tanh(a / speed)
 
 
-def robot_dynamics(robot: RobotModel, smoothing: float = SMOOTHING) -> Dynamics:
-    """The robot's inverse dynamics with friction as a CasADi function, and its limits; the sign of
-    each dry friction term is :func:`smooth_direction` at ``smoothing`` (rad/s or m/s).
+def robot_dynamics(robot: RobotModel, smoothing: float = SMOOTHING, *, torque_margin: float = 1.0, velocity_margin: float = 1.0) -> Dynamics:
+    """The robot's inverse dynamics with friction as a CasADi function, and the run's limits
+    (:func:`~mbctl.ctrl.limits.run_limits`) with the torque limits times ``torque_margin`` and the speed
+    limits times ``velocity_margin``; the sign of each dry friction term is :func:`smooth_direction`
+    at ``smoothing`` (rad/s or m/s).
 
     Raises:
-        InputError: For a robot with unactuated DOF (closed chains need their loop constraints).
+        InputError: For a robot with unactuated DOF (closed chains need their loop constraints), or a
+            margin outside (0, 1] (field ``torque_margin`` or ``velocity_margin``).
     """
+    for name, margin in (("torque_margin", torque_margin), ("velocity_margin", velocity_margin)):
+        if not (0 < margin <= 1):
+            raise InputError(f"must be in (0, 1], got {margin}", field=name)
     if not all(j.actuated for j in robot.joints):
         raise InputError(f"robot {robot.name} has unactuated DOF; optimal control needs a serial, fully actuated arm", field="robot")
     sd = SymbolicDynamics(robot, lugre="steady")
@@ -61,28 +68,24 @@ def robot_dynamics(robot: RobotModel, smoothing: float = SMOOTHING) -> Dynamics:
             friction[k] = j.friction.law.steady(sd.dq[k], direction, load[k] if j.friction.load is not None else 1.0)
     tau = tau + ca.vertcat(*friction)
     inverse = ca.Function("inverse", [sd.q, sd.dq, sd.ddq], [tau], ["q", "dq", "ddq"], ["tau"])
-    lim = [j.limits for j in robot.joints]
+    run = run_limits(robot)
     return Dynamics(
-        inverse=inverse, lower=np.array([x.lower for x in lim]), upper=np.array([x.upper for x in lim]),
-        velocity=np.array([x.velocity for x in lim]), effort=np.array([x.effort for x in lim]), names=robot.joint_names,
+        inverse=inverse, lower=run.lower, upper=run.upper, velocity=run.velocity * velocity_margin, effort=run.effort * torque_margin,
+        names=robot.joint_names,
     )  # fmt: skip
 
 
-def limit_ratios(robot: RobotModel, traj: Trajectory) -> dict[str, np.ndarray]:
+def limit_ratios(robot: RobotModel, traj: Trajectory, limits: Dynamics | RunLimits | None = None) -> dict[str, np.ndarray]:
     """Worst ``|x| / limit`` per DOF at the samples of ``traj``: ``velocity``, ``torque`` (the torques of
     :func:`~mbctl.ctrl.feedforward.feedforward`, the full model with LuGre bristles integrated along the
-    samples) and ``position`` (distance outside ``[lower, upper]`` over the range, 0 inside)."""
+    samples) and ``position`` (distance outside ``[lower, upper]`` over the range, 0 inside); against
+    the limits of ``limits`` (default: the run's, :func:`~mbctl.ctrl.limits.run_limits`)."""
     q, dq, _ = traj.columns(robot.joint_names)
     tau = feedforward(robot, traj).dynamics.tau
-    lim = [j.limits for j in robot.joints]
-    lower, upper = np.array([x.lower for x in lim]), np.array([x.upper for x in lim])
-    span = np.where(np.isfinite(upper - lower), upper - lower, 1.0)
-    outside = np.maximum(np.maximum(lower - q, q - upper), 0.0).max(axis=0) / span
-    return {
-        "velocity": (np.abs(dq) / np.array([x.velocity for x in lim])).max(axis=0),
-        "torque": (np.abs(tau) / np.array([x.effort for x in lim])).max(axis=0),
-        "position": outside,
-    }
+    lim = run_limits(robot) if limits is None else limits
+    span = np.where(np.isfinite(lim.upper - lim.lower), lim.upper - lim.lower, 1.0)
+    outside = np.maximum(np.maximum(lim.lower - q, q - lim.upper), 0.0).max(axis=0) / span
+    return {"velocity": (np.abs(dq) / lim.velocity).max(axis=0), "torque": (np.abs(tau) / lim.effort).max(axis=0), "position": outside}
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,8 @@ class PointToPoint:
     Attributes:
         trajectory: The motion sampled at the output rate (rest at both ends).
         solution: The last solve (knots, torques, solver statistics).
-        ratios: Worst ``|x| / limit`` per kind and DOF at the output rate (:func:`limit_ratios`).
+        ratios: Worst ``|x| / limit`` per kind and DOF at the output rate (:func:`limit_ratios`), against
+            the limits planned to (the run's, times the margins).
         held: True when every ratio is within ``1 + tolerance`` and the last solve converged.
         rounds: Solves made (1 + tightenings).
         solve_time: Wall time of all solves (s).
@@ -134,10 +138,13 @@ def point_to_point(
     rate_hz: float = 1000.0,
     tolerance: float = 1e-3,
     max_rounds: int = 6,
+    torque_margin: float = 1.0,
+    velocity_margin: float = 1.0,
     problem: Callable[[OptimalControlProblem], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> PointToPoint:
-    """Rest-to-rest from ``q0`` to ``q1`` (rad or m, DOF order), optimal for ``objective``.
+    """Rest-to-rest from ``q0`` to ``q1`` (rad or m, DOF order), optimal for ``objective``, within the
+    run's limits (:func:`robot_dynamics`).
 
     Args:
         objective: ``"time"`` (the final time is a variable) or ``"energy"`` (``∫ Σ tau² dt`` over
@@ -147,11 +154,15 @@ def point_to_point(
         rate_hz: Output sampling rate (Hz).
         tolerance: Allowed relative excess of a limit at the output rate.
         max_rounds: Solves at most (the first plus tightenings).
+        torque_margin: Fraction of every torque limit the motion may use, in (0, 1].
+        velocity_margin: Fraction of every speed limit the motion may use, in (0, 1].
         problem: Called with the problem before it is built, to add costs or constraints.
         progress: ``progress(round, max_rounds)`` after each solve.
 
     Raises:
-        InputError: For a bad objective, duration, rate, knots or boundary positions.
+        InputError: For a bad objective, duration, rate, knots, margin or boundary positions, or a
+            time-optimal move of zero length (field ``to``).
+        OutsideLimits: For a start or end pose outside a joint's position range (field ``from`` or ``to``).
     """
     if objective not in OBJECTIVES:
         raise InputError(f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}", field="objective")
@@ -163,13 +174,14 @@ def point_to_point(
         raise InputError(f"must be a finite number > 0 Hz, got {rate_hz!r}", field="rate")
     if int(knots) != knots or not 2 <= knots <= 2000:
         raise InputError(f"must be an integer in [2, 2000], got {knots!r}", field="knots")
-    dyn = robot_dynamics(robot)
     q0, q1 = (np.asarray(x, dtype=float) for x in (q0, q1))
-    for name, x in (("from", q0), ("to", q1)):
+    for name, x, pose in (("from", q0, "in the start pose"), ("to", q1, "in the end pose")):
         if x.shape != (robot.nv,) or not np.isfinite(x).all():
             raise InputError(f"needs {robot.nv} finite values ({', '.join(robot.joint_names)})", field=name)
-        if np.any(x < dyn.lower) or np.any(x > dyn.upper):
-            raise InputError("lies outside the joint position limits", field=name)
+        check_positions(robot, x, pose=pose, field=name)
+    if objective == "time" and np.array_equal(q0, q1):
+        raise InputError("is the start pose: a move of zero length has no minimum time", field="to")
+    dyn = robot_dynamics(robot, torque_margin=torque_margin, velocity_margin=velocity_margin)
     ocp = OptimalControlProblem(dyn, knots, duration)
     ocp.start_at(q0).end_at(q1)
     if objective == "time":
@@ -186,7 +198,7 @@ def point_to_point(
         sol = ocp.solve(guess)
         total += sol.solve_time
         traj = _sampled(sol, rate_hz, robot.joint_names)
-        ratios = limit_ratios(robot, traj)
+        ratios = limit_ratios(robot, traj, dyn)
         if progress is not None:
             progress(rounds, max_rounds)
         over = ratios["torque"] > 1.0 + tolerance

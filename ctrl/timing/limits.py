@@ -1,8 +1,9 @@
 """Limits of a path timing: joint velocity, acceleration, jerk and drive torque, per joint.
 
-Defaults come from the robot (URDF velocity and effort limits, kept in
-:class:`~mbctl.dynamics.model.robot.JointLimits`); acceleration and jerk have no URDF field
-and are unlimited unless given. The torque limits are scaled by ``torque_margin`` (e.g.
+Defaults are the limits ``mbctl run`` holds the robot to (:func:`mbctl.ctrl.limits.run_limits`): the
+URDF/TOML velocity limits and the torques the control laws saturate at (``[control] effort``, else the
+joint's effort limit), so a timing never asks for a torque the run would clip; acceleration and jerk
+have no URDF field and are unlimited unless given. The torque limits are scaled by ``torque_margin`` (e.g.
 0.9 leaves 10 % of every drive's torque for feedback), the velocity limits by
 ``velocity_margin`` (e.g. 0.95: a closed loop that tracks the timing overshoots it a little,
 and ``mbctl run`` stops at the robot's velocity limit itself). Overrides name joints; every value
@@ -23,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from mbctl.ctrl.limits import run_limits
 from mbctl.dynamics.friction.laws import CoulombViscous, JointFriction
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
@@ -81,13 +83,14 @@ def timing_limits(
 ) -> TimingLimits:
     """The robot's limits with per-joint overrides (joint name -> value, SI units).
 
-    ``torque`` and ``velocity`` overrides replace the robot's limit before ``torque_margin``
+    ``torque`` and ``velocity`` overrides replace the run's limit before ``torque_margin``
     and ``velocity_margin`` scale it. A
     ``jerk`` mapping limits only the joints it names; None means no jerk limit.
 
     Raises:
         InputError: For an unknown joint, a value <= 0, a margin outside (0, 1] or an
             unknown friction mode (the field names the argument).
+        ConfigError: For a bad ``[control] effort``.
     """
     if not (0 < torque_margin <= 1):
         raise InputError(f"must be in (0, 1], got {torque_margin}", field="torque_margin")
@@ -96,11 +99,11 @@ def timing_limits(
     if friction not in FRICTION_MODES:
         raise InputError(f"must be one of {', '.join(FRICTION_MODES)}, got {friction!r}", field="friction")
     nv = robot.nv
-    vel = _per_joint(robot, np.array([j.limits.velocity for j in robot.joints]), velocity, "velocity") * velocity_margin
+    run = run_limits(robot)
+    vel = _per_joint(robot, run.velocity, velocity, "velocity") * velocity_margin
     acc = _per_joint(robot, np.full(nv, math.inf), acceleration, "acceleration")
     jrk = None if jerk is None else _per_joint(robot, np.full(nv, math.inf), jerk, "jerk")
-    eff = np.array([j.limits.effort if j.actuated else math.inf for j in robot.joints])
-    eff = _per_joint(robot, eff, torque, "torque") * torque_margin
+    eff = _per_joint(robot, run.effort, torque, "torque") * torque_margin
     return TimingLimits(
         velocity=vel, acceleration=acc, jerk=jrk, torque=eff, torque_margin=torque_margin, friction=friction, velocity_margin=velocity_margin
     )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.interpolate import CubicSpline
+from scipy.interpolate import CubicSpline, PPoly
 
 from mbctl.errors import DataError
 from mbctl.fileio import read_csv
@@ -48,6 +48,21 @@ class GeometricPath:
         """``(q, q', q'', q''')`` at path parameters ``s`` (shape (N,)), each (N, n)."""
         s = np.clip(np.asarray(s, dtype=float), 0.0, 1.0)
         return tuple(self.spline(s, k) for k in range(4))  # type: ignore[return-value]
+
+    @property
+    def points(self) -> np.ndarray:
+        """The points the spline passes through (waypoints or path samples), (K, n)."""
+        return self.spline(self.spline.x)
+
+    def turning_points(self) -> np.ndarray:
+        """Path parameters where some joint turns (``q_j'(s) = 0`` inside a spline piece), with the
+        points' own parameters: every extreme of every joint over [0, 1] is at one of them. Sorted, (M,)."""
+        x, c = self.spline.x, self.spline.c  # c: (4, K - 1, n), the cubic pieces per joint
+        found = [x]
+        for j in range(c.shape[2]):
+            found.append(PPoly(c[:, :, j], x).derivative().roots(extrapolate=False))
+        s = np.unique(np.concatenate(found))
+        return s[np.isfinite(s)]
 
     def columns(self, names: Sequence[str]) -> GeometricPath:
         """The same path with columns in the order of ``names`` (every name must be a column).

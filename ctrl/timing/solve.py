@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.limits import check_positions, position_excess
 from mbctl.ctrl.timing.closed import RedundantDrives
 from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
 from mbctl.ctrl.timing.jerk import jerk_profile
@@ -67,9 +68,9 @@ from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_
 from mbctl.ctrl.timing.stages import GridLimits, interval_accel, stage_constraints
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.errors import InputError
+from mbctl.errors import InputError, OutsideLimits
 
-__all__ = ["TimingResult", "optimal_timing", "SOLVERS", "LIMIT_KINDS"]
+__all__ = ["TimingResult", "optimal_timing", "check_path", "SOLVERS", "LIMIT_KINDS"]
 
 SOLVERS = ("reachability", "highs")
 LIMIT_KINDS = ("velocity", "acceleration", "jerk", "torque")
@@ -250,13 +251,15 @@ def optimal_timing(
         progress: Called with ``(round, max_refinements + 1)`` after each solve.
 
     Raises:
-        InputError: For a bad grid, rate, tolerance or solver, or a robot with unactuated DOF.
+        InputError: For a bad grid, rate, tolerance or solver, or a robot with unactuated DOF; for a path
+            of zero length or leaving a joint's position range (:func:`check_path`, field ``path``).
         Infeasible: When no timing meets the limits.
     """
     start = time.perf_counter()
     limits = timing_limits(robot) if limits is None else limits
     if not isinstance(path, GeometricPath):
         path = spline_path(np.asarray(path, dtype=float), robot.joint_names)
+    check_path(robot, path)
     if not (isinstance(grid, int) and grid >= 2):
         raise InputError(f"must be an integer >= 2, got {grid!r}", field="grid")
     if not (np.isfinite(rate_hz) and rate_hz > 0):
@@ -322,6 +325,27 @@ def optimal_timing(
         iterations=iterations, refinements=refinements, solve_time=time.perf_counter() - start, ratios=worst, ratios_full=full,
         held=held, limits=limits, peak_jerk=peak_jerk, message=message if verify else "not verified", tolerance=tolerance,
     )
+
+
+def check_path(robot: RobotModel, path: GeometricPath) -> None:
+    """Refuse a path that has no length (every point the same pose) or leaves a joint's position range
+    (at one of its points, or where a joint turns between them: the spline's exact extremes).
+
+    Raises:
+        InputError: Field ``path``, for a path of zero length.
+        OutsideLimits: Field ``path``, naming the joint, its value, the limit and where on the path.
+    """
+    points = path.points
+    if not np.ptp(points, axis=0).max() > 0:
+        raise InputError("has zero length: every point is the same pose, so there is no motion to time", field="path")
+    check_positions(robot, points, path.joint_names, pose="at path point {}", field="path")
+    s = path.turning_points()
+    excess = position_excess(robot, path(s)[0], path.joint_names)
+    if excess:
+        e = excess[0]
+        after = int(np.searchsorted(path.spline.x, s[e.index]))
+        where = f"at s = {s[e.index]:.4g} (the spline turns there, between path points {after} and {after + 1})"
+        raise OutsideLimits(f"q.{e.joint} = {e.describe(where)}", field="path", joint=e.joint, value=e.value, limit=e.limit)
 
 
 def _solve(

@@ -53,11 +53,11 @@ def parse_numbers(text: str, option: str) -> np.ndarray:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
 
-    def common(k: argparse.ArgumentParser) -> None:
+    def common(k: argparse.ArgumentParser, plot_help: str = "also plot q, dq, ddq (.png, .pdf or .svg)") -> None:
         k.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name (gives joint names and limits)")
         k.add_argument("--rate", type=float, default=1000.0, help="sampling rate in Hz (default 1000)")
         k.add_argument("--out", type=Path, required=True, help="trajectory CSV to write")
-        k.add_argument("--plot", type=Path, help="also plot q, dq, ddq (.png, .pdf or .svg)")
+        k.add_argument("--plot", type=Path, help=plot_help)
         k.set_defaults(run=run)
 
     q = kinds.add_parser("quintic", help="rest-to-rest quintic moves through joint waypoints")
@@ -107,7 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "optimal",
         help="time-optimal timing of a joint path under torque (with the friction model), velocity, acceleration and jerk limits",
     )
-    common(o)
+    common(o, plot_help="also plot the timing (.png, .pdf or .svg): the path speed against the largest speed each kind of limit "
+           "allows, and every drive's torque as a fraction of its limit")  # fmt: skip
     o.set_defaults(run=run_optimal)
     source = o.add_mutually_exclusive_group(required=True)
     source.add_argument("--waypoints", help='joint positions in rad or m, one row per waypoint, a cubic spline through them: "0,0; 0.5,1.0"')
@@ -123,13 +124,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the others are assembled on the loops, from simulation.initial",
     )  # fmt: skip
     o.add_argument("--grid", type=int, help="grid intervals along the path (default 1000; 250 with --jerk, whose nonlinear program grows with it)")
-    o.add_argument("--torque-margin", type=float, default=1.0, help="fraction of every torque limit the timing may use, in (0, 1] (default 1)")
-    o.add_argument("--velocity-margin", type=float, default=1.0,
-                   help="fraction of every velocity limit the timing may use, in (0, 1] (default 1; e.g. 0.95 to run it in closed loop)")  # fmt: skip
+    margins(o, "timing")
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
                    help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
     for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
-        o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... (overrides the robot's)")
+        default = "overrides the run's limit; the margin scales it" if name in ("velocity-limit", "torque-limit") else "default: none"
+        o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... ({default})")
     o.add_argument("--solver", choices=("reachability", "highs"), default="reachability", help="linear solves: TOPP-RA passes (default) or HiGHS LP")
 
     p2p = kinds.add_parser(
@@ -142,6 +142,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p2p.add_argument("--objective", choices=("time", "energy"), default="time", help="minimum time (default) or minimum effort ∫ Σ tau² dt")
     p2p.add_argument("--duration", type=float, help="s (with --objective energy)")
     p2p.add_argument("--knots", type=int, default=40, help="shooting intervals (default 40)")
+    margins(p2p, "motion")
+
+
+def margins(p: argparse.ArgumentParser, what: str) -> None:
+    """``--torque-margin`` and ``--velocity-margin``: their defaults leave the run's feedback room (ctrl.limits)."""
+    from mbctl.ctrl.limits import PLANNING_TORQUE_MARGIN as TORQUE, PLANNING_VELOCITY_MARGIN as SPEED
+
+    p.add_argument("--torque-margin", type=float, default=TORQUE,
+                   help=f"fraction of every torque limit the {what} may use, in (0, 1] (default {TORQUE:g}: the rest is left for the "
+                   "feedback of mbctl run, whose limits are planned to: [control] effort, else the joint's)")  # fmt: skip
+    p.add_argument("--velocity-margin", type=float, default=SPEED,
+                   help=f"fraction of every velocity limit the {what} may use, in (0, 1] (default {SPEED:g}: mbctl run stops at the "
+                   "limit itself, and tracking overshoots a profile that rides it)")  # fmt: skip
 
 
 def check_size(args: argparse.Namespace, duration: float, joints: int, field: str) -> None:
@@ -293,6 +306,7 @@ def joint_values(text: str | None, robot: RobotModel, option: str) -> dict[str, 
 
 def run_optimal(args: argparse.Namespace) -> int:
     """``mbctl trajectory optimal``: solve, check at the output rate, write, report."""
+    from mbctl.ctrl.limits import check_positions
     from mbctl.ctrl.timing import optimal_timing, read_path, spline_path, timing_limits
     from mbctl.viz.timing import plot_timing
 
@@ -326,6 +340,7 @@ def run_optimal(args: argparse.Namespace) -> int:
         waypoints = np.atleast_2d(parse_numbers(args.waypoints, "--waypoints"))
         if waypoints.shape[1] != len(names) or waypoints.shape[0] < 2:
             raise InputError(f"needs at least 2 rows of {len(names)} values ({', '.join(names)})", field="--waypoints")
+        check_positions(robot, waypoints, names, pose="at waypoint {}", field="--waypoints")
         path = spline_path(waypoints, names)
     elif args.from_constraints:
         from mbctl.ctrl.timing.programmed import path_from_constraints
@@ -345,13 +360,16 @@ def run_optimal(args: argparse.Namespace) -> int:
     except InputError as exc:
         if exc.file is None and exc.field in ("rate", "grid"):
             raise InputError(exc.reason, field=f"--{exc.field}") from None
+        if exc.file is None and exc.field == "path":  # the path as given: the option or file it came from
+            source = {"file": args.path} if args.path is not None else {"field": "--waypoints" if args.waypoints is not None else "--from-constraints"}
+            raise type(exc)(exc.reason, **source) from None
         raise
     write_trajectory(args.out, result.trajectory)
     if args.plot:
         plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
     print(
         f"{robot.name}: {result.duration:.4f} s along the path ({args.grid} grid intervals, friction {args.friction}, "
-        f"torque margin {args.torque_margin:g}{f', velocity margin {args.velocity_margin:g}' if args.velocity_margin != 1 else ''}), computed in {result.solve_time:.2f} s "
+        f"torque margin {args.torque_margin:g}, velocity margin {args.velocity_margin:g}), computed in {result.solve_time:.2f} s "
         f"({result.iterations} solves, {result.refinements} refinements)"
     )
     print("  active limits: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in result.active_fractions().items()))
@@ -384,11 +402,11 @@ def run_ocp(args: argparse.Namespace) -> int:
     try:
         result = solve_point_to_point(
             robot, q0, q1, objective=args.objective, duration=args.duration, knots=args.knots, rate_hz=args.rate,
-            progress=ProgressPrinter("ocp", min_total=1, unit="solves"),
+            torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, progress=ProgressPrinter("ocp", min_total=1, unit="solves"),
         )  # fmt: skip
     except InputError as exc:
-        if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective"):
-            raise InputError(exc.reason, field=f"--{exc.field}") from None
+        if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective", "torque_margin", "velocity_margin"):
+            raise type(exc)(exc.reason, field=f"--{exc.field.replace('_', '-')}") from None
         raise
     sol = result.solution
     write_trajectory(args.out, result.trajectory)
@@ -396,6 +414,7 @@ def run_ocp(args: argparse.Namespace) -> int:
         plot_trajectory(result.trajectory, args.plot, title=f"{robot.name}: {args.objective}-optimal point to point")
     print(
         f"{robot.name}: {args.objective}-optimal, {sol.duration:.4f} s, cost {sol.cost:.6g} ({args.knots} intervals, "
+        f"torque margin {args.torque_margin:g}, velocity margin {args.velocity_margin:g}, "
         f"{result.rounds} solve(s), {sol.iterations} IPOPT iterations in the last, {result.solve_time:.2f} s)"
     )
     print(f"  worst |value| / limit at {args.rate:g} Hz (feed-forward, full model): " + ", ".join(f"{k} {v:.4f}" for k, v in result.worst.items()))
