@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mbctl.ctrl.limits import run_limits
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.interface import JointState
 
@@ -33,14 +34,11 @@ class SafetyLimits:
 
     @classmethod
     def of(cls, robot: RobotModel) -> SafetyLimits:
-        """The URDF/TOML limits of the robot's actuated joints."""
-        joints = [robot.joint(n) for n in robot.actuated_names]
-        return cls(
-            lower=np.array([j.limits.lower for j in joints]),
-            upper=np.array([j.limits.upper for j in joints]),
-            velocity=np.array([j.limits.velocity for j in joints]),
-            effort=np.array([j.limits.effort for j in joints]),
-        )
+        """The limits of a run on the robot's actuated joints: the URDF/TOML ranges and speeds and the
+        effort levels the laws saturate at (:func:`~mbctl.ctrl.limits.run_limits`, the ones the
+        planners plan to)."""
+        lim = run_limits(robot).select(robot.actuated_names)
+        return cls(lower=lim.lower, upper=lim.upper, velocity=lim.velocity, effort=lim.effort)
 
 
 def log_columns(joint_names: Sequence[str], estimation: bool = False) -> list[str]:

@@ -21,7 +21,6 @@ import numpy as np
 
 from mbctl.config.control import EndSpec
 from mbctl.ctrl.controllers import build_controller
-from mbctl.ctrl.limits import run_limits
 from mbctl.ctrl.optimal.controller import MpcController
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import Trajectory
@@ -332,13 +331,12 @@ def enable_and_run(
     estimator: Estimator | None = None,
 ) -> RunSummary:
     """:func:`~mbctl.hardware.loop.run_loop` (which turns torque on after its warm-up) with the
-    run's limits (:func:`~mbctl.ctrl.limits.run_limits`, the ones the planners plan to) and the
-    backend's own error and saturation counts in the summary."""
-    lim = run_limits(robot).select(robot.actuated_names)
+    run's limits (:meth:`SafetyLimits.of`) and the backend's own error and saturation counts in the
+    summary."""
     return run_loop(
         backend,
         controller,
-        SafetyLimits(lower=lim.lower, upper=lim.upper, velocity=lim.velocity, effort=lim.effort),
+        SafetyLimits.of(robot),
         config,
         log,
         reference,
