@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, format_bytes, format_count
-from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
+from mbctl.cli.arguments import add_time_limit, add_xacro_option, budget, check_estimate, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
@@ -55,6 +55,7 @@ from mbctl.viz.simulation import plot_reactions, plot_simulation
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]] and [simulation]")
+    add_xacro_option(p)
     p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
     p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")
     p.add_argument("--summary", type=Path, help="also write a JSON summary")
@@ -240,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.animate, HTML)
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
-    robot = override_friction(load_robot(args.config), args.friction)
+    robot = override_friction(load_robot(args.config, xacro_args=xacro_args_of(args)), args.friction)
     servos = list(robot_servos(robot))
     if servos:  # simulate has no goal positions to give them: say so rather than drop them silently
         warn(f"{args.config}: the servo of joint {servos[0]} ([joints.{servos[0]}.actuator]) is not simulated here (no goal positions); "
