@@ -29,6 +29,7 @@ from mbctl.budget import check_disk, check_memory, check_read, format_count
 from mbctl.cli.arguments import add_xacro_option, budget, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
+from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
@@ -84,6 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
     add_view_arguments(p, animate=True)
     add_view_option(p)
+    add_publish_options(p)
     p.set_defaults(run=run)
 
 
@@ -158,7 +160,11 @@ def run(args: argparse.Namespace) -> int:
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     mcap, npz = (args.log, args.log.with_name(f".{args.log.name}.{os.getpid()}.npz")) if args.log.suffix == ".mcap" else (None, args.log)
     view = open_view(robot, args, log=npz)
-    summary = run_session(robot, traj, options, npz)
+    publisher = open_publisher(robot, args, log=npz)
+    try:
+        summary = run_session(robot, traj, options, npz)
+    finally:
+        close_publisher(publisher)  # the rows it has not published yet, before anything is printed
     try:
         extra = {}
         if task is not None and summary.cycles:

@@ -28,6 +28,7 @@ from mbctl.cli.arguments import add_time_limit, add_xacro_option, budget, check_
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
+from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, close_view, open_view
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.actuator import robot_servos
@@ -77,7 +78,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_time_limit(p)
     add_view_arguments(p, animate=True)
     add_view_option(p)
+    add_publish_options(p)
     p.set_defaults(run=run)
+
+
+def _watch_all(watchers: list) -> object:
+    """One ``watch(t, q)`` that calls each of ``watchers`` (None for none)."""
+    if not watchers:
+        return None
+    if len(watchers) == 1:
+        return watchers[0]
+    return lambda t, q: [w(t, q) for w in watchers]
 
 
 def _positive_option(value: float | None, option: str) -> None:
@@ -260,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
     check_estimate(args, estimate_run_time(system, q0, dq0, setup, backend=args.backend), what=f"{robot.name}: the run", **size_option(args))
 
     view = open_view(robot, args)
+    publisher = open_publisher(robot, args)
+    watchers = [f for f in ((lambda t, q: view.show(q, t)) if view else None, publisher.show if publisher else None) if f is not None]
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
     tally = RunTally()
@@ -278,9 +291,10 @@ def run(args: argparse.Namespace) -> int:
 
         result = simulate_setup(
             system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend,
-            sink=record, batch_samples=batch_samples(system, args.reactions), watch=(lambda t, q: view.show(q, t)) if view else None,
+            sink=record, batch_samples=batch_samples(system, args.reactions), watch=_watch_all(watchers),
         )  # fmt: skip
         elapsed = time.perf_counter() - start - result.compile_s
+        close_publisher(publisher)
         extra = {**name_arrays(result), "config": np.array(str(Path(args.config).resolve()))}  # config: so that mbctl animate finds the robot
         if args.reactions:
             extra["loop_names"] = np.array(loop_names[0], dtype=str)
