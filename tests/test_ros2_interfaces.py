@@ -11,6 +11,8 @@ import itertools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 pytest.importorskip("rclpy", reason='rclpy is not installed (pip install -e ".[test,ros2]")')
 
 from mbctl.hardware.ros2 import interfaces  # noqa: E402
-from mbctl.hardware.ros2.runtime import Ros2Runtime  # noqa: E402
+from mbctl.hardware.ros2.runtime import Ros2Runtime, Ros2Unavailable  # noqa: E402
 
 _domains = itertools.count()
 WAIT_S = 20.0  # generous: only a bound on waiting, never a speed requirement
@@ -58,7 +60,7 @@ def ros(built):
 
 def jazzy_hash(typename: str, definitions: dict[str, str] | None = None) -> str:
     """RIHS01 of ``typename`` computed by rosbags (an implementation independent of rosidl) from jazzy's types."""
-    from rosbags.typesys import Stores, get_typestore, get_types_from_msg
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     store = get_typestore(Stores.ROS2_JAZZY)
     for name, text in (definitions or {}).items():
@@ -179,6 +181,59 @@ def test_a_broken_entry_is_rebuilt(built, tmp_path, damage):
     assert not rebuilt.reused and rebuilt.path == entry
     assert interfaces.build_package("tf2_msgs", cache).reused
     assert [p.name for p in cache.iterdir() if p.name.startswith(".tf2")] == []  # no temporary directory left
+
+
+_BUILD_AND_IMPORT = """
+import json, sys
+from mbctl.hardware.ros2 import interfaces
+result = interfaces.build_package("tf2_msgs")
+TFMessage = interfaces.tf_message_type()
+print(json.dumps({"reused": result.reused, "module": sys.modules[TFMessage.__module__].__file__, "fields": list(TFMessage.get_fields_and_field_types())}))
+"""
+
+
+def _python(code: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_two_processes_building_at_once_share_one_build(tmp_path):
+    """Two fresh processes asking for tf2_msgs in an empty cache at once: one builds, the other waits and reuses it, both import it."""
+    cache = tmp_path / "cache"
+    procs = [_python(_BUILD_AND_IMPORT, **{interfaces.CACHE_ENV: str(cache)}) for _ in range(2)]
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(o["reused"] for o in outputs) == [False, True]
+    (entry,) = [p for p in cache.iterdir() if p.is_dir()]
+    for o in outputs:
+        assert Path(o["module"]).is_relative_to(entry) and o["fields"] == ["transforms"]
+
+
+def test_an_installed_package_is_used_as_it_is(tmp_path):
+    """Where Python finds tf2_msgs already (a sourced ROS 2), its class is returned and nothing is built."""
+    fake = tmp_path / "site" / "tf2_msgs" / "msg"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("class TFMessage:\n    origin = 'sourced'\n")
+    code = "from mbctl.hardware.ros2 import interfaces; print(interfaces.tf_message_type().origin)"
+    env = {interfaces.CACHE_ENV: str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    out, err = _python(code, **env).communicate(timeout=120)
+    assert out.strip() == "sourced", err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_no_compiler_is_one_line(tmp_path, monkeypatch):
+    """Without a C/C++ compiler the build refuses in one line naming what is missing (the builds above are the accepted case)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(Ros2Unavailable) as refused:
+        interfaces.build_package("tf2_msgs", tmp_path / "cache")
+    assert "compiler" in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "cache").exists()
 
 
 def test_the_definitions_ship_with_the_package():

@@ -26,8 +26,8 @@ dispatch finds them in a cache directory that is not on ``LD_LIBRARY_PATH``.
 
 **Cache.** Built packages live in ``$MBCTL_ROS2_INTERFACES_CACHE`` (default
 ``~/.cache/mbctl/ros2-interfaces``), one directory per package named by the SHA-256 of the
-definitions, this module's source, the generator versions, the Python version and ABI, the
-compilers and the install prefixes the dependencies come from. A build runs in a temporary
+definitions, this module's source, the versions of the generators, of the dependencies and of
+the runtime libraries, the Python version and ABI, the compilers and the install prefixes. A build runs in a temporary
 directory inside the cache and is renamed into place, with a manifest holding the SHA-256 of every
 shared library; an entry whose manifest is missing or does not match its files is removed and
 rebuilt. A file lock per entry makes concurrent processes (pytest-xdist workers) wait for one build
@@ -41,10 +41,10 @@ import contextlib
 import fcntl
 import hashlib
 import importlib
-import importlib.metadata
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -105,7 +105,8 @@ PACKAGES: dict[str, InterfacePackage] = {
     ),
 }
 
-# rosidl packages whose versions shape the generated code (part of the cache key)
+# rosidl packages whose versions shape the generated code (part of the cache key, with the
+# dependencies' and the runtime libraries' versions: the build links against their C structs)
 _GENERATORS = (
     "rosidl_adapter", "rosidl_parser", "rosidl_generator_c", "rosidl_generator_py", "rosidl_generator_type_description",
     "rosidl_typesupport_c", "rosidl_typesupport_fastrtps_c", "rosidl_typesupport_introspection_c",
@@ -198,12 +199,14 @@ def _compiler_identity(cmd: list[str]) -> str:
     return f"{shutil.which(cmd[0])} {' '.join(cmd[1:])} | {first[0] if first else ''}"
 
 
-def _versions() -> str:
+def _versions(prefixes: list[Path], names: tuple[str, ...]) -> str:
+    """``name=version`` of each ROS package from its ``package.xml`` (wheels and a sourced ROS 2 alike have one)."""
     parts = []
-    for name in _GENERATORS:
+    for name in names:
         try:
-            parts.append(f"{name}={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
+            found = re.search(r"<version>([^<]*)</version>", (_share(prefixes, name) / "package.xml").read_text())
+            parts.append(f"{name}={found.group(1).strip() if found else '?'}")
+        except (Ros2Unavailable, OSError):
             parts.append(f"{name}=?")
     return ";".join(parts)
 
@@ -211,7 +214,7 @@ def _versions() -> str:
 def _key(pkg: InterfacePackage, prefixes: list[Path], cc: list[str], cxx: list[str]) -> str:
     h = hashlib.sha256()
     for item in (
-        f"format {_FORMAT}", pkg.name, _versions(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.version,
+        f"format {_FORMAT}", pkg.name, _versions(prefixes, (*_GENERATORS, *pkg.depends, *_RUNTIME_LIBS)), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.version,
         _compiler_identity(cc), _compiler_identity(cxx), *map(str, prefixes),
     ):
         h.update(item.encode() + b"\0")
@@ -252,12 +255,6 @@ def _locked(path: Path):
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _args_file(directory: Path, name: str, **kwargs: Any) -> str:
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(kwargs))
-    return str(path)
 
 
 def _generate(pkg: InterfacePackage, prefixes: list[Path], work: Path) -> Path:
