@@ -166,12 +166,13 @@ def test_a_second_build_reuses_the_cache(built):
 
 @pytest.mark.parametrize("damage", ["truncated type support", "no manifest"])
 def test_a_broken_entry_is_rebuilt(built, tmp_path, damage):
-    """A copy of a good cache is reused as it is; damaged, its entry is rebuilt and then valid again."""
+    """A copy of a good cache is reused as it is; damaged, its entry is rebuilt (a killed build's leftovers removed) and then valid again."""
     good = built["tf2_msgs"].path
     cache = tmp_path / "cache"
     shutil.copytree(good.parent, cache, ignore=shutil.ignore_patterns("*.lock", ".tf2*", "controller*"))
     assert interfaces.build_package("tf2_msgs", cache).reused  # the control: an intact copy
     entry = cache / good.name
+    (cache / f".{good.name}.killed" / "gen").mkdir(parents=True)  # what a build killed midway leaves
     if damage == "no manifest":
         (entry / "mbctl-build.json").unlink()
     else:
@@ -180,7 +181,7 @@ def test_a_broken_entry_is_rebuilt(built, tmp_path, damage):
     rebuilt = interfaces.build_package("tf2_msgs", cache)
     assert not rebuilt.reused and rebuilt.path == entry
     assert interfaces.build_package("tf2_msgs", cache).reused
-    assert [p.name for p in cache.iterdir() if p.name.startswith(".tf2")] == []  # no temporary directory left
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".tf2")] == []  # no temporary directory left, nor the killed one
 
 
 _BUILD_AND_IMPORT = """

@@ -388,6 +388,8 @@ def build_package(name: str, cache: Path | None = None) -> BuildResult:
     with _locked(root / f"{entry.name}.lock"):
         if _valid(entry):  # another process built it while this one waited
             return BuildResult(pkg.name, entry, True, 0.0)
+        for stale in root.glob(f".{entry.name}.*"):  # left by a killed build: under this lock no build of this entry runs
+            shutil.rmtree(stale, ignore_errors=True)
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix=f".{entry.name}.", dir=root) as tmp:
             work, staged = Path(tmp) / "gen", Path(tmp) / "entry"
