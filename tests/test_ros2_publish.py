@@ -189,3 +189,42 @@ def test_message_types_are_those_of_the_mcap_log():
         if types[topic] is not None:
             module, _, name = MESSAGE_TYPES[topic].split("/")
             assert (types[topic].__module__.split(".")[0], types[topic].__name__) == (module, name)
+
+
+def test_tf_carries_the_link_poses(ros_domain, scara_run, tmp_path):
+    """Where TFMessage can be had: /tf holds, per published row, every moving link's pose in its parent link as
+    pinocchio's forward kinematics of the logged q gives it; /tf_static (latched) the fixed links."""
+    import pinocchio as pin
+
+    from mbctl.hardware.ros2.publish import LivePublisher, tf_message_type
+
+    TFMessage = tf_message_type()
+    if TFMessage is None:
+        pytest.skip("tf2_msgs/msg/TFMessage cannot be had here (not on PyPI; a sourced ROS 2 installation has it)")
+    robot, traj = scara_run
+    log = tmp_path / "run.npz"
+    with listening(ros_domain, {"/tf": TFMessage, "/tf_static": TFMessage}) as listener:
+        with LivePublisher(robot, log=log, rate_hz=100.0, subscriptions=2) as publisher:
+            run_session(robot, traj, SessionOptions(lockstep=True, rate_hz=500.0), log)
+        count = publisher.summary.published["/tf"]
+        listener.wait_for({"/tf": count, "/tf_static": 1})
+    with np.load(log) as data:
+        columns, table = log_table(data)
+    q_log = table[:, [columns.index(f"q.{j}") for j in robot.actuated_names]]
+    t_ns = np.rint(table[:, columns.index("t")] * 1e9).astype(np.int64)
+    stamp = lambda m: m.transforms[0].header.stamp.sec * 1_000_000_000 + m.transforms[0].header.stamp.nanosec  # noqa: E731
+    offset = stamp(listener.received["/tf"][0]) - t_ns[0]  # the first row is published; stamps are offset + t
+    t0 = listener.received["/tf"][0].transforms[0].header.stamp
+    data = robot.model.createData()
+    for message in listener.received["/tf"]:
+        row = int(np.searchsorted(t_ns, stamp(message) - offset))
+        assert t_ns[row] == stamp(message) - offset
+        pin.framesForwardKinematics(robot.model, data, robot.configuration(q_log[row]))
+        for tf in message.transforms:
+            parent = data.oMf[robot.model.getFrameId(tf.header.frame_id)]
+            child = data.oMf[robot.model.getFrameId(tf.child_frame_id)]
+            expected = parent.actInv(child)
+            r = tf.transform.rotation
+            got = pin.XYZQUATToSE3(np.array([tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z, r.x, r.y, r.z, r.w]))
+            assert np.allclose(got.homogeneous, expected.homogeneous, atol=1e-9)
+    assert t0.sec > 0 and [t.child_frame_id for t in listener.received["/tf_static"][0].transforms] == ["tool"]
