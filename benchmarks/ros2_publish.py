@@ -114,8 +114,8 @@ def main() -> None:
                 publisher, cpu, received = None, "", ""
                 if mode == "publish":
                     publisher = LivePublisher(robot, log=log, rate_hz=args.publish_rate, subscriptions=len(TOPICS))
-                    before = cpu_s(publisher._process.pid)
-                    pid = publisher._process.pid
+                    pid = publisher.pid
+                    before = cpu_s(pid)
                 try:
                     start = time.monotonic()
                     s = run_session(robot, traj, options, log)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pinocchio as pin
 import pytest
-
-from ros2_domains import ros_domain  # noqa: F401 (fixture)
+from ros2_domains import ros_domain_fixture  # noqa: F401 (the fixture ros_domain)
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("std_msgs.msg")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from ros2_domains import ros_domain  # noqa: F401 (fixture)
+from ros2_domains import ros_domain_fixture  # noqa: F401 (the fixture ros_domain)
 
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
@@ -178,6 +178,14 @@ def test_bad_rate_is_refused(tmp_path, cli):
     """A publishing rate that is not a positive number is one line naming --publish-rate, exit 2."""
     result = cli("simulate", "scara", "--duration", "0.1", "--out", tmp_path / "sim.npz", "--publish", "--publish-rate", "0")
     assert result.code == 2 and "--publish-rate" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_command_line_default_rate_is_the_publishers():
+    """--publish-rate's default (kept in the command line so that --help imports no ROS) is the publisher's."""
+    from mbctl.cli.publish import DEFAULT_RATE_HZ as cli_default
+    from mbctl.hardware.ros2.publish import DEFAULT_RATE_HZ
+
+    assert cli_default == DEFAULT_RATE_HZ
 
 
 def test_message_types_are_those_of_the_mcap_log():

@@ -19,7 +19,8 @@ reads then, which the loop wrote at most one flush of the log before: a few ms).
 Off the loop's critical path: a closed-loop run is followed through its log. The loop appends every
 cycle's row to the raw file ``<log>.partial`` (:class:`~mbctl.hardware.runlog.RunLog`) as it always
 does; the publisher, a separate interpreter at niceness +10 (no lock, thread or interpreter lock of
-the loop's), reads the rows that came since its last look, keeps one per publishing period
+the loop's), reads the rows that came since its last look (every :data:`POLL_S`; the loop flushes its
+log every 50 cycles, so the messages trail the run by up to 50 cycles), keeps one per publishing period
 (``rate_hz``: by the rows' time ``t``; None keeps every row), encodes and publishes them. The loop
 neither waits for it nor knows it is there. After the run (the caller closes the publisher) it
 publishes the rows it has not yet read, from the raw file it holds open or, if the run ended before
@@ -230,6 +231,11 @@ class LivePublisher:
             return json.loads(line) if line else {"error": f"no answer within {timeout_s:g} s (exit code {self._process.poll()})"}
         except (OSError, ValueError) as exc:
             return {"error": str(exc)}
+
+    @property
+    def pid(self) -> int:
+        """The publisher process's id."""
+        return self._process.pid
 
     def show(self, t: float, q: np.ndarray) -> None:
         """A simulation's state: positions ``q`` (nv,) (rad, m) at time ``t`` (s); returns at once."""

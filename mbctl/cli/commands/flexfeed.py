@@ -19,7 +19,6 @@ from mbctl.cli.arguments import add_time_limit, add_xacro_option, check_estimate
 from mbctl.config.actuation import MODES
 from mbctl.errors import InputError
 
-
 STEP = 1e-4  # s: the default ROS2 step
 
 
