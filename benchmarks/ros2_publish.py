@@ -13,7 +13,7 @@ the overruns, the period-error p99, the compute p99, the publisher's CPU time (s
 and the messages the listener received; then the totals per mode (target: no more overruns with
 ``--publish``).
 
-Run: python benchmarks/ros2_publish.py [--seconds 10] [--pairs 3] [--publish-rate 100]
+Run: python benchmarks/ros2_publish.py [--seconds 10] [--pairs 3] [--publish-rate 100] [--no-realtime]
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs (without, with --publish)")
     parser.add_argument("--publish-rate", type=float, default=100.0, help="messages per topic per second (Hz)")
     parser.add_argument("--domain", type=int, default=231, help="ROS 2 domain of the benchmark")
+    parser.add_argument("--no-realtime", action="store_true", help="normal scheduling for the loop and the plant (no SCHED_FIFO)")
     parser.add_argument("--listen", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ["ROS_DOMAIN_ID"] = str(args.domain)
@@ -100,7 +101,10 @@ def main() -> None:
     repeats = int(np.ceil(args.seconds / (1.5 * len(motion))))
     waypoints = np.vstack([motion] * repeats + [motion[:1]])
     traj = quintic_rest_to_rest(waypoints, [1.5] * (len(waypoints) - 1), args.rate, robot.joint_names)
-    options = SessionOptions(rate_hz=args.rate, duration_s=args.seconds, overrun=OverrunPolicy(max_fraction=1.0, max_consecutive=0))
+    options = SessionOptions(
+        rate_hz=args.rate, duration_s=args.seconds, overrun=OverrunPolicy(max_fraction=1.0, max_consecutive=0),
+        realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
+    )
     print(f"paced loop, scara, computed torque, {args.rate:g} Hz, {args.seconds:g} s per run, --publish at {args.publish_rate:g} Hz; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"{'pair':<6}{'mode':<12}{'overruns':>16}{'|err| p99 us':>14}{'compute p99 us':>16}{'pub CPU':>9}{'received':>26}  scheduling / stop")

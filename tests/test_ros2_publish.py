@@ -216,6 +216,7 @@ def test_tf_carries_the_link_poses(ros_domain, scara_run, tmp_path):
             run_session(robot, traj, SessionOptions(lockstep=True, rate_hz=500.0), log)
         count = publisher.summary.published["/tf"]
         listener.wait_for({"/tf": count, "/tf_static": 1})
+    assert count == len(listener.received["/tf"]) > 10 and len(listener.received["/tf_static"]) == 1
     with np.load(log) as data:
         columns, table = log_table(data)
     q_log = table[:, [columns.index(f"q.{j}") for j in robot.actuated_names]]

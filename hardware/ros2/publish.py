@@ -74,12 +74,25 @@ ACK_TIMEOUT_S = 10.0  # after the run: the longest wait for subscribers to ackno
 
 def tf_message_type() -> type | None:
     """The rclpy class of ``tf2_msgs/msg/TFMessage``, or None where it cannot be had (then there is
-    no ``/tf`` or ``/tf_static``). tf2_msgs is not on PyPI: a sourced ROS 2 installation has it."""
+    no ``/tf`` or ``/tf_static``).
+
+    tf2_msgs is not on PyPI: a sourced ROS 2 installation has it; else mbctl's
+    ``hardware/ros2/interfaces.py``, where present, builds it at first use from the shipped definition.
+    """
     try:
         from tf2_msgs.msg import TFMessage
+
+        return TFMessage
+    except ImportError:
+        pass
+    try:
+        from mbctl.hardware.ros2 import interfaces
     except ImportError:
         return None
-    return TFMessage
+    try:
+        return interfaces.tf_message_type()
+    except MbctlError:  # no compiler or generator here: published without /tf
+        return None
 
 
 def _message_types() -> dict[str, Any]:
