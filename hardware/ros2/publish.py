@@ -10,7 +10,7 @@ the one mapping from log columns to ROS 2 messages):
 - ``/diagnostics`` (``diagnostic_msgs/msg/DiagnosticArray``, runs): the cycle's period, compute time
   and phase times (s), ``read_ok``; level ERROR for a failed read;
 - ``/tf`` and ``/tf_static`` (latched; ``tf2_msgs/msg/TFMessage``) where that message type can be
-  had (:func:`tf_message_type`): the link poses of the robot model.
+  had (:func:`tf_message_type`): the link poses of the robot model (pinocchio forward kinematics).
 
 Header stamps are the run's times on this machine's clock: ``t0 + t``, with ``t0`` the wall-clock
 time (ns since the epoch) of the run's start as the publisher first sees it (the newest row it
@@ -74,23 +74,12 @@ ACK_TIMEOUT_S = 10.0  # after the run: the longest wait for subscribers to ackno
 
 def tf_message_type() -> type | None:
     """The rclpy class of ``tf2_msgs/msg/TFMessage``, or None where it cannot be had (then there is
-    no ``/tf`` or ``/tf_static``).
+    no ``/tf`` or ``/tf_static``): a sourced ROS 2's, else the one :mod:`mbctl.hardware.ros2.interfaces`
+    builds at first use from its shipped definition (tf2_msgs is not on PyPI), which needs a C compiler."""
+    from mbctl.hardware.ros2.interfaces import tf_message_type as built
 
-    tf2_msgs is not on PyPI: a sourced ROS 2 installation has it; else mbctl's
-    ``hardware/ros2/interfaces.py``, where present, builds it at first use from the shipped definition.
-    """
     try:
-        from tf2_msgs.msg import TFMessage
-
-        return TFMessage
-    except ImportError:
-        pass
-    try:
-        from mbctl.hardware.ros2 import interfaces
-    except ImportError:
-        return None
-    try:
-        return interfaces.tf_message_type()
+        return built()
     except MbctlError:  # no compiler or generator here: published without /tf
         return None
 
@@ -353,7 +342,8 @@ def _serve() -> None:
     kind = "run" if config["log"] is not None else "simulation"
     try:
         types = _message_types()
-        notes = [f"no {t}: {'diagnostic_msgs' if t == '/diagnostics' else 'tf2_msgs'} cannot be imported here" for t in ("/diagnostics", "/tf") if types[t] is None]
+        notes = [f"no {t}: " + ("diagnostic_msgs cannot be imported here" if t == "/diagnostics" else "tf2_msgs/msg/TFMessage cannot be had here (no C compiler to build it?)")
+                 for t in ("/diagnostics", "/tf") if types[t] is None]
         if kind == "simulation":
             notes = [n for n in notes if "/diagnostics" not in n]
         tf = types["/tf"] is not None
