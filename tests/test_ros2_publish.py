@@ -237,3 +237,26 @@ def test_tf_carries_the_link_poses(ros_domain, scara_run, tmp_path):
             got = pin.XYZQUATToSE3(np.array([tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z, r.x, r.y, r.z, r.w]))
             assert np.allclose(got.homogeneous, expected.homogeneous, atol=1e-9)
     assert t0.sec > 0 and [t.child_frame_id for t in listener.received["/tf_static"][0].transforms] == ["tool"]
+
+
+def test_simulation_states_through_show(ros_domain):
+    """A simulation's states handed over with show(t, q) arrive on /joint_states with those positions (NaN
+    velocity and effort: only positions are handed over), stamped t0 + t; each is awaited before the next."""
+    from sensor_msgs.msg import JointState
+
+    from mbctl.hardware.ros2.publish import LivePublisher
+
+    robot = load_robot("scara")
+    states = [(0.01 * k, np.array([0.1 * k, -0.2 * k, 0.05, 0.001 * k])) for k in range(1, 6)]
+    with listening(ros_domain, {"/joint_states": JointState}) as listener:
+        with LivePublisher(robot, rate_hz=200.0, subscriptions=1) as publisher:
+            for k, (t, q) in enumerate(states, start=1):
+                publisher.show(t, q)
+                listener.wait_for({"/joint_states": k})
+        assert publisher.summary.rows == len(states)
+    got = listener.received["/joint_states"]
+    assert list(got[0].name) == list(robot.joint_names)
+    assert np.array_equal(np.array([m.position for m in got]), np.array([q for _, q in states]))
+    assert np.isnan(np.array([m.velocity for m in got])).all() and np.isnan(np.array([m.effort for m in got])).all()
+    stamps = np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in got])
+    assert np.array_equal(stamps - stamps[0], np.rint(np.array([t for t, _ in states]) * 1e9).astype(np.int64) - round(states[0][0] * 1e9))
