@@ -39,7 +39,7 @@ from mbctl.errors import DataError
 from mbctl.fileio import atomic_output, npz_shapes, read_npz_blocks
 from mbctl.ros2msg import Messages
 
-__all__ = ["McapSummary", "link_tree", "write_mcap"]
+__all__ = ["LogMessages", "McapSummary", "link_tree", "run_block", "write_mcap"]
 
 BLOCK_ROWS = 4096
 MESSAGE_TYPES = {
@@ -169,6 +169,85 @@ def _hold_last_finite(q: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.n
     return filled, filled[-1]
 
 
+class LogMessages:
+    """The ROS 2 messages of a log's rows (the topics and mapping of the module docstring), CDR-encoded
+    a block of rows at a time; shared by :func:`write_mcap` and the live publisher of a run
+    (:mod:`mbctl.hardware.ros2.publish`).
+
+    Args:
+        kind: ``"run"`` (every topic) or ``"simulation"`` (``/joint_states`` and ``/tf``).
+        joints: The log's joints, in its column order (each one of ``robot``'s).
+        phases: A run log's phase names (``phase.<name>`` columns).
+        robot: The robot, for ``/tf`` and ``/tf_static``; None: no link poses.
+        name: The diagnostics' ``hardware_id``.
+        tf: False: no ``/tf`` and ``/tf_static`` even with a robot.
+
+    Attributes:
+        topics: Every topic, ``/tf_static`` included.
+        per_row: The topics with one message per row, in the order they are written for a row.
+        links: Links in ``/tf`` (moving) and ``/tf_static`` (fixed).
+    """
+
+    def __init__(self, kind: str, joints: Sequence[str], phases: Sequence[str] = (), robot: RobotModel | None = None, *, name: str = "", tf: bool = True):
+        self.kind, self.joints, self.robot = kind, list(joints), robot
+        self.messages = Messages()
+        self.kinematics = _Kinematics(robot) if robot is not None and tf else None
+        self.index = [robot.joint(j).idx_v for j in joints] if self.kinematics is not None else []
+        self.per_row = ["/joint_states"] + (["/joint_commands", "/diagnostics"] if kind == "run" else []) + (["/tf"] if self.kinematics else [])
+        self.topics = self.per_row + (["/tf_static"] if self.kinematics else [])
+        self.links = () if self.kinematics is None else tuple(c for _, c in self.kinematics.moving_names + self.kinematics.fixed_names)
+        self._states = self.messages.joint_states(self.joints)
+        self._transforms = self.messages.transforms(self.kinematics.moving_names) if self.kinematics else None
+        keys = ["period", "compute", *(f"phase.{p}" for p in phases), "read_ok"]
+        self._diagnostics = self.messages.diagnostics("mbctl loop", name, keys)
+        self._held = np.zeros(robot.nv) if robot is not None else None
+
+    def schema(self, topic: str) -> bytes:
+        """The ``ros2msg`` definition of ``topic``'s message type."""
+        return self.messages.schema(MESSAGE_TYPES[topic])
+
+    def _q_full(self, block: dict[str, np.ndarray]) -> np.ndarray:
+        q_full = np.zeros((len(block["t"]), self.robot.nv))
+        q_full[:, self.index] = block["q"]
+        q_full, self._held = _hold_last_finite(q_full, self._held)
+        return q_full
+
+    def static(self, block: dict[str, np.ndarray], stamps_ns: np.ndarray) -> tuple[int, bytes] | None:
+        """``(stamp, message)`` of ``/tf_static`` at the block's first row (None without a robot or rows)."""
+        if self.kinematics is None or not len(stamps_ns):
+            return None
+        q = np.zeros((1, self.robot.nv))
+        q[:, self.index] = block["q"][:1]
+        fixed = self.messages.transforms(self.kinematics.fixed_names)
+        return int(stamps_ns[0]), fixed.encode(self.kinematics.poses(np.nan_to_num(q), self.kinematics.fixed), stamps_ns[:1])[0].tobytes()
+
+    def encode(self, block: dict[str, np.ndarray], stamps_ns: np.ndarray) -> dict[str, list[bytes]]:
+        """The messages of the block's rows stamped ``stamps_ns`` (ns): per topic of :attr:`per_row`, one per row.
+
+        ``block``: ``t``, ``q``, ``dq``, ``effort`` and, for a run, ``q_ref``, ``dq_ref``, ``tau``,
+        ``period``, ``compute``, ``read_ok`` (and ``phase``): per-joint groups 2-D (rows, joints).
+        """
+        rows = {"/joint_states": self._states.encode(np.hstack([block["q"], block["dq"], block["effort"]]), stamps_ns)}
+        out: dict[str, list[bytes]] = {}
+        if self.kind == "run":
+            rows["/joint_commands"] = self._states.encode(np.hstack([block["q_ref"], block["dq_ref"], block["tau"]]), stamps_ns)
+            timing = np.column_stack([block["period"], block["compute"], *([block["phase"]] if "phase" in block else []), block["read_ok"]])
+            out["/diagnostics"] = [self._diagnostics(ns, timing[i], timing[i, -1] == 1) for i, ns in enumerate(stamps_ns.tolist())]
+        if self.kinematics is not None:
+            rows["/tf"] = self._transforms.encode(self.kinematics.poses(self._q_full(block), self.kinematics.moving), stamps_ns)
+        out.update({topic: [row.tobytes() for row in r] for topic, r in rows.items()})
+        return out
+
+
+def run_block(columns: Sequence[str], table: np.ndarray) -> dict[str, np.ndarray]:
+    """Rows ``table`` (rows, columns) of a run log with ``columns`` as the block :class:`LogMessages`
+    takes: ``t``, ``period``, ``compute``, ``read_ok`` 1-D, the per-joint groups and ``phase`` 2-D."""
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(columns):
+        groups.setdefault(str(name).split(".", 1)[0], []).append(i)
+    return {g: table[:, idx[0]] if g in ("t", "period", "compute", "read_ok") else table[:, idx] for g, idx in groups.items()}
+
+
 def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None, *, progress: Callable[[int, int], None] | None = None) -> McapSummary:
     """Write the run log or simulation ``log`` (NPZ) as the MCAP file ``out`` (module docstring),
     atomically; without ``robot`` there is no ``/tf``.
@@ -191,63 +270,41 @@ def write_mcap(log: str | Path, out: str | Path, robot: RobotModel | None = None
         raise DataError(f"not a run log or simulation of mbctl ({exc})", file=log) from None
     kind, joints = source.kind, source.joints
     notes = []
-    kinematics = index = None
     if robot is not None:
         unknown = [j for j in joints if j not in robot.joint_names]
         if unknown:
             raise DataError(f"joints {', '.join(unknown)} are not {robot.name}'s", file=log)
-        kinematics = _Kinematics(robot)
-        index = [robot.joint(j).idx_v for j in joints]
         unlogged = [j for j in robot.joint_names if j not in joints]
         if unlogged:
             notes.append(f"/tf draws {', '.join(unlogged)} at 0 (not in the log)")
-    messages = Messages()
-    topics = ["/joint_states"] + (["/joint_commands", "/diagnostics"] if kind == "run" else []) + (["/tf", "/tf_static"] if kinematics else [])
-    states = messages.joint_states(joints)
-    transforms = messages.transforms(kinematics.moving_names) if kinematics else None
-    keys = ["period", "compute", *(f"phase.{p}" for p in source.phases), "read_ok"]
-    diagnostics = messages.diagnostics("mbctl loop", robot.name if robot is not None else log.stem, keys)
-    counts = dict.fromkeys(topics, 0)
+    encoder = LogMessages(kind, joints, source.phases, robot, name=robot.name if robot is not None else log.stem)
+    counts = dict.fromkeys(encoder.topics, 0)
     try:
         with atomic_output(out) as tmp, open(tmp, "wb") as stream:
             writer = Writer(stream, compression=CompressionType.ZSTD)
             writer.start(profile="ros2", library="mbctl")
             channel = {}
-            for topic in topics:
-                schema = writer.register_schema(name=MESSAGE_TYPES[topic], encoding="ros2msg", data=messages.schema(MESSAGE_TYPES[topic]))
+            for topic in encoder.topics:
+                schema = writer.register_schema(name=MESSAGE_TYPES[topic], encoding="ros2msg", data=encoder.schema(topic))
                 channel[topic] = writer.register_channel(topic=topic, message_encoding="cdr", schema_id=schema)
 
             def put(topic: str, ns: int, data: bytes) -> None:
                 writer.add_message(channel[topic], log_time=ns, data=data, publish_time=ns, sequence=counts[topic])
                 counts[topic] += 1
 
-            done, held = 0, np.zeros(robot.nv) if robot is not None else None
+            done = 0
             for block in source.blocks:
                 stamps = np.rint(np.asarray(block["t"]) * 1e9).astype(np.int64)
-                rows_of = {"/joint_states": states.encode(np.hstack([block["q"], block["dq"], block["effort"]]), stamps)}
-                if kind == "run":
-                    rows_of["/joint_commands"] = states.encode(np.hstack([block["q_ref"], block["dq_ref"], block["tau"]]), stamps)
-                    timing = np.column_stack([block["period"], block["compute"], *([block["phase"]] if "phase" in block else []), block["read_ok"]])
-                if kinematics is not None:
-                    q_full = np.zeros((len(stamps), robot.nv))
-                    q_full[:, index] = block["q"]
-                    q_full, held = _hold_last_finite(q_full, held)
-                    if done == 0 and len(stamps):
-                        fixed = messages.transforms(kinematics.fixed_names)
-                        put("/tf_static", int(stamps[0]), fixed.encode(kinematics.poses(q_full[:1], kinematics.fixed), stamps[:1])[0].tobytes())
-                    rows_of["/tf"] = transforms.encode(kinematics.poses(q_full, kinematics.moving), stamps)
+                if done == 0 and (static := encoder.static(block, stamps)) is not None:
+                    put("/tf_static", *static)
+                rows_of = encoder.encode(block, stamps)
                 for i, ns in enumerate(stamps.tolist()):
-                    put("/joint_states", ns, rows_of["/joint_states"][i].tobytes())
-                    if kind == "run":
-                        put("/joint_commands", ns, rows_of["/joint_commands"][i].tobytes())
-                        put("/diagnostics", ns, diagnostics(ns, timing[i], timing[i, -1] == 1))
-                    if kinematics is not None:
-                        put("/tf", ns, rows_of["/tf"][i].tobytes())
+                    for topic in encoder.per_row:
+                        put(topic, ns, rows_of[topic][i])
                 done += len(stamps)
                 if progress is not None:
                     progress(done, rows)
             writer.finish()
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise DataError(f"cannot read the log ({exc})", file=log) from None
-    links = () if kinematics is None else tuple(c for _, c in kinematics.moving_names + kinematics.fixed_names)
-    return McapSummary(path=out, kind=kind, rows=rows, messages=counts, links=links, notes=tuple(notes))
+    return McapSummary(path=out, kind=kind, rows=rows, messages=counts, links=encoder.links, notes=tuple(notes))

@@ -416,14 +416,15 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
     return robot
 
 
-def load_robot(path: str | Path, *, rigid_base: bool = False, rigid_links: bool = False) -> RobotModel:
+def load_robot(path: str | Path, *, rigid_base: bool = False, rigid_links: bool = False, xacro_args: Mapping[str, str] | None = None) -> RobotModel:
     """Load a robot from its TOML description, a path or a bundled name such as ``"scara"``.
 
-    Equivalent to ``build_robot(read_robot_spec(path), ...)``; see :func:`build_robot`.
+    Equivalent to ``build_robot(read_robot_spec(path, xacro_args=xacro_args), ...)``; see
+    :func:`build_robot` (``xacro_args``: arguments of a xacro description, over the TOML's ``[xacro]``).
 
     Raises:
         ConfigError: With the file and field at fault, for any missing file,
             malformed TOML or URDF, unknown joint, field or law, or non-physical
             parameter.
     """
-    return build_robot(read_robot_spec(path), rigid_base=rigid_base, rigid_links=rigid_links)
+    return build_robot(read_robot_spec(path, xacro_args=xacro_args), rigid_base=rigid_base, rigid_links=rigid_links)

@@ -50,6 +50,7 @@ COMMANDS = {
     "sweep": "parameter study (grids, Monte Carlo) on dask.distributed: one table row per run",
     "flexfeed": "rigid-model drive torques fed forward into flexible FEM levers (the flexible 3-RRR)",
     "convert": "a run log as MCAP (ROS 2 messages, for Foxglove), or a ROS 2 bag as a log CSV",
+    "description": "a robot's URDF from a running ROS 2 system (/robot_description) or a xacro file",
 }
 
 

@@ -9,7 +9,7 @@ from mbctl.budget import ANNOUNCE_S, TIME_OPTION, Budget, check_run_time, format
 from mbctl.bundled import resolve_config
 from mbctl.errors import ConfigError
 
-__all__ = ["robot_config", "budget", "add_bag_arguments", "bag_options", "add_time_limit", "check_estimate"]
+__all__ = ["robot_config", "add_xacro_option", "xacro_args_of", "budget", "add_bag_arguments", "bag_options", "add_time_limit", "check_estimate"]
 
 
 def budget(args: argparse.Namespace) -> Budget:
@@ -23,6 +23,26 @@ def robot_config(text: str) -> Path:
         return resolve_config(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_xacro_option(p: argparse.ArgumentParser) -> None:
+    """``--xacro-arg name:=value`` (repeatable): arguments of a robot described in xacro (:mod:`mbctl.xacro_files`)."""
+    p.add_argument(
+        "--xacro-arg", action="append", default=[], metavar="NAME:=VALUE", dest="xacro_arg",
+        help="an argument of the robot's xacro description (repeatable; over the TOML's [xacro] table)",
+    )
+
+
+def xacro_args_of(args: argparse.Namespace) -> dict[str, str] | None:
+    """The ``--xacro-arg`` arguments of a command line (None when none was given).
+
+    Raises:
+        InputError: Naming ``--xacro-arg``, for an item that is not ``name:=value``.
+    """
+    from mbctl.xacro_files import parse_xacro_args
+
+    items = getattr(args, "xacro_arg", None) or []
+    return parse_xacro_args(items) if items else None
 
 
 def add_bag_arguments(p: argparse.ArgumentParser) -> None:

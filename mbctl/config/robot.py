@@ -1,13 +1,18 @@
 """The whole robot description: :class:`RobotSpec`, read once from a TOML file by :func:`read_robot_spec`.
 
 ```toml
-urdf = "scara.urdf"                 # relative to this file, or "example-robot-data:ur5"
+urdf = "scara.urdf"                 # relative to this file, or "example-robot-data:ur5", or a xacro file
 gravity = [0.0, 0.0, -9.81]         # m/s², optional (default: the URDF/pinocchio default)
 locked = { finger1 = 0.0 }          # optional: joints held at a position (rad or m), removed from the model
 [joints.j1]                         # see mbctl.config.joints
 [flexible.upper_arm]                # see mbctl.config.flexible
 [base]                              # see mbctl.config.base
+[xacro]                             # optional: arguments of a xacro description, e.g. prefix = "left_"
 ```
+
+A ``.urdf.xacro`` / ``.xacro`` description is expanded to URDF (:mod:`mbctl.xacro_files`) with the
+``[xacro]`` arguments (strings; numbers and booleans as xacro writes them) and those given to
+:func:`read_robot_spec`, which win.
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from mbctl.config.plant import PlantSpec, parse_plant
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
+from mbctl.xacro_files import is_xacro, urdf_of
 
 __all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "robot_spec_from_table"]
 
 ROBOT_KEYS = (
     "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
-    "flexible", "base",
+    "flexible", "base", "xacro",
 )
 
 
@@ -44,7 +50,7 @@ class RobotSpec:
     """A robot description, parsed (SI units).
 
     Attributes:
-        urdf: The URDF file (an existing path).
+        urdf: The URDF file (an existing path; a xacro description's expansion).
         name: Robot name (the TOML file's stem).
         source: The TOML file, or None for a spec built in Python.
         gravity: Gravity in the world frame (m/s²), or None for the URDF/pinocchio default.
@@ -60,6 +66,8 @@ class RobotSpec:
         identification: Friction experiment plans, or None (defaults).
         constraints: Programmed and closed-loop constraints, in declaration order.
         simulation: How to simulate, or None (defaults).
+        xacro: The xacro file ``urdf`` was expanded from, or None for a URDF.
+        xacro_args: The arguments it was expanded with (name -> value).
     """
 
     urdf: Path
@@ -77,19 +85,40 @@ class RobotSpec:
     identification: IdentificationSpec | None = None
     constraints: tuple[ConstraintSpec, ...] = ()
     simulation: SimulationSpec | None = None
+    xacro: Path | None = None
+    xacro_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-def read_robot_spec(config: str | Path) -> RobotSpec:
+def read_robot_spec(config: str | Path, *, xacro_args: Mapping[str, str] | None = None) -> RobotSpec:
     """Read a robot description (a TOML path, or a bundled robot's name) into a :class:`RobotSpec`.
+
+    Args:
+        xacro_args: Arguments of a xacro description (``--xacro-arg``), over the TOML's ``[xacro]``.
 
     Raises:
         ConfigError: Naming the file and the dotted field, for a missing or malformed
             file, an unknown field, law or model, or a value out of range.
     """
-    return robot_spec_from_table(read_toml(resolve_config(config)))
+    return robot_spec_from_table(read_toml(resolve_config(config)), xacro_args=xacro_args)
 
 
-def robot_spec_from_table(root: Table) -> RobotSpec:
+def _xacro_args(root: Table, given: Mapping[str, str] | None) -> dict[str, str]:
+    """The ``[xacro]`` table's arguments as xacro strings, then ``given`` over them."""
+    args: dict[str, str] = {}
+    if "xacro" in root:
+        table = root.table("xacro")
+        for name in table.keys():
+            value = table.get(name)
+            if isinstance(value, bool):
+                args[name] = "true" if value else "false"
+            elif isinstance(value, (str, int, float)):
+                args[name] = str(value)
+            else:
+                raise table.error(name, f"a xacro argument is a string, number or boolean, got {type(value).__name__}")
+    return {**args, **(given or {})}
+
+
+def robot_spec_from_table(root: Table, *, xacro_args: Mapping[str, str] | None = None) -> RobotSpec:
     """A :class:`RobotSpec` from a parsed robot TOML document (``root.file``: its file, for
     errors, relative URDF paths and the robot's name), e.g. a copy that a study edited.
 
@@ -108,8 +137,13 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
         locked = {name: lt.number(name) for name in lt.keys()}
     joints = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
     flexible = tuple(parse_flexible(t, link) for link, t in root.table("flexible").tables()) if "flexible" in root else ()
+    description = resolve_urdf(root.string("urdf"), path.parent, file=path)
+    args = _xacro_args(root, xacro_args)
+    if args and not is_xacro(description):
+        raise ConfigError(f"xacro arguments ({', '.join(sorted(args))}) for a description that is not a xacro file ({description.name})",
+                          file=path, field="xacro" if "xacro" in root else "urdf")
     return RobotSpec(
-        urdf=resolve_urdf(root.string("urdf"), path.parent, file=path),
+        urdf=urdf_of(description, args),
         name=path.stem,
         source=path,
         gravity=gravity,
@@ -124,6 +158,8 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
         identification=parse_identification(root.table("identification")) if "identification" in root else None,
         constraints=parse_constraints(root),
         simulation=parse_simulation(root.table("simulation")) if "simulation" in root else None,
+        xacro=description if is_xacro(description) else None,
+        xacro_args=args,
     )
 
 

@@ -35,7 +35,6 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +42,7 @@ import numpy as np
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError, MbctlError
 from mbctl.hardware.runlog import last_closed_row, last_raw_row, raw_paths
+from mbctl.stateslot import StateSlot
 from mbctl.viz.animation import body_placements, camera, magnified, meshcat_imports, robot_scene
 
 __all__ = ["LiveView", "LogTail", "StateSlot", "RATE_HZ", "check_log_view"]
@@ -50,61 +50,6 @@ __all__ = ["LiveView", "LogTail", "StateSlot", "RATE_HZ", "check_log_view"]
 RATE_HZ = 30.0
 """Default rate (Hz) at which the view looks for a new state and redraws."""
 START_TIMEOUT_S = 60.0  # the viewer process imports pinocchio and meshcat and starts a server
-
-
-class StateSlot:
-    """The latest ``(t, q)`` in shared memory: one writer that never waits, readers that retry.
-
-    Layout, float64: ``[seq, t, q_0 .. q_{n-1}]``. A write makes ``seq`` odd, writes ``t`` and
-    ``q``, then makes it even again (a sequence lock); a reader copies the slot and keeps the
-    copy only if ``seq`` was even and unchanged around it, else it retries: a torn state is
-    never used, and the writer never waits for a reader. The three steps are separate calls, so
-    their stores reach another core in program order on x86 (total store order); on weaker
-    memory models (ARM) a torn read is possible in principle: no fence is reachable from Python.
-
-    Args:
-        size: Number of positions ``n``.
-        name: Attach to the slot of that name (another process's); ``None`` creates one.
-    """
-
-    def __init__(self, size: int, name: str | None = None):
-        self.size = size
-        self._memory = shared_memory.SharedMemory(name=name, create=name is None, size=8 * (size + 2))
-        self._owner = name is None
-        if not self._owner:  # Python < 3.13 would have this process's resource tracker free it at exit
-            resource_tracker.unregister(self._memory._name, "shared_memory")  # type: ignore[attr-defined]
-        self._values = np.ndarray((size + 2,), dtype=np.float64, buffer=self._memory.buf)
-        if self._owner:
-            self._values[:] = 0.0
-
-    @property
-    def name(self) -> str:
-        return self._memory.name
-
-    def write(self, t: float, q: np.ndarray) -> None:
-        """Publish positions ``q`` (rad, m) at time ``t`` (s); never waits."""
-        v = self._values
-        v[0] += 1.0
-        v[1] = t
-        v[2:] = q
-        v[0] += 1.0
-
-    def read(self, retries: int = 1000) -> tuple[int, float, np.ndarray] | None:
-        """``(seq, t, q)`` of the latest write (``seq`` 0: none yet), or ``None`` if every try was torn."""
-        v = self._values
-        for _ in range(retries):
-            before = v[0]
-            copy = v.copy()
-            if before == v[0] == copy[0] and before % 2 == 0:
-                return int(before // 2), float(copy[1]), copy[2:]
-        return None
-
-    def close(self) -> None:
-        """Detach; the creating side also frees the memory."""
-        del self._values
-        self._memory.close()
-        if self._owner:
-            self._memory.unlink()
 
 
 class LogTail:

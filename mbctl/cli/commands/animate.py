@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import add_xacro_option, robot_config, xacro_args_of
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_file", metavar="RUN", type=Path, help="run to animate (.npz from mbctl simulate, variants --save-runs or run --log)")
     p.add_argument("--out", type=Path, required=True, help="page to write (.html)")
     p.add_argument("--robot", type=robot_config, help="robot TOML or bundled name (default: the one recorded in the NPZ)")
+    add_xacro_option(p)
     add_view_arguments(p)
     p.set_defaults(run=run)
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if "config" not in data:
             raise InputError("no robot recorded in the run; pass --robot", file=args.run_file)
         config = robot_config(str(data["config"]))
-    robot = load_robot(config)
+    robot = load_robot(config, xacro_args=xacro_args_of(args))
     t, q, q_ref = motion(robot, data, args.run_file)
     write_view(args.out, robot, t, q, args, args.run_file.name, reference=q_ref)
     print(f"wrote {args.out}")

@@ -15,12 +15,13 @@ import json
 import math
 from pathlib import Path
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import add_xacro_option, robot_config, xacro_args_of
 from mbctl.errors import InputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name")
+    add_xacro_option(p)
     p.add_argument("--json", type=Path, help="also write the analysis as JSON")
     p.add_argument("--rtol", type=float, help="relative rank tolerance (default: simulation.rank_tolerance)")
     p.add_argument("--joints", action="store_true", help="also list every tree joint's reaction")
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.json, (".json",))
     if args.rtol is not None and not (math.isfinite(args.rtol) and 0 < args.rtol < 1):
         raise InputError(f"must be between 0 and 1, got {args.rtol!r}", field="--rtol")
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     setup = simulation_setup(robot)
     system = build_dynamics(robot, setup)
     q0, _ = initial_state(robot, setup, system)

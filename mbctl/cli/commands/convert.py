@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mbctl.cli.arguments import add_bag_arguments, bag_options, robot_config
+from mbctl.cli.arguments import add_bag_arguments, add_xacro_option, bag_options, robot_config, xacro_args_of
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.errors import InputError
 from mbctl.fileio import check_output
@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("log", type=Path, help="run log or simulation (.npz), or a ROS 2 bag (directory, .mcap or .db3)")
     p.add_argument("out", type=Path, help="file to write: .mcap (from an NPZ) or .csv (from a bag)")
     p.add_argument("--robot", type=robot_config, help="robot TOML file or bundled robot name: /tf from its model (NPZ), its joints (bag)")
+    add_xacro_option(p)
     add_bag_arguments(p)
     p.set_defaults(run=run)
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.robot is not None:
         from mbctl.dynamics.model.robot import load_robot
 
-        robot = load_robot(args.robot)
+        robot = load_robot(args.robot, xacro_args=xacro_args_of(args))
     write_log_mcap(args.log, args.out, robot)
     return 0
 
@@ -66,7 +67,7 @@ def bag_to_csv(args: argparse.Namespace) -> int:
     from mbctl.fileio import write_csv
     from mbctl.rosbag import read_joint_states
 
-    robot = load_robot(args.robot)
+    robot = load_robot(args.robot, xacro_args=xacro_args_of(args))
     states = read_joint_states(args.log, robot.joint_names, bag_options(args))
     groups = [(g, x) for g, x in (("q", states.q), ("dq", states.dq), ("tau", states.tau)) if x is not None]
     header = ["t", *(f"{g}.{j}" for g, _ in groups for j in states.joint_names)]

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from mbctl.cli.arguments import robot_config
+from mbctl.cli.arguments import add_xacro_option, robot_config, xacro_args_of
 from mbctl.cli.commands.trajectory import parse_numbers
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
@@ -25,6 +25,7 @@ from mbctl.hardware.sim import TruthPlant, truth_model
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [drives] (and optionally [plant])")
+    add_xacro_option(p)
     p.add_argument("--bus", choices=("dynamixel", "canopen"), default="dynamixel", help="the drives emulated (default dynamixel)")
     p.add_argument("--interface", choices=("udp_multicast", "virtual"), default="udp_multicast", help="canopen: python-can interface (default udp_multicast, on loopback)")
     p.add_argument("--channel", help="canopen: GROUP:PORT of udp_multicast (default 239.74.163.2:43113), or the virtual channel")
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     if args.bus == "canopen":
         return run_canopen(args, robot)
     bus = bus_config(robot)

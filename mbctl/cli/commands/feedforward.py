@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_read
-from mbctl.cli.arguments import add_bag_arguments, bag_options, budget, robot_config
+from mbctl.cli.arguments import add_bag_arguments, add_xacro_option, bag_options, budget, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.console import ProgressPrinter, warn
 from mbctl.ctrl.actuation import MODES, actuation_settings
@@ -40,6 +40,7 @@ FRICTION_CHOICES = ("config", "none", *LAWS)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name")
+    add_xacro_option(p)
     p.add_argument(
         "--trajectory",
         type=Path,
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.plot, FORMATS)
     if args.animate:
         check_output(args.animate, HTML)
-    robot = override_friction(load_robot(args.config), args.friction)
+    robot = override_friction(load_robot(args.config, xacro_args=xacro_args_of(args)), args.friction)
     control_settings(robot)  # a bad [control] table is reported even where no controller is built
     check_read(args.trajectory, budget(args), field="--trajectory")
     traj, measured = trajectory_or_log(args.trajectory, robot, bag_options(args))

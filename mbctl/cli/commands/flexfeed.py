@@ -15,16 +15,16 @@ import json
 import math
 from pathlib import Path
 
-from mbctl.cli.arguments import add_time_limit, check_estimate, robot_config
+from mbctl.cli.arguments import add_time_limit, add_xacro_option, check_estimate, robot_config, xacro_args_of
 from mbctl.config.actuation import MODES
 from mbctl.errors import InputError
-
 
 STEP = 1e-4  # s: the default ROS2 step
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML or bundled name with FEM levers, loops, a path and [actuation] (e.g. rrr3_flexible)")
+    add_xacro_option(p)
     p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--modes", help="comma-separated distribution modes (default: the 3-RRR study's three)")
     p.add_argument("--duration", type=float, help="s (default: simulation.duration)")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"must be > 0, got {value!r}", field=option)
     if args.rfe_elements < 0:
         raise InputError(f"must be >= 0, got {args.rfe_elements}", field="--rfe-elements")
-    spec = read_robot_spec(args.config)
+    spec = read_robot_spec(args.config, xacro_args=xacro_args_of(args))
     check_records_size(args, spec, len(modes))
     if args.integrator == "ros2":  # radau's steps are its own: no estimate
         runs = len(modes) + (args.rfe_elements > 0) + (not args.no_stiff_check)

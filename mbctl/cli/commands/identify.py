@@ -8,7 +8,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from mbctl.cli.arguments import add_bag_arguments, bag_options, budget, robot_config
+from mbctl.cli.arguments import add_bag_arguments, add_xacro_option, bag_options, budget, robot_config, xacro_args_of
 from mbctl.cli.console import warn
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output, check_output
@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(t, q, dq, tau, dq_ref, tau_g) and PRE.csv (t, q, dq, tau, test). Plan: [identification] in the TOML.",
     )
     r.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name ([identification], [plant] or [drives])")
+    add_xacro_option(r)
     r.add_argument("--joint", required=True, help="joint to test")
     r.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     r.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
@@ -79,6 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--asymmetric", action="store_true", help="also fit each direction (needs a tau_g column)")
     f.add_argument("--sigma1", type=float, help="lugre: sigma1 to write if the log cannot determine it")
     f.add_argument("--config", type=robot_config, help="robot TOML file or bundled robot name: --out becomes a copy of it with the new friction")
+    add_xacro_option(f)
     f.add_argument("--out", type=Path, help="TOML to write: the friction table, or with --config the robot copy (default: print)")
     f.add_argument("--force", action="store_true", help="overwrite an existing --out")
     f.add_argument("--summary", type=Path, help="JSON summary to write")
@@ -112,6 +114,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--out", type=Path, help="fitted parameters and errors to write (.json)")
     s.add_argument("--plot", type=Path, help="measured against simulated position per log (.png, .pdf or .svg)")
     s.add_argument("--config", type=robot_config, help="robot TOML of the bench (one joint with a servo): for .npz logs and --write-back")
+    add_xacro_option(s)
     s.add_argument("--joint", help="the servo's joint in --config")
     add_bag_arguments(s)
     s.add_argument("--goal-topic", default="/joint_commands", help="a bag's JointState topic of goal positions (default /joint_commands)")
@@ -129,6 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "[joints.<joint>.inertial] and [joints.<joint>.friction]. Model: mbctl.identification.arm_fit.",
     )
     d.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name: its inertials are the prior")
+    add_xacro_option(d)
     d.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="logs to fit (.csv, .npz, or a ROS 2 bag)")
     d.add_argument("--validate", nargs="+", default=[], type=Path, metavar="LOG", help="held-out logs: errors reported, not fitted")
     d.add_argument("--holdout", type=float, metavar="FRACTION", help="keep the last FRACTION of each log back and report its errors (e.g. 0.3)")
@@ -209,7 +213,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         from mbctl.budget import check_memory
 
         check_memory(args.count * PLAN_BYTES_PER_SPEED, budget(args), what=f"the plan ({args.count} speeds)", field="--count")
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     if args.joint not in robot.joint_names:
         raise InputError(f"no joint {args.joint!r} (joints: {', '.join(robot.joint_names)})", field="--joint")
     overrides = {
@@ -291,7 +295,7 @@ def fit_logs(args: argparse.Namespace) -> int:
     if args.config is not None:
         from mbctl.dynamics.model.robot import load_robot
 
-        robot = load_robot(args.config)
+        robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     else:
         robot = None
     if robot is not None and args.joint not in robot.joint_names:
@@ -351,7 +355,7 @@ def fit_servo_logs(args: argparse.Namespace) -> int:
         from mbctl.dynamics.model.robot import load_robot
         from mbctl.identification.servo import bench_model
 
-        robot = load_robot(args.config)
+        robot = load_robot(args.config, xacro_args=xacro_args_of(args))
         if args.joint not in robot.joint_names:
             raise InputError(f"no joint {args.joint!r} in the robot (joints: {', '.join(robot.joint_names)})", file=args.config, field="--joint")
         if any(t.endswith(".npz") or is_bag(t) for t in [*args.logs, *args.validate]):
@@ -436,7 +440,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--fit-cutoff", "regularisation": "--regularisation",
                   "parallel_cutoff_hz": "--fit-cutoff"}
         raise InputError(exc.reason, field=option.get(exc.field or "", exc.field)) from None
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     if args.payload:
         last = max(robot.joints, key=lambda j: j.id).name
         settings = dataclasses.replace(settings, free_bodies=(last,), payload=True)

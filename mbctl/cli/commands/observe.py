@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mbctl.cli.arguments import add_bag_arguments, bag_options, robot_config
+from mbctl.cli.arguments import add_bag_arguments, add_xacro_option, bag_options, robot_config, xacro_args_of
 from mbctl.config.control import VELOCITY_ESTIMATORS
 from mbctl.errors import InputError
 from mbctl.fileio import check_output, write_csv
@@ -19,6 +19,7 @@ from mbctl.fileio import check_output, write_csv
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name (its model and [control.collision])")
+    add_xacro_option(p)
     p.add_argument("log", type=Path, help="log: CSV with t, q.<joint>, dq.<joint> (optional), tau.<joint>; an mbctl run log (.npz); or a ROS 2 bag")
     p.add_argument("--out", type=Path, required=True, help="table to write (.csv)")
     p.add_argument("--threshold", help="detection thresholds, N·m (N): one number, or joint=value,... (default: [control.collision])")
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.out, (".csv",))
     threshold = parse_threshold(args.threshold)
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     result = observe_log(robot, args.log, threshold=threshold, velocity=args.velocity, bag=bag_options(args))
     columns, data = observer_table(robot, result)
     write_csv(args.out, columns, data)

@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, check_read, format_count
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_xacro_option, budget, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
+from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
@@ -59,6 +60,7 @@ CONTROLLERS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name ([control] gains; [plant] or [drives])")
+    add_xacro_option(p)
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
@@ -83,6 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", type=Path, help="plot of tracking error, torques and loop timing")
     add_view_arguments(p, animate=True)
     add_view_option(p)
+    add_publish_options(p)
     p.set_defaults(run=run)
 
 
@@ -133,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--plant {args.plant} and --bus {args.bus} contradict each other", field="--bus")
     if plant != "canopen" and (args.interface or args.channel):
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     check_log_animation(robot, args.animate)
     check_run_view(robot, args)
     check_read(args.trajectory, budget(args), field="--trajectory")
@@ -157,7 +160,11 @@ def run(args: argparse.Namespace) -> int:
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     mcap, npz = (args.log, args.log.with_name(f".{args.log.name}.{os.getpid()}.npz")) if args.log.suffix == ".mcap" else (None, args.log)
     view = open_view(robot, args, log=npz)
-    summary = run_session(robot, traj, options, npz)
+    publisher = open_publisher(robot, args, log=npz)
+    try:
+        summary = run_session(robot, traj, options, npz)
+    finally:
+        close_publisher(publisher)  # the rows it has not published yet, before anything is printed
     try:
         extra = {}
         if task is not None and summary.cycles:

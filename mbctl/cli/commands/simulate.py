@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, format_bytes, format_count
-from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
+from mbctl.cli.arguments import add_time_limit, add_xacro_option, budget, check_estimate, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import HTML, add_view_arguments, write_view
 from mbctl.cli.commands.feedforward import FRICTION_CHOICES, override_friction
 from mbctl.cli.console import ProgressPrinter, warn
+from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, close_view, open_view
 from mbctl.ctrl.trajectory import Trajectory, limit_violations
 from mbctl.dynamics.actuator import robot_servos
@@ -55,6 +56,7 @@ from mbctl.viz.simulation import plot_reactions, plot_simulation
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]] and [simulation]")
+    add_xacro_option(p)
     p.add_argument("--duration", type=float, help="simulated time in s (default: simulation.duration)")
     p.add_argument("--out", type=Path, required=True, help="run to write (.npz)")
     p.add_argument("--summary", type=Path, help="also write a JSON summary")
@@ -76,7 +78,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_time_limit(p)
     add_view_arguments(p, animate=True)
     add_view_option(p)
+    add_publish_options(p)
     p.set_defaults(run=run)
+
+
+def _watch_all(watchers: list) -> object:
+    """One ``watch(t, q)`` that calls each of ``watchers`` (None for none)."""
+    if not watchers:
+        return None
+    if len(watchers) == 1:
+        return watchers[0]
+    return lambda t, q: [w(t, q) for w in watchers]
 
 
 def _positive_option(value: float | None, option: str) -> None:
@@ -240,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.animate, HTML)
     _positive_option(args.duration, "--duration")
     _positive_option(args.step, "--step")
-    robot = override_friction(load_robot(args.config), args.friction)
+    robot = override_friction(load_robot(args.config, xacro_args=xacro_args_of(args)), args.friction)
     servos = list(robot_servos(robot))
     if servos:  # simulate has no goal positions to give them: say so rather than drop them silently
         warn(f"{args.config}: the servo of joint {servos[0]} ([joints.{servos[0]}.actuator]) is not simulated here (no goal positions); "
@@ -259,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
     check_estimate(args, estimate_run_time(system, q0, dq0, setup, backend=args.backend), what=f"{robot.name}: the run", **size_option(args))
 
     view = open_view(robot, args)
+    publisher = open_publisher(robot, args)
+    watchers = [f for f in ((lambda t, q: view.show(q, t)) if view else None, publisher.show if publisher else None) if f is not None]
     start = time.perf_counter()
     unit = "steps" if setup.integrator in ("rk4", "ros2") else "samples"
     tally = RunTally()
@@ -277,9 +291,10 @@ def run(args: argparse.Namespace) -> int:
 
         result = simulate_setup(
             system, q0, dq0, setup, progress=ProgressPrinter("simulate", min_total=20_000, unit=unit), backend=args.backend,
-            sink=record, batch_samples=batch_samples(system, args.reactions), watch=(lambda t, q: view.show(q, t)) if view else None,
+            sink=record, batch_samples=batch_samples(system, args.reactions), watch=_watch_all(watchers),
         )  # fmt: skip
         elapsed = time.perf_counter() - start - result.compile_s
+        close_publisher(publisher)
         extra = {**name_arrays(result), "config": np.array(str(Path(args.config).resolve()))}  # config: so that mbctl animate finds the robot
         if args.reactions:
             extra["loop_names"] = np.array(loop_names[0], dtype=str)

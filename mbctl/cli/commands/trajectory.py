@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, format_count
-from mbctl.cli.arguments import budget, robot_config
+from mbctl.cli.arguments import add_xacro_option, budget, robot_config, xacro_args_of
 from mbctl.cli.console import warn
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
 from mbctl.ctrl.trajectory import (
@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     def common(k: argparse.ArgumentParser, plot_help: str = "also plot q, dq, ddq (.png, .pdf or .svg)") -> None:
         k.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name (gives joint names and limits)")
+        add_xacro_option(k)
         k.add_argument("--rate", type=float, default=1000.0, help="sampling rate in Hz (default 1000)")
         k.add_argument("--out", type=Path, required=True, help="trajectory CSV to write")
         k.add_argument("--plot", type=Path, help=plot_help)
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     traj = from_constraints(args, robot) if args.kind == "constraints" else build(args, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(message)
@@ -251,7 +252,7 @@ def run_excitation(args: argparse.Namespace) -> int:
     if args.base_frequency is not None and not (math.isfinite(args.base_frequency) and args.base_frequency > 0):
         raise InputError(f"must be a finite number > 0 Hz, got {args.base_frequency}", field="--base-frequency")
     period = 1.0 / args.base_frequency if args.base_frequency is not None else args.period
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     check_excitation_size(args, robot, period, "--base-frequency" if args.base_frequency is not None else "--period")
     joints = None if args.joints is None else [n.strip() for n in args.joints.split(",") if n.strip()]
     acceleration = None if args.acceleration is None else np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
@@ -313,7 +314,7 @@ def run_optimal(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     if args.grid is None:
         args.grid = 250 if args.jerk is not None else 1000
     if not 2 <= args.grid <= 100_000:
@@ -395,7 +396,7 @@ def run_ocp(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     q0, q1 = (np.atleast_1d(parse_numbers(text, option)) for text, option in ((args.start, "--from"), (args.end, "--to")))
     if args.duration is not None:
         check_size(args, args.duration, robot.nv, "--duration")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_memory, format_count
-from mbctl.cli.arguments import add_time_limit, budget, check_estimate, robot_config
+from mbctl.cli.arguments import add_time_limit, add_xacro_option, budget, check_estimate, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import add_view_arguments, write_view
 from mbctl.cli.commands.simulate import npz_arrays, size_option
 from mbctl.cli.console import ProgressPrinter
@@ -42,6 +42,7 @@ from mbctl.viz.variants import plot_variants
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [[constraints]], [simulation] and [base], [flexible], friction")
+    add_xacro_option(p)
     p.add_argument("--out-dir", type=Path, required=True, help="directory for the PNG and JSON files (created if missing; its parent must exist)")
     p.add_argument("--variants", help="comma-separated names, e.g. rigid-rigid-frictionless,flexible-flexible-friction (default: all)")
     p.add_argument("--integrator", choices=INTEGRATORS, help="override simulation.integrator")
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"must be > 0, got {value!r}", field=option)
     if args.jobs < 1:
         raise InputError(f"must be >= 1, got {args.jobs}", field="--jobs")
-    robot = load_robot(args.config)
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     simulation_setup(robot)  # a bad [simulation] table fails before any run
     variants = available_variants(robot)
     if args.variants:
