@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
-import resource
 import time
 from pathlib import Path
 

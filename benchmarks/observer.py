@@ -35,16 +35,16 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.cli import main
+from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.estimation.estimator import StateEstimator
+from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.interface import JointState
+from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, truth_model
-from mbctl.ctrl.controllers import build_controller
-from mbctl.ctrl.tracking import TrackingController
 
 ROOT = Path(__file__).resolve().parent.parent
 PANDA_LOG = ROOT / "data" / "panda-excitation" / "train.csv"

@@ -255,6 +255,8 @@ def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | Non
     if robot.source is None:
         raise InputError("the emulator needs the robot's TOML file")
     cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--q0", ",".join(f"{x:.17g}" for x in q0)]
+    for name, value in (robot.spec.xacro_args if robot.spec is not None else {}).items():  # a xacro description, as expanded here
+        cmd += ["--xacro-arg", f"{name}:={value}"]
     if lockstep_s is not None:
         cmd += ["--lockstep-period", f"{lockstep_s:.17g}"]
     cmd += list(extra)

@@ -256,9 +256,9 @@ def test_a_gap_of_50_ms_is_bridged_and_reported(cli, panda, tmp_path):
 def test_a_bag_truncated_mid_chunk_is_refused_in_one_line(cli, panda, tmp_path):
     """An MCAP bag cut in the middle of its first chunk, and a SQLite 3 bag cut in half: one line
     each, exit 2, for every command that reads a log."""
-    from mcap.reader import make_reader
-
     import shutil
+
+    from mcap.reader import make_reader
 
     cut = shutil.copytree(panda["mcap"], tmp_path / "cut")
     data = next(cut.glob("*.mcap"))

@@ -49,7 +49,7 @@ import casadi as ca
 import numpy as np
 
 from mbctl.dynamics.codegen import CompiledFunction, compile_function
-from mbctl.dynamics.constraints.constrained import ConstrainedDynamics, ConstrainedState
+from mbctl.dynamics.constraints.constrained import ConstrainedDynamics
 from mbctl.dynamics.constraints.loops import acts_on_bodies
 from mbctl.dynamics.flexible.elastic import ElasticForces
 from mbctl.dynamics.forces import JointFriction
@@ -63,8 +63,8 @@ from mbctl.dynamics.simulation.compiled_constraints import (
     unsupported_constraints,
 )
 from mbctl.dynamics.simulation.compiled_forces import elastic_of, friction_of, normal_loads_of, state_diagonal
-from mbctl.dynamics.simulation.compiled_samples import DIAGNOSTICS, block_evaluator, sample_evaluator_of
 from mbctl.dynamics.simulation.compiled_plant import plant_stepper  # public here, where callers look for compiled steps
+from mbctl.dynamics.simulation.compiled_samples import DIAGNOSTICS, block_evaluator, sample_evaluator_of
 from mbctl.dynamics.simulation.structure import parametrize, structure_key
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import MbctlError

@@ -148,7 +148,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def margins(p: argparse.ArgumentParser, what: str) -> None:
     """``--torque-margin`` and ``--velocity-margin``: their defaults leave the run's feedback room (ctrl.limits)."""
-    from mbctl.ctrl.limits import PLANNING_TORQUE_MARGIN as TORQUE, PLANNING_VELOCITY_MARGIN as SPEED
+    from mbctl.ctrl.limits import PLANNING_TORQUE_MARGIN as TORQUE
+    from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN as SPEED
 
     p.add_argument("--torque-margin", type=float, default=TORQUE,
                    help=f"fraction of every torque limit the {what} may use, in (0, 1] (default {TORQUE:g}: the rest is left for the "
