@@ -9,7 +9,8 @@ hardware, a server that waits for Ctrl-C, the ``pip install`` lines CI itself ru
 ``toml``, ``console``) are listings and are not run.
 
 **Printed output.** A ``text`` block that directly follows a runnable block (nothing but
-blank lines between them) is that block's printed output, and it is checked: its lines
+blank lines between them) is that block's printed output, and so is a ``text output`` block
+after a sentence introducing it (prose between, no other fence); either is checked: its lines
 must appear in what the block printed (stdout and stderr, in order), one after another.
 In a checked line, ``...`` stands for any text; a line that is only ``...`` stands for
 any number of lines (zero included). The block may show an excerpt: lines printed before
@@ -59,7 +60,8 @@ def blocks(page: Path) -> list[Block]:
         output = None
         if k + 1 < len(fences):
             nxt = fences[k + 1]
-            if nxt.group(1) == "text" and not text[m.end():nxt.start()].strip() and "varies" not in nxt.group(2).split():
+            info = nxt.group(2).split()
+            if nxt.group(1) == "text" and "varies" not in info and ("output" in info or not text[m.end() : nxt.start()].strip()):
                 output = nxt.group(3)
         if str(page.relative_to(ROOT)) in OUTPUTS_NOT_YET_CHECKED:
             output = None
@@ -97,11 +99,13 @@ def test_fence_parser_sees_the_readme_examples():
 
 
 def test_outputs_are_attached_to_their_examples():
-    """The Panda observer's thresholds are a checked output, and a `text varies` block is not checked."""
+    """The Panda observer's thresholds and the MPC's report are checked outputs; a `text varies` block is not checked."""
     observe = [b for b in blocks(ROOT / "docs" / "closed-loop.md") if "mbctl observe" in b.code]
     assert observe and observe[0].output and "panda_joint6 0.45" in observe[0].output
     sweep = [b for b in blocks(ROOT / "README.md") if "mbctl sweep" in b.code]  # its runs/s vary
     assert sweep and sweep[0].output is None and "```text varies\nur5_payload.toml" in (ROOT / "README.md").read_text()
+    mpc = [b for b in blocks(ROOT / "docs" / "optimal-control.md") if "--controller mpc" in b.code]
+    assert mpc and mpc[0].output and mpc[0].output.startswith("tracking rms")  # a `text output` block, after a sentence
     assert sum(b.output is not None for p in PAGES for b in blocks(p)) >= 10
 
 
