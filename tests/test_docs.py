@@ -109,6 +109,17 @@ def test_outputs_are_attached_to_their_examples():
     assert sum(b.output is not None for p in PAGES for b in blocks(p)) >= 10
 
 
+def test_every_text_output_block_belongs_to_an_example():
+    """A `text output` block is attached to the runnable block before it (one placed elsewhere would silently go unchecked)."""
+    for page in PAGES:
+        if str(page.relative_to(ROOT)) in OUTPUTS_NOT_YET_CHECKED:
+            continue
+        shown = {b.output for b in blocks(page)}
+        for m in FENCE.finditer(page.read_text()):
+            if m.group(1) == "text" and "output" in m.group(2).split():
+                assert m.group(3) in shown, f"{page.name}: a `text output` block follows no runnable block:\n{m.group(3)}"
+
+
 def test_output_check_accepts_an_excerpt_and_refuses_a_changed_number():
     """An excerpt with `...` matches what was printed; the same lines with one number changed do not."""
     printed = "wrote a.csv\nrobot: 3 joints, computed in 1.7 ms   \n  j1  2.8\n  j2  4.4\n  j3  0.45\nwrote b.csv\n"
