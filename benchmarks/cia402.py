@@ -1,4 +1,4 @@
-"""Cost of the CANopen exchange for six CiA 402 drives, and paced runs against the emulator in its own process.
+"""Cost of the CANopen exchange for six CiA 402 drives, and paced runs against the emulator.
 
 1. The loop's own cost of one cycle's exchange (``Cia402Bus.read`` + ``write``: one SYNC and
    six RPDOs packed and sent, twelve TPDOs received and decoded, statuswords and heartbeats
@@ -8,11 +8,13 @@
    12 receives) on the same bus, no packing or decoding. The cost of a send on python-can's
    ``virtual`` bus is printed too (a real interface's send is a system call instead).
    Target: p99 < 250 µs.
-2. Paced runs of the UR5 (computed torque, six drives) against ``mbctl emulate --bus canopen``
-   in its own process over ``udp_multicast`` on loopback, at a few rates: overruns and stop
-   reason. Reports the highest rate below 0.5 % overruns that completed.
+2. Paced runs of the UR5 (computed torque, six drives, the shipped collision observer on) against
+   the drive emulator in this process (python-can's ``virtual`` bus) and in its own (``mbctl
+   emulate --bus canopen`` over ``udp_multicast`` on loopback), at a few rates, a few times each:
+   overruns, the largest observed |tau_ext| over its threshold (a false detection stops the run),
+   stop reason. Reports the highest rate that completed below 0.5 % overruns with no detection.
 
-Run: python benchmarks/cia402.py (not canopen.py: that name would shadow the canopen package) [--seconds 3] [--rates 250,500,1000]
+Run: python benchmarks/cia402.py (not canopen.py: that name would shadow the canopen package) [--seconds 3] [--rates 250,500,1000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.objects import TPDO1, TPDO2
 from mbctl.hardware.cia402.units import canopen_config
+from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.interface import HardwareError, JointCommand
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
@@ -109,27 +112,36 @@ def exchange_cost(cycles: int) -> None:
     print(f"   one send on the virtual bus   p50 {s50:6.1f} us   p99 {s99:6.1f} us   (7 per cycle on that bus: +{7 * s50:.0f} us p50)")
 
 
-def paced_runs(seconds: float, rates: list[float]) -> None:
+def paced_runs(seconds: float, rates: list[float], repeat: int) -> None:
+    """Paced runs with the shipped collision observer on, against the emulator in this process (virtual
+    bus) and in its own (udp_multicast): completion, overruns, and the largest |tau_ext| against the
+    threshold (a false detection stops the run)."""
     robot = load_robot("ur5")
     q = np.array([[0.0, -1.2, 1.4, -1.6, -1.57, 0.0], [0.4, -0.9, 1.1, -1.3, -1.2, 0.3], [0.0, -1.2, 1.4, -1.6, -1.57, 0.0]])
-    print(f"\n2. paced runs, UR5 computed torque, emulator in its own process (udp_multicast on loopback), {seconds:g} s each")
-    best = None
+    threshold = LoopEstimator(robot, 1e-3).estimator.settings.threshold
+    print(f"\n2. paced runs, UR5 computed torque, shipped observer (thresholds {', '.join(f'{x:.3g}' for x in threshold)} N·m), {seconds:g} s each, {repeat} of each")
+    best = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for rate in rates:
-            traj = quintic_rest_to_rest(q, [seconds / 2 + 0.5] * 2, rate, robot.joint_names)
-            options = SessionOptions(plant="canopen", rate_hz=rate, duration_s=seconds, emulate=True, interface="udp_multicast",
-                                     overrun=OverrunPolicy(window=100, max_fraction=1.0, max_consecutive=0), compiled=True)
-            try:
-                s = run_session(robot, traj, options, Path(tmp) / f"run{rate:g}.npz")
-            except HardwareError as exc:  # the start check's read, before the loop
-                print(f"   {rate:6.0f} Hz: did not start: {exc}")
-                continue
-            fraction = s.overrun_fraction
-            ok = s.completed and fraction < 0.005
-            best = rate if ok else best
-            print(f"   {rate:6.0f} Hz: {s.cycles:5d} cycles, overruns {s.overruns} ({100 * fraction:.2f} %), read p50/p99 "
-                  f"{s.phases_us['read']['p50']:.0f}/{s.phases_us['read']['p99']:.0f} us; {s.scheduling}; stop: {s.stop_reason}")
-    print(f"   highest rate below 0.5 % overruns (completed): {f'{best:g} Hz' if best else 'none of those tried'}")
+        for interface in ("virtual", "udp_multicast"):
+            for rate in rates:
+                for k in range(repeat):
+                    traj = quintic_rest_to_rest(q, [seconds / 2] * 2, rate, robot.joint_names)
+                    options = SessionOptions(plant="canopen", rate_hz=rate, duration_s=None, emulate=True, interface=interface,
+                                             overrun=OverrunPolicy(window=100, max_fraction=1.0, max_consecutive=0), compiled=True)
+                    log = Path(tmp) / f"run{rate:g}.npz"
+                    try:
+                        s = run_session(robot, traj, options, log)
+                    except HardwareError as exc:  # the start check's read, before the loop
+                        print(f"   {interface:13s} {rate:6.0f} Hz: did not start: {exc}")
+                        continue
+                    peak = float(np.nanmax(np.abs(np.load(log)["tau_ext"]) / threshold))
+                    fraction = s.overrun_fraction
+                    if s.completed and fraction < 0.005 and not s.collision:
+                        best[interface] = max(best.get(interface, 0.0), rate)
+                    print(f"   {interface:13s} {rate:6.0f} Hz: {s.cycles:5d} cycles, overruns {s.overruns} ({100 * fraction:.2f} %), read p50/p99 "
+                          f"{s.phases_us['read']['p50']:.0f}/{s.phases_us['read']['p99']:.0f} us, max |tau_ext|/threshold {peak:.2f}; stop: {s.stop_reason}")
+    for interface in ("virtual", "udp_multicast"):
+        print(f"   {interface}: highest rate completed below 0.5 % overruns, no detection: {f'{best[interface]:g} Hz' if interface in best else 'none of those tried'}")
 
 
 def main() -> None:
@@ -137,10 +149,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rates", default="250,500,750,1000")
     parser.add_argument("--cycles", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=3, help="paced runs per interface and rate")
     args = parser.parse_args()
     print(f"CANopen exchange; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)\n")
     exchange_cost(args.cycles)
-    paced_runs(args.seconds, [float(r) for r in args.rates.split(",")])
+    paced_runs(args.seconds, [float(r) for r in args.rates.split(",")], args.repeat)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f} (1 min)")
 
 
