@@ -27,6 +27,7 @@ from mbctl.config.flexible import FlexibleSpec, parse_flexible
 from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
+from mbctl.config.ros2 import Ros2Spec, parse_ros2
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
@@ -35,7 +36,7 @@ __all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "ro
 
 ROBOT_KEYS = (
     "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
-    "flexible", "base",
+    "flexible", "base", "ros2",
 )
 
 
@@ -60,6 +61,7 @@ class RobotSpec:
         identification: Friction experiment plans, or None (defaults).
         constraints: Programmed and closed-loop constraints, in declaration order.
         simulation: How to simulate, or None (defaults).
+        ros2: A live arm's ROS 2 topics and controllers, or None (the defaults).
     """
 
     urdf: Path
@@ -77,6 +79,7 @@ class RobotSpec:
     identification: IdentificationSpec | None = None
     constraints: tuple[ConstraintSpec, ...] = ()
     simulation: SimulationSpec | None = None
+    ros2: Ros2Spec | None = None
 
 
 def read_robot_spec(config: str | Path) -> RobotSpec:
@@ -124,6 +127,7 @@ def robot_spec_from_table(root: Table) -> RobotSpec:
         identification=parse_identification(root.table("identification")) if "identification" in root else None,
         constraints=parse_constraints(root),
         simulation=parse_simulation(root.table("simulation")) if "simulation" in root else None,
+        ros2=parse_ros2(root.table("ros2")) if "ros2" in root else None,
     )
 
 
