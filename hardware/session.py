@@ -278,8 +278,8 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     Raises:
         InputError: If the robot is not at the trajectory's start (nothing is logged then).
     """
-    if options.lockstep and not (options.plant == "sim" or options.emulate):
-        raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
+    if options.lockstep and not (options.plant in ("sim", "ros2") or options.emulate):  # ROS 2: any node stepping once per command
+        raise InputError("lock-step needs the simulated plant, an emulated bus (--emulate) or ROS 2", field="--lockstep")
     estimator = None
     if options.law == POSITION:
         check_position_mode(robot, options)

@@ -123,6 +123,7 @@ class Ros2Joints(JointInterface):
         self._message = None
         self._dim = None
         self._enabled = False
+        self._written = False  # a command was sent: from then on a stale sample stops the run
 
     # -- the subscription callback (executor thread) ---------------------------------------------
     def _index_of(self, names: list[str]) -> np.ndarray | None:
@@ -258,6 +259,11 @@ class Ros2Joints(JointInterface):
             age = time.monotonic() - self._received
             if self.lockstep or age <= self.timeout_s:
                 return self._sample
+            if not self._written:  # before the run (the loop's set-up may take longer than the timeout): wait for a new one
+                last = self._sample
+                if self._lock.wait_for(lambda: self._sample is not last, timeout=self.spec.topic_timeout_s):
+                    return self._sample
+                return self._stale(self.spec.topic_timeout_s)
             return self._stale(self.timeout_s)
 
     def _stale(self, timeout_s: float) -> JointState:
@@ -271,6 +277,7 @@ class Ros2Joints(JointInterface):
         if self.lockstep:
             with self._lock:
                 self._written_after = self._sample.t
+        self._written = True
         self._publish(command.value)
 
     def _publish(self, value: np.ndarray) -> None:

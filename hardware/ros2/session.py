@@ -25,7 +25,7 @@ from mbctl.config.ros2 import Ros2Spec
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.interface import CommandMode, HardwareError
-from mbctl.hardware.ros2.backend import Ros2Joints
+from mbctl.hardware.ros2.backend import Ros2Joints, check_command_joints
 
 __all__ = ["ros2_backend", "ros2_emulator_process", "session_spec"]
 
@@ -49,6 +49,7 @@ def ros2_backend(robot: RobotModel, options: Any, q0: np.ndarray, mode: CommandM
         with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep) as joints:
             yield joints
         return
+    check_command_joints(robot.actuated_names, spec)  # before an emulator starts
     actuated_q0 = [float(q0[robot.joint(n).idx_v]) for n in robot.actuated_names]
     with ros2_emulator_process(robot, spec, actuated_q0, period_s, options.lockstep) as domain:
         with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep, domain_id=domain) as joints:

@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
-    p.add_argument("--lockstep", action="store_true", help="simulated plant or emulated bus: advance the plant one period per cycle, as fast as possible (deterministic)")
+    p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
     p.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority (by default asked for, and reported)")
     defaults = OverrunPolicy()
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
