@@ -20,6 +20,7 @@ import numpy as np
 from mbctl.config.ros2 import Ros2Spec
 from mbctl.errors import ConfigError, InputError
 from mbctl.hardware.interface import CommandMode, CommunicationError, JointCommand, JointInterface, JointState
+from mbctl.hardware.realtime import realtime_priority
 from mbctl.hardware.ros2.runtime import Ros2Runtime, qos_profiles, require_rclpy
 
 __all__ = ["INTERFACE_MODES", "SENT_LABEL", "Ros2Joints", "check_command_joints", "stamp_seconds"]
@@ -88,16 +89,22 @@ class Ros2Joints(JointInterface):
         mode: The loop's command mode, which must be the interface's.
         lockstep: Wait for the sample after each command (emulator in lock-step).
         domain_id: DDS domain (default ``ROS_DOMAIN_ID``).
+        realtime_priority: ``SCHED_FIFO`` priority of the threads that receive (the executor's and the
+            middleware's, started at :meth:`open`), if the OS grants it: joint states then reach a
+            paced loop in time on a busy machine. None: normal scheduling.
     """
 
     sample_clock = True
 
-    def __init__(self, joint_names: Sequence[str], spec: Ros2Spec, *, period_s: float, mode: CommandMode = CommandMode.TORQUE, lockstep: bool = False, domain_id: int | None = None):
+    def __init__(self, joint_names: Sequence[str], spec: Ros2Spec, *, period_s: float, mode: CommandMode = CommandMode.TORQUE, lockstep: bool = False,
+                 domain_id: int | None = None, realtime_priority: int | None = None):
         self.joint_names = tuple(joint_names)
         self.spec = spec
         self.period_s = period_s
         self.lockstep = lockstep
         self.domain_id = domain_id
+        self.realtime_priority = realtime_priority
+        self.scheduling = ""
         self.timeout_s = spec.joint_state_timeout_s if spec.joint_state_timeout_s is not None else DEFAULT_TIMEOUT_PERIODS * period_s
         self.command_joints = check_command_joints(self.joint_names, spec)
         wanted = INTERFACE_MODES[spec.command_interface]
@@ -170,7 +177,8 @@ class Ros2Joints(JointInterface):
         from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
         qos = qos_profiles()
-        self._runtime = Ros2Runtime(self.domain_id).open()
+        with realtime_priority(self.realtime_priority) as self.scheduling:  # the threads started now inherit it
+            self._runtime = Ros2Runtime(self.domain_id).open()
         try:
             node = self._runtime.node("mbctl_run")
             node.create_subscription(JointStateMsg, self.spec.joint_states, self._on_joint_state, qos["sensor"],
@@ -288,7 +296,7 @@ class Ros2Joints(JointInterface):
     @property
     def sensing(self) -> str:
         """Where the measurements come from, in one line (for the run summary)."""
-        parts = [f"ROS 2 {self.spec.joint_states} (header stamps)"]
+        parts = [f"ROS 2 {self.spec.joint_states} (header stamps; receiving threads {self.scheduling or 'normal'})"]
         if self._velocity_from_positions:
             parts.append("velocity: difference of positions (the joint states carry none)")
         if self.ignored:

@@ -45,14 +45,17 @@ def ros2_backend(robot: RobotModel, options: Any, q0: np.ndarray, mode: CommandM
     with ``mbctl emulate --bus ros2`` in its own process first where ``options.emulate`` asks."""
     spec = session_spec(robot, getattr(options, "joint_states", None), getattr(options, "command_topic", None))
     period_s = 1.0 / options.rate_hz
+    # paced: the receiving threads one below the loop's priority, like a paced plant's process
+    priority = None if options.lockstep or options.realtime_priority is None else options.realtime_priority - 1
     if not options.emulate:
-        with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep) as joints:
+        with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep, realtime_priority=priority) as joints:
             yield joints
         return
     check_command_joints(robot.actuated_names, spec)  # before an emulator starts
     actuated_q0 = [float(q0[robot.joint(n).idx_v]) for n in robot.actuated_names]
-    with ros2_emulator_process(robot, spec, actuated_q0, period_s, options.lockstep) as domain:
-        with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep, domain_id=domain) as joints:
+    extra = ("--realtime-priority", str(priority)) if priority is not None else ()
+    with ros2_emulator_process(robot, spec, actuated_q0, period_s, options.lockstep, extra) as domain:
+        with Ros2Joints(robot.actuated_names, spec, period_s=period_s, mode=mode, lockstep=options.lockstep, domain_id=domain, realtime_priority=priority) as joints:
             yield joints
 
 

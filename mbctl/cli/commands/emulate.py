@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2"), default="dynamixel", help="the drives emulated (default dynamixel), or ros2: the plant as a ros2_control robot on ROS 2 topics")
     p.add_argument("--interface", choices=("udp_multicast", "virtual"), default="udp_multicast", help="canopen: python-can interface (default udp_multicast, on loopback)")
     p.add_argument("--channel", help="canopen: GROUP:PORT of udp_multicast (default 239.74.163.2:43113), or the virtual channel")
-    p.add_argument("--realtime-priority", type=int, help="canopen: serve the bus under SCHED_FIFO at this priority (1-99), if the OS allows it")
+    p.add_argument("--realtime-priority", type=int, help="canopen, ros2: serve under SCHED_FIFO at this priority (1-99), if the OS allows it")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
     p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply (canopen: a TPDO)")
     p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC (canopen: a TPDO one byte short)")

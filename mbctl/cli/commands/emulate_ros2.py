@@ -41,6 +41,7 @@ def _positive(value: float | None, option: str) -> None:
 def run_ros2(args: argparse.Namespace, robot: RobotModel, q0: np.ndarray, done: threading.Event) -> int:
     """Serve until ``done`` is set."""
     from mbctl.hardware.ros2.emulator import Ros2Emulator, Ros2Faults
+    from mbctl.hardware.realtime import realtime_priority
     from mbctl.hardware.ros2.session import session_spec
     from mbctl.hardware.sim import truth_model
 
@@ -56,8 +57,9 @@ def run_ros2(args: argparse.Namespace, robot: RobotModel, q0: np.ndarray, done: 
     lockstep = args.lockstep_period is not None
     period = args.lockstep_period if lockstep else args.period
     urdf = robot.spec.urdf.read_text() if robot.spec is not None else None
-    with Ros2Emulator(truth, config, spec, period_s=period, q0=q0, lockstep=lockstep, faults=faults, urdf=urdf) as emulator:
-        timing = f"lock-step, {period:g} s per command" if lockstep else f"paced, every {period:g} s"
+    # the threads started inside (stepping, executor, middleware) inherit the scheduling
+    with realtime_priority(args.realtime_priority) as scheduling, Ros2Emulator(truth, config, spec, period_s=period, q0=q0, lockstep=lockstep, faults=faults, urdf=urdf) as emulator:
+        timing = f"lock-step, {period:g} s per command" if lockstep else f"paced, every {period:g} s; {scheduling}"
         topics = ", ".join(f"{t} ({i})" for t, i in emulator.topics.items())
         print(f"emulating {robot.name} as a ros2_control arm ({len(emulator.joint_names)} joints; {timing}): joint states on {spec.joint_states}, "
               f"commands on {topics} on ROS domain {emulator.domain_id}", flush=True)
