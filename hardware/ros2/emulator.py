@@ -9,7 +9,17 @@ What a ros2_control arm with a joint_state_broadcaster and forward command contr
   firmware loop takes goal positions), in the order of ``command_joints``; a command is held until
   the next (forward command controllers hold it too);
 - the URDF on ``/robot_description`` (``std_msgs/msg/String``, transient local, as
-  robot_state_publisher publishes it).
+  robot_state_publisher publishes it), and the links' poses on ``/tf`` (every ``tf_period_s``) and
+  ``/tf_static`` (:class:`~mbctl.hardware.ros2.tf.TfPublisher`);
+- a controller manager's ``<controller_manager>/switch_controller`` service
+  (``controller_manager_msgs/srv/SwitchController``): the command controllers (named after their
+  topics' namespaces) start active, the holding controller (``[ros2] holding_controller``, default
+  ``joint_trajectory_controller``) inactive. With the holding controller active, the joints are held
+  where they are (an ideal position hold) and commands are ignored; a command to an inactive
+  controller is ignored too.
+
+/tf and the service need the interface types of :mod:`mbctl.hardware.ros2.interfaces`; where those
+cannot be had, the emulator serves without them and says so in :attr:`Ros2Emulator.notes`.
 
 Before the first command the joints are held (as by brakes) while the stamps advance; the plant
 moves from the first command on.
@@ -87,9 +97,16 @@ class EmulatorStats:
     dropped: int = 0
     commands: int = 0
     bad_commands: int = 0
+    ignored: int = 0
     overruns: int = 0
     slipped_s: float = 0.0
     latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
+
+
+def _controller_of(topic: str) -> str:
+    """The controller a command topic belongs to: its namespace (``/forward_effort_controller/commands``)."""
+    parts = [p for p in topic.split("/") if p]
+    return parts[-2] if len(parts) >= 2 else topic
 
 
 def to_stamp(t: float, stamp: Any) -> Any:
@@ -114,6 +131,7 @@ class Ros2Emulator:
         domain_id: DDS domain (default ``ROS_DOMAIN_ID``).
         max_lag_s: Paced: the largest lag the plant makes up by stepping back to back (s).
         republish_s: Lock-step: how often the newest sample is published again while idle (s).
+        tf_period_s: Interval of ``/tf`` (s; rounded to whole periods; None: no ``/tf``).
     """
 
     def __init__(
@@ -130,6 +148,7 @@ class Ros2Emulator:
         domain_id: int | None = None,
         max_lag_s: float = 0.05,
         republish_s: float = 0.05,
+        tf_period_s: float | None = 0.01,
     ):
         self.plant = SimPlant(truth, period_s, config, q0=q0)
         self.joint_names = self.plant.joint_names
@@ -143,11 +162,16 @@ class Ros2Emulator:
         self.republish_s = republish_s
         order = check_command_joints(self.joint_names, spec)
         self._from_command = np.array([order.index(n) for n in self.joint_names], dtype=int)
+        self.truth = truth
+        self.tf_every = None if tf_period_s is None else max(1, round(tf_period_s / period_s))
+        self.notes: list[str] = []
         self.topics = {default_command_topic("effort"): "effort"}
         if len(self.plant.plant.servo_slots) == len(self.joint_names):
             self.topics[default_command_topic("position")] = "position"
         if spec.command_interface in ("effort", "position"):
             self.topics[spec.command] = spec.command_interface
+        self.holding_controller = spec.holding_controller or "joint_trajectory_controller"
+        self.controllers = {"joint_state_broadcaster": True, **{_controller_of(t): True for t in self.topics}, self.holding_controller: False}
         self.stats = EmulatorStats()
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
@@ -156,6 +180,7 @@ class Ros2Emulator:
         self._thread: threading.Thread | None = None
         self._runtime: Ros2Runtime | None = None
         self._started = False  # the first command arrived: the plant moves
+        self._tf = None
         self._t_base = 0.0  # stamp of plant time 0 (s)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -178,11 +203,12 @@ class Ros2Emulator:
             self._clock_pub = node.create_publisher(Clock, "/clock", qos["command"]) if self.lockstep else None
             self._clock = Clock()
             for topic, interface in self.topics.items():
-                node.create_subscription(Float64MultiArray, topic, lambda msg, i=interface: self._on_command(msg, i), 10)
+                node.create_subscription(Float64MultiArray, topic, lambda msg, i=interface, t=topic: self._on_command(msg, i, t), 10)
             if self.urdf is not None:
                 self._description = node.create_publisher(String, "/robot_description", qos["latched"])
                 self._description.publish(String(data=self.urdf))
             self._node = node
+            self._serve_controller_manager(node)
         except BaseException:
             self.stop()
             raise
@@ -206,9 +232,51 @@ class Ros2Emulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _serve_controller_manager(self, node: Any) -> None:
+        """/tf and the switch_controller service, where their interface types can be had."""
+        from mbctl.hardware.ros2.handover import service_name, switch_controller_type
+        from mbctl.hardware.ros2.runtime import Ros2Unavailable
+
+        try:
+            if self.tf_every is not None:
+                from mbctl.hardware.ros2.tf import TfPublisher
+
+                self._tf = TfPublisher(node, self.truth)
+            node.create_service(switch_controller_type(), service_name(self.spec.controller_manager), self._on_switch)
+        except (Ros2Unavailable, ImportError) as exc:
+            self.notes.append(f"no /tf and no switch_controller service: {exc}")
+
+    def _on_switch(self, request: Any, response: Any) -> Any:
+        """A strict switch: every controller named must exist and be in the other state, else nothing changes."""
+        activate, deactivate = list(request.activate_controllers), list(request.deactivate_controllers)
+        unknown = [c for c in activate + deactivate if c not in self.controllers]
+        wrong = [c for c in activate if self.controllers.get(c)] + [c for c in deactivate if self.controllers.get(c) is False]
+        if unknown or (wrong and request.strictness == 2):
+            response.ok = False
+            response.message = f"unknown controller {unknown[0]}" if unknown else f"controller {wrong[0]} is already in that state"
+            return response
+        with self._lock:
+            for c in deactivate:
+                self.controllers[c] = False
+            for c in activate:
+                self.controllers[c] = True
+            if self.controllers[self.holding_controller]:
+                self._command = None  # held where it is; a command controller activated later starts afresh
+        response.ok = True
+        response.message = ""
+        return response
+
+    @property
+    def holding(self) -> bool:
+        """The holding controller is active: the joints are held."""
+        return self.controllers[self.holding_controller]
+
     # -- commands (executor thread) ------------------------------------------------------------
-    def _on_command(self, msg: Any, interface: str) -> None:
+    def _on_command(self, msg: Any, interface: str, topic: str = "") -> None:
         taken = time.monotonic_ns()
+        if self.holding or not self.controllers.get(_controller_of(topic), True):
+            self.stats.ignored += 1
+            return
         value = np.asarray(msg.data, dtype=float)
         if value.shape != (len(self.joint_names),) or not np.isfinite(value).all():
             self.stats.bad_commands += 1
@@ -220,7 +288,7 @@ class Ros2Emulator:
             self.stats.latencies_s.append((taken - int(dims[0].label[len(SENT_LABEL):])) * 1e-9)
         with self._lock:
             self.stats.commands += 1
-            if not self._started and not self.lockstep:
+            if self._command is None and not self.lockstep:
                 self._t_base = time.time() - self.plant.t  # the plant moves from now; its stamps continue
             self._started = True
             self._command = command
@@ -246,7 +314,7 @@ class Ros2Emulator:
         if f.delay_s:
             time.sleep(f.delay_s)
         sample = self.plant.read()
-        stamp = sample.t + self._t_base if self._started or self.lockstep else time.time()
+        stamp = sample.t + self._t_base if self._command is not None or self.lockstep else time.time()
         m = self._message
         to_stamp(stamp, m.header.stamp)
         m.position, m.velocity, m.effort = sample.q, sample.dq, sample.effort
@@ -255,6 +323,8 @@ class Ros2Emulator:
             self._clock_pub.publish(self._clock)
         self._states.publish(m)
         self.stats.published += 1
+        if self._tf is not None and self.stats.published % self.tf_every == 1 % self.tf_every:
+            self._tf.publish(self.plant.plant.full.q, m.header.stamp)
 
     def _idle(self) -> None:
         """Lock-step: the newest sample again every ``republish_s`` (commands do the stepping)."""

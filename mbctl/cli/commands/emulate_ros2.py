@@ -63,11 +63,13 @@ def run_ros2(args: argparse.Namespace, robot: RobotModel, q0: np.ndarray, done: 
         topics = ", ".join(f"{t} ({i})" for t, i in emulator.topics.items())
         print(f"emulating {robot.name} as a ros2_control arm ({len(emulator.joint_names)} joints; {timing}): joint states on {spec.joint_states}, "
               f"commands on {topics} on ROS domain {emulator.domain_id}", flush=True)
+        for note in emulator.notes:
+            print(f"note: {note}", flush=True)
         print("stop with Ctrl-C", flush=True)
         done.wait()
     stats = emulator.stats
     latency = emulator.latency_percentiles_us()
-    print(f"served {stats.published} joint states over {stats.steps} steps; commands {stats.commands} (bad {stats.bad_commands}); "
+    print(f"served {stats.published} joint states over {stats.steps} steps; commands {stats.commands} (bad {stats.bad_commands}, ignored {stats.ignored}); "
           f"dropped {stats.dropped}; overruns {stats.overruns}, slipped {stats.slipped_s:.3f} s")
     if latency:
         print(f"command latency (sent -> taken): p50 {latency['p50']:.0f} us, p99 {latency['p99']:.0f} us, max {latency['max']:.0f} us")
