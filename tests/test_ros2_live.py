@@ -215,3 +215,72 @@ def test_an_independent_controller_holds_the_emulated_arm(tmp_path):
     assert np.abs(hold - held).max() < 1e-3
     assert np.abs(samples[300][1] - held).max() > 0.05
     assert samples[200][0] == pytest.approx(0.4)  # simulated time: one 2 ms period per command
+
+
+def test_the_position_controller_on_a_position_interface(tmp_path, cli, configs):
+    """--controller position with [ros2] command_interface = "position": the trajectory's positions go to the
+    emulated servo's firmware loop over ROS 2, in lock-step the same motion as on the simulated plant (1e-9 rad)."""
+    import shutil
+
+    bench = configs / "servo-logs" / "xl330-pendulum"
+    shutil.copy(bench / "bench.urdf", tmp_path / "bench.urdf")
+    toml = tmp_path / "bench.toml"
+    toml.write_text((bench / "bench.toml").read_text() + '\n[ros2]\ncommand_interface = "position"\n')
+    path = trajectory(cli, toml, tmp_path, "0; 1.0", 0.3)
+    base = ("run", toml, "--trajectory", path, "--rate", "200", "--lockstep", "--controller", "position", "--summary", tmp_path / "s.json")
+    assert cli(*base, "--log", tmp_path / "sim.npz").code == 0
+    result = cli(*base, "--log", tmp_path / "ros2.npz", "--bus", "ros2", "--emulate")
+    assert result.code == 0, result.out + result.err
+    assert "commands on /forward_position_controller/commands (position)" in result.out
+    sim, ros2 = np.load(tmp_path / "sim.npz"), np.load(tmp_path / "ros2.npz")
+    assert np.abs(sim["q"] - ros2["q"]).max() <= 1e-9 and np.abs(ros2["q"]).max() > 0.3
+
+
+def test_a_stale_joint_state_is_a_communication_error(tmp_path):
+    """The emulator (paced, in this process) stops publishing after 0.1 s of plant time: a paced read then raises
+    CommunicationError("stale") naming the topic, the age and the timeout; before that, reads return new samples."""
+    from mbctl.hardware.interface import CommunicationError, JointCommand
+    from mbctl.hardware.ros2.backend import Ros2Joints
+    from mbctl.hardware.ros2.emulator import Ros2Faults
+
+    robot = load_robot(write_arm(tmp_path))
+    truth, config = truth_model(robot)
+    spec = Ros2Spec(joint_state_timeout_s=0.05)
+    faults = Ros2Faults(stop_after_s=0.1)
+    with Ros2Emulator(truth, config, spec, period_s=0.002, q0=np.array(START), faults=faults, tf_period_s=None), \
+            Ros2Joints(robot.actuated_names, spec, period_s=0.002) as joints:
+        joints.enable()
+        stamps = set()
+        deadline = time.monotonic() + 10
+        with pytest.raises(CommunicationError) as info:
+            while time.monotonic() < deadline:
+                stamps.add(joints.read().t)
+                joints.write(JointCommand.torque(np.zeros(2)))
+                time.sleep(0.002)
+    assert len(stamps) > 10
+    assert info.value.kind == "stale" and "/joint_states: no new JointState for" in str(info.value) and "(timeout 50 ms)" in str(info.value)
+
+
+def test_an_incompatible_qos_is_one_line(tmp_path):
+    """A command subscriber asking for transient-local durability (mbctl publishes volatile commands): opening
+    says so in one line naming the topic, before any command; the joint states flow meanwhile."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from mbctl.errors import InputError
+    from mbctl.hardware.ros2.backend import Ros2Joints
+
+    received = []
+    with Ros2Runtime() as ros:
+        node = ros.node("test_picky_arm")
+        states = node.create_publisher(JointState, "/joint_states", 10)
+        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        node.create_subscription(Float64MultiArray, "/forward_effort_controller/commands", received.append, qos)
+        node.create_timer(0.01, lambda: states.publish(JointState(name=["shoulder", "elbow"], position=[0.3, 0.5], velocity=[0.0, 0.0], effort=[0.0, 0.0])))
+        joints = Ros2Joints(("shoulder", "elbow"), Ros2Spec(topic_timeout_s=3.0), period_s=0.002)
+        with pytest.raises(InputError) as info:
+            joints.open()
+    message = str(info.value)
+    assert "\n" not in message and "/forward_effort_controller/commands: incompatible QoS" in message, message
+    assert received == []
