@@ -63,9 +63,10 @@ class Ros2Joints(JointInterface):
     state under a lock, its joints matched by name through an index computed from the first message
     (and again only when the names change); joints the robot lacks (a gripper) are ignored and named
     once in :attr:`sensing`. :attr:`JointState.t` is the message's header stamp (the drives' sample
-    clock). Paced, :meth:`read` never blocks: it returns the newest sample (a sample read again keeps
-    its time) and raises ``CommunicationError("stale", ...)`` once no new one has arrived for
-    ``joint_state_timeout`` (the loop stops on it at once). Lock-step (against ``mbctl emulate --bus
+    clock); a message with the newest sample's stamp again (an arm whose clock stands still while it
+    is held) is no new sample but shows the arm alive. Paced, :meth:`read` never blocks: it returns
+    the newest sample (a sample read again keeps its time) and raises ``CommunicationError("stale",
+    ...)`` once no joint state has arrived for ``joint_state_timeout`` (the loop stops on it at once). Lock-step (against ``mbctl emulate --bus
     ros2 --lockstep-period``), a read after a write waits for the sample stamped after the command.
 
     Writing: ``Float64MultiArray`` in the order of ``command_joints``, in the unit of the command
@@ -118,7 +119,7 @@ class Ros2Joints(JointInterface):
         self.hand_over_error = ""
         self._lock = threading.Condition()
         self._sample: JointState | None = None
-        self._received = -math.inf  # host monotonic time of the newest new sample (s)
+        self._received = -math.inf  # host monotonic time of the newest joint state, new or the same again (s)
         self._names: list[str] | None = None
         self._index: np.ndarray | None = None
         self._mismatch = ""
@@ -155,7 +156,10 @@ class Ros2Joints(JointInterface):
         with self._lock:
             last = self._sample
             if last is not None and t <= last.t:
-                return  # a sample published again (or out of order): not new
+                if t == last.t:  # the same sample again (a held arm's clock stands still): alive, but no step
+                    self._received = received
+                    self._lock.notify_all()
+                return
             if len(msg.velocity) == len(msg.name):
                 dq = np.asarray(msg.velocity, dtype=float)[index]
             else:  # a broadcaster without velocity interfaces: the difference of positions over the stamps
@@ -268,8 +272,8 @@ class Ros2Joints(JointInterface):
             if self.lockstep or age <= self.timeout_s:
                 return self._sample
             if not self._written:  # before the run (the loop's set-up may take longer than the timeout): wait for a new one
-                last = self._sample
-                if self._lock.wait_for(lambda: self._sample is not last, timeout=self.spec.topic_timeout_s):
+                heard = self._received
+                if self._lock.wait_for(lambda: self._received > heard, timeout=self.spec.topic_timeout_s):
                     return self._sample
                 return self._stale(self.spec.topic_timeout_s)
             return self._stale(self.timeout_s)

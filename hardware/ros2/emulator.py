@@ -21,11 +21,14 @@ What a ros2_control arm with a joint_state_broadcaster and forward command contr
 /tf and the service need the interface types of :mod:`mbctl.hardware.ros2.interfaces`; where those
 cannot be had, the emulator serves without them and says so in :attr:`Ros2Emulator.notes`.
 
-Before the first command the joints are held (as by brakes) while the stamps advance; the plant
-moves from the first command on.
+Before the first command, and while the holding controller is active, the joints are held (as by
+brakes) and the plant's clock stands still: its sample is published again each period with the same
+stamp (a reader sees it alive, and no motion to estimate from). The plant moves from the first
+command on.
 
 Timing. Paced (default): the plant steps on absolute deadlines ``t0 + k*period`` with the latest
-command, then publishes; the stamps are ``start + plant time`` on the system clock (ROS time). A
+command, then publishes; the stamps are ``start + plant time`` on the system clock (ROS time; behind
+the wall clock by the time the plant was held). A
 step that ends late is caught up back to back; more than ``max_lag_s`` behind, the plant's clock
 slips (counted). Lock-step (``lockstep=True``): each command received advances the plant by exactly
 one period and publishes the sample after it, stamped with simulated time (also on ``/clock``,
@@ -288,8 +291,6 @@ class Ros2Emulator:
             self.stats.latencies_s.append((taken - int(dims[0].label[len(SENT_LABEL):])) * 1e-9)
         with self._lock:
             self.stats.commands += 1
-            if self._command is None and not self.lockstep:
-                self._t_base = time.time() - self.plant.t  # the plant moves from now; its stamps continue
             self._started = True
             self._command = command
             if self.lockstep:
@@ -314,7 +315,7 @@ class Ros2Emulator:
         if f.delay_s:
             time.sleep(f.delay_s)
         sample = self.plant.read()
-        stamp = sample.t + self._t_base if self._command is not None or self.lockstep else time.time()
+        stamp = sample.t + self._t_base
         m = self._message
         to_stamp(stamp, m.header.stamp)
         m.position, m.velocity, m.effort = sample.q, sample.dq, sample.effort
