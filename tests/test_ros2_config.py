@@ -66,3 +66,19 @@ def test_a_position_controller_needs_a_position_interface(tmp_path):
         Ros2Joints(("shoulder", "elbow"), effort, period_s=0.002, mode=CommandMode.POSITION)
     position = read_robot_spec(write_arm(tmp_path, 'command_interface = "position"')).ros2
     assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.002, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.02)
+
+
+def test_without_rclpy_the_run_says_how_to_get_it(tmp_path, cli, monkeypatch):
+    """rclpy not importable: mbctl run --bus ros2 is one line saying how to install it, and nothing is written;
+    the same run on the simulated plant (control case) completes."""
+    import sys
+
+    toml = write_arm(tmp_path)
+    assert cli("trajectory", "quintic", toml, "--waypoints", "0.3,0.5; 0.6,0.2", "--durations", "0.3", "--out", tmp_path / "t.csv").code == 0
+    base = ("run", toml, "--trajectory", tmp_path / "t.csv", "--rate", "500", "--lockstep", "--summary", tmp_path / "s.json", "--log", tmp_path / "r.npz")
+    assert cli(*base).code == 0
+    (tmp_path / "r.npz").unlink()
+    monkeypatch.setitem(sys.modules, "rclpy", None)  # import rclpy raises ImportError
+    result = cli(*base, "--bus", "ros2")
+    assert result.code != 0 and result.err.count("\n") == 1 and 'pip install "mbctl[ros2]"' in result.err, result.err
+    assert not (tmp_path / "r.npz").exists()
