@@ -284,3 +284,26 @@ def test_an_incompatible_qos_is_one_line(tmp_path):
     message = str(info.value)
     assert "\n" not in message and "/forward_effort_controller/commands: incompatible QoS" in message, message
     assert received == []
+
+
+def test_disable_sends_zero_effort_and_sees_it_acknowledged(tmp_path):
+    """disable() after commands: one zero-effort command reaches the emulator (which holds it), acknowledged before
+    close; a second disable() sends nothing."""
+    from mbctl.hardware.interface import JointCommand
+    from mbctl.hardware.ros2.backend import Ros2Joints
+
+    robot = load_robot(write_arm(tmp_path))
+    truth, config = truth_model(robot)
+    spec = Ros2Spec()
+    with Ros2Emulator(truth, config, spec, period_s=0.002, q0=np.array(START), lockstep=True, tf_period_s=None) as emulator:
+        with Ros2Joints(robot.actuated_names, spec, period_s=0.002, lockstep=True) as joints:
+            joints.enable()
+            for _ in range(5):
+                joints.read()
+                joints.write(JointCommand.torque(np.array([3.0, 1.0])))
+            joints.read()
+            joints.disable()
+            assert joints.disable_acked is True
+            joints.disable()
+        assert emulator.stats.commands == 6
+        assert np.array_equal(emulator._command.value, np.zeros(2))

@@ -29,6 +29,7 @@ INTERFACE_MODES = {"effort": CommandMode.TORQUE, "velocity": CommandMode.VELOCIT
 SENT_LABEL = "mbctl_sent_ns="
 """Prefix of the command's ``layout.dim[0].label``: the host's CLOCK_MONOTONIC at publishing (ns), for
 latency measurements by the emulator (forward command controllers ignore the layout)."""
+DISABLE_ACK_TIMEOUT_S = 0.2  # s: the longest wait for the subscribers' acknowledgement of the stop command
 DEFAULT_TIMEOUT_PERIODS = 10  # no new joint state for this many control periods stops a run (default)
 _POLL_S = 0.005
 
@@ -79,7 +80,8 @@ class Ros2Joints(JointInterface):
 
     Ending: :meth:`disable` (every stop) commands what leaves the arm still or limp: zero effort on an
     effort interface, the present position on a position interface, zero velocity on a velocity
-    interface. :meth:`hand_over` (a clean finish) switches the controller manager from the active to
+    interface, and waits (up to 0.2 s) until every subscriber acknowledged it: a forward command
+    controller holds its last command, so the stop must not be lost to closing. :meth:`hand_over` (a clean finish) switches the controller manager from the active to
     the holding controller through ``switch_controller`` where ``holding_controller`` is configured
     and says so; otherwise it returns None and the caller keeps holding until stopped.
 
@@ -117,6 +119,7 @@ class Ros2Joints(JointInterface):
         self.ignored: tuple[str, ...] = ()
         self.comm_errors: dict[str, int] = {}
         self.hand_over_error = ""
+        self.disable_acked: bool | None = None  # the stop command acknowledged by every subscriber (None: none sent)
         self._lock = threading.Condition()
         self._sample: JointState | None = None
         self._received = -math.inf  # host monotonic time of the newest joint state, new or the same again (s)
@@ -242,6 +245,11 @@ class Ros2Joints(JointInterface):
             else:
                 hold = np.zeros(len(self.joint_names))
             self._publish(hold)
+            # reliable, but only once delivered: closing right after could drop it, and a forward
+            # command controller holds its last command
+            from rclpy.duration import Duration
+
+            self.disable_acked = self._publisher.wait_for_all_acked(Duration(nanoseconds=int(DISABLE_ACK_TIMEOUT_S * 1e9)))
         except Exception:  # noqa: BLE001  disable must never raise
             pass
 
