@@ -305,5 +305,8 @@ def test_disable_sends_zero_effort_and_sees_it_acknowledged(tmp_path):
             joints.disable()
             assert joints.disable_acked is True
             joints.disable()
+        deadline = time.monotonic() + 10  # acknowledged by the middleware; the emulator's callback runs a little later
+        while emulator.stats.commands < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert emulator.stats.commands == 6
         assert np.array_equal(emulator._command.value, np.zeros(2))
