@@ -238,7 +238,7 @@ def test_the_position_controller_on_a_position_interface(tmp_path, cli, configs)
 
 
 def test_a_stale_joint_state_is_a_communication_error(tmp_path):
-    """The emulator (paced, in this process) stops publishing after 0.1 s of plant time: a paced read then raises
+    """The emulator (paced, in this process) stops publishing after 0.3 s of plant time: a paced read then raises
     CommunicationError("stale") naming the topic, the age and the timeout; before that, reads return new samples."""
     from mbctl.hardware.interface import CommunicationError, JointCommand
     from mbctl.hardware.ros2.backend import Ros2Joints
@@ -247,7 +247,7 @@ def test_a_stale_joint_state_is_a_communication_error(tmp_path):
     robot = load_robot(write_arm(tmp_path))
     truth, config = truth_model(robot)
     spec = Ros2Spec(joint_state_timeout_s=0.2)  # a margin for a loaded machine
-    faults = Ros2Faults(stop_after_s=0.1)
+    faults = Ros2Faults(stop_after_s=0.3)
     with Ros2Emulator(truth, config, spec, period_s=0.002, q0=np.array(START), faults=faults, tf_period_s=None), \
             Ros2Joints(robot.actuated_names, spec, period_s=0.002) as joints:
         joints.enable()
@@ -258,7 +258,7 @@ def test_a_stale_joint_state_is_a_communication_error(tmp_path):
                 stamps.add(joints.read().t)
                 joints.write(JointCommand.torque(np.zeros(2)))
                 time.sleep(0.002)
-    assert len(stamps) > 10
+    assert len(stamps) > 5  # new samples before the stop (fewer reads on a loaded machine)
     assert info.value.kind == "stale" and "/joint_states: no new JointState for" in str(info.value) and "(timeout 200 ms)" in str(info.value)
 
 
