@@ -69,7 +69,9 @@ def one_run(robot, traj, folder: Path, plant: str, k: int, die_after: float | No
         s = run_session(robot, traj, options, log)
     out = {"summary": s}
     if stats.exists():
-        out["latency_us"] = json.loads(stats.read_text())["latencies_us"]
+        report = json.loads(stats.read_text())
+        out["latency_us"] = report["latencies_us"]
+        out["emulator"] = f"emulator: {report['steps']} steps, {report['overruns']} late (max {1e3 * report['max_late_s']:.1f} ms at {report['max_late_at_s']:.3f} s), slipped {1e3 * report['slipped_s']:.0f} ms"
     return out
 
 
@@ -94,7 +96,7 @@ def main() -> None:
             s, lat = r["summary"], np.array(r.get("latency_us", [np.nan]))
             ros.append(s)
             latencies.append(lat)
-            print(f"{'ros2 ' + str(k):>10} {100 * s.overruns / max(s.cycles, 1):10.2f} {1e3 * rms(s):9.3f} {np.percentile(lat, 50):10.0f} {np.percentile(lat, 99):10.0f}  {s.stop_reason}")
+            print(f"{'ros2 ' + str(k):>10} {100 * s.overruns / max(s.cycles, 1):10.2f} {1e3 * rms(s):9.3f} {np.percentile(lat, 50):10.0f} {np.percentile(lat, 99):10.0f}  {s.stop_reason} ({r.get('emulator', '')})")
         killed = [one_run(robot, traj, folder, "ros2", 90 + k, die_after=0.5)["summary"] for k in range(3)]
         all_lat = np.concatenate(latencies)
         overruns = np.array([100 * s.overruns / max(s.cycles, 1) for s in ros])

@@ -100,7 +100,7 @@ def test_no_publisher_is_one_line_after_the_wait(tmp_path, cli):
 def test_a_killed_emulator_stops_the_run_naming_the_topic(tmp_path, cli, domain):
     """mbctl emulate --bus ros2 killed mid-run (SIGKILL after 0.3 s of plant time): exit 1, the log
     written with the cycles before, the reason naming the joint-states topic and the sample's age."""
-    toml = write_arm(tmp_path, "joint_state_timeout_ms = 60")  # a margin for a loaded machine (the default: 20 ms at 500 Hz)
+    toml = write_arm(tmp_path, "joint_state_timeout_ms = 60")  # a margin for a loaded machine (the default: 50 ms at 500 Hz)
     path = trajectory(cli, toml, tmp_path, "0.3,0.5; 0.6,0.2; 0.3,0.5", "1,1")
     emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(toml), "--bus", "ros2", "--period", "0.002", "--q0", "0.3,0.5", "--die-after", "0.3",
                                  "--realtime-priority", "79"],

@@ -30,7 +30,10 @@ SENT_LABEL = "mbctl_sent_ns="
 """Prefix of the command's ``layout.dim[0].label``: the host's CLOCK_MONOTONIC at publishing (ns), for
 latency measurements by the emulator (forward command controllers ignore the layout)."""
 DISABLE_ACK_TIMEOUT_S = 0.2  # s: the longest wait for the subscribers' acknowledgement of the stop command
-DEFAULT_TIMEOUT_PERIODS = 10  # no new joint state for this many control periods stops a run (default)
+DEFAULT_TIMEOUT_PERIODS = 10  # no joint state for this many control periods stops a run (default) ...
+MIN_DEFAULT_TIMEOUT_S = 0.05  # ... or for this long (s), whichever is longer: Python nodes on a busy host stall
+# for tens of ms (the emulator under SCHED_FIFO at load 7 on 2 cores: wake-ups up to 44-70 ms late, its step
+# and publish at most 0.4 ms), and a false stop is a stop
 _POLL_S = 0.005
 
 
@@ -88,7 +91,7 @@ class Ros2Joints(JointInterface):
     Args:
         joint_names: The robot's actuated joints (the order of every array).
         spec: Topics, interface, joint order and timeouts.
-        period_s: Control period (s): the default joint-state timeout is ten of them.
+        period_s: Control period (s): the default joint-state timeout is ten of them, at least 50 ms.
         mode: The loop's command mode, which must be the interface's.
         lockstep: Wait for the sample after each command (emulator in lock-step).
         domain_id: DDS domain (default ``ROS_DOMAIN_ID``).
@@ -108,7 +111,7 @@ class Ros2Joints(JointInterface):
         self.domain_id = domain_id
         self.realtime_priority = realtime_priority
         self.scheduling = ""
-        self.timeout_s = spec.joint_state_timeout_s if spec.joint_state_timeout_s is not None else DEFAULT_TIMEOUT_PERIODS * period_s
+        self.timeout_s = spec.joint_state_timeout_s if spec.joint_state_timeout_s is not None else max(DEFAULT_TIMEOUT_PERIODS * period_s, MIN_DEFAULT_TIMEOUT_S)
         self.command_joints = check_command_joints(self.joint_names, spec)
         wanted = INTERFACE_MODES[spec.command_interface]
         if mode is not wanted:

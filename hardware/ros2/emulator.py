@@ -29,8 +29,9 @@ command on.
 Timing. Paced (default): the plant steps on absolute deadlines ``t0 + k*period`` with the latest
 command, then publishes; the stamps are ``start + plant time`` on the system clock (ROS time; behind
 the wall clock by the time the plant was held). A
-step that ends late is caught up back to back; more than ``max_lag_s`` behind, the plant's clock
-slips (counted). Lock-step (``lockstep=True``): each command received advances the plant by exactly
+step that ends late is caught up back to back up to ``max_lag_s`` (two periods by default); a longer
+stall of the process (a busy machine stalls Python processes for tens of ms) pauses the plant: its
+clock slips (counted), rather than a burst of steps under one held command that no controller chose. Lock-step (``lockstep=True``): each command received advances the plant by exactly
 one period and publishes the sample after it, stamped with simulated time (also on ``/clock``,
 ``rosgraph_msgs/msg/Clock``); while no command comes, the newest sample is published again every
 ``republish_s`` with its own stamp (a late subscriber gets it; a reader sees no new sample). A
@@ -102,6 +103,8 @@ class EmulatorStats:
     bad_commands: int = 0
     ignored: int = 0
     overruns: int = 0
+    max_late_s: float = 0.0  # the latest a step ended after its deadline (s) ...
+    max_late_at_s: float = 0.0  # ... at this plant time (s)
     slipped_s: float = 0.0
     latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCIES_KEPT))
 
@@ -132,7 +135,9 @@ class Ros2Emulator:
         faults: Fault injection.
         urdf: The URDF text for ``/robot_description`` (None: not published).
         domain_id: DDS domain (default ``ROS_DOMAIN_ID``).
-        max_lag_s: Paced: the largest lag the plant makes up by stepping back to back (s).
+        max_lag_s: Paced: the largest lag the plant makes up by stepping back to back (s; None: two
+            periods). A longer stall of this process is slipped: the plant pauses, its stamps continue
+            from where they were, and no burst of steps with one held command follows.
         republish_s: Lock-step: how often the newest sample is published again while idle (s).
         tf_period_s: Interval of ``/tf`` (s; rounded to whole periods; None: no ``/tf``).
     """
@@ -149,7 +154,7 @@ class Ros2Emulator:
         faults: Ros2Faults | None = None,
         urdf: str | None = None,
         domain_id: int | None = None,
-        max_lag_s: float = 0.05,
+        max_lag_s: float | None = None,
         republish_s: float = 0.05,
         tf_period_s: float | None = 0.01,
     ):
@@ -161,7 +166,7 @@ class Ros2Emulator:
         self.faults = faults or Ros2Faults()
         self.urdf = urdf
         self.domain_id = domain_id
-        self.max_lag_s = max_lag_s
+        self.max_lag_s = 2 * period_s if max_lag_s is None else max_lag_s
         self.republish_s = republish_s
         order = check_command_joints(self.joint_names, spec)
         self._from_command = np.array([order.index(n) for n in self.joint_names], dtype=int)
@@ -346,6 +351,8 @@ class Ros2Emulator:
             with self._lock:
                 self._step_and_publish()
             lag = time.monotonic() - (deadline + self.period_s)
+            if lag + self.period_s > self.stats.max_late_s:
+                self.stats.max_late_s, self.stats.max_late_at_s = lag + self.period_s, self.plant.t
             if lag > 0:
                 self.stats.overruns += 1
                 if lag > self.max_lag_s:

@@ -7,14 +7,14 @@ command_interface = "effort"                        # effort | velocity | positi
 command = "/forward_effort_controller/commands"     # std_msgs/Float64MultiArray (forward command controller)
 command_joints = ["shoulder_pan_joint", "shoulder_lift_joint"]  # that controller's `joints` order (default: the robot's)
 topic_timeout_ms = 5000                             # before the first command: wait this long for the topics
-joint_state_timeout_ms = 20                         # during the run: no new joint state for this long stops it
+joint_state_timeout_ms = 50                         # during the run: no new joint state for this long stops it
 controller_manager = "/controller_manager"          # for the hand-over at the end of a clean run
 active_controller = "forward_effort_controller"     # the controller mbctl commands
 holding_controller = "joint_trajectory_controller"  # the controller the arm is handed over to
 ```
 
 Every key is optional. ``command`` defaults by interface to
-``/forward_<interface>_controller/commands``; ``joint_state_timeout_ms`` to ten control periods;
+``/forward_<interface>_controller/commands``; ``joint_state_timeout_ms`` to ten control periods, at least 50 ms;
 ``active_controller`` to the command topic's namespace. Without ``holding_controller`` there is no
 hand-over: a clean run keeps holding until it is stopped.
 """
@@ -51,7 +51,7 @@ class Ros2Spec:
         command_joints: Joint order of the command array (None: the robot's actuated order).
         topic_timeout_s: Longest wait for the topics before the first command (s).
         joint_state_timeout_s: Longest time without a new joint state during a run (s; None: ten
-            control periods).
+            control periods, at least 50 ms).
         controller_manager: Node name of the controller manager (its ``switch_controller`` service).
         active_controller: The controller mbctl commands (None: the command topic's namespace).
         holding_controller: The controller the arm is handed to after a clean run (None: no hand-over).

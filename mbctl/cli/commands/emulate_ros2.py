@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import threading
 from pathlib import Path
@@ -59,6 +60,10 @@ def run_ros2(args: argparse.Namespace, robot: RobotModel, q0: np.ndarray, done: 
     urdf = robot.spec.urdf.read_text() if robot.spec is not None else None
     # the threads started inside (stepping, executor, middleware) inherit the scheduling
     with realtime_priority(args.realtime_priority) as scheduling, Ros2Emulator(truth, config, spec, period_s=period, q0=q0, lockstep=lockstep, faults=faults, urdf=urdf) as emulator:
+        # everything built so far (the plant, the middleware) out of the cyclic collector's reach before a client
+        # connects: a full collection never walks it while serving
+        gc.collect()
+        gc.freeze()
         timing = f"lock-step, {period:g} s per command" if lockstep else f"paced, every {period:g} s; {scheduling}"
         topics = ", ".join(f"{t} ({i})" for t, i in emulator.topics.items())
         print(f"emulating {robot.name} as a ros2_control arm ({len(emulator.joint_names)} joints; {timing}): joint states on {spec.joint_states}, "
@@ -70,7 +75,7 @@ def run_ros2(args: argparse.Namespace, robot: RobotModel, q0: np.ndarray, done: 
     stats = emulator.stats
     latency = emulator.latency_percentiles_us()
     print(f"served {stats.published} joint states over {stats.steps} steps; commands {stats.commands} (bad {stats.bad_commands}, ignored {stats.ignored}); "
-          f"dropped {stats.dropped}; overruns {stats.overruns}, slipped {stats.slipped_s:.3f} s")
+          f"dropped {stats.dropped}; overruns {stats.overruns} (latest {1e3 * stats.max_late_s:.1f} ms after its deadline), slipped {stats.slipped_s:.3f} s")
     if latency:
         print(f"command latency (sent -> taken): p50 {latency['p50']:.0f} us, p99 {latency['p99']:.0f} us, max {latency['max']:.0f} us")
     if args.stats is not None:
