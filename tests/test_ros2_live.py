@@ -311,3 +311,17 @@ def test_disable_sends_zero_effort_and_sees_it_acknowledged(tmp_path):
             time.sleep(0.01)
         assert emulator.stats.commands == 6
         assert np.array_equal(emulator._command.value, np.zeros(2))
+
+
+def test_topic_overrides_on_the_command_line(tmp_path, cli):
+    """--joint-states and --command-topic replace the [ros2] topics (the emulator started by --emulate serves the
+    same ones): the run completes over them and says so; without an emulator on them, no publisher (exit 2)."""
+    toml = write_arm(tmp_path, "topic_timeout_ms = 1000")
+    path = trajectory(cli, toml, tmp_path, "0.3,0.5; 0.6,0.2", 0.2)
+    base = ("run", toml, "--trajectory", path, "--rate", "500", "--lockstep", "--bus", "ros2", "--joint-states", "/arm/joint_states",
+            "--command-topic", "/arm_effort_controller/commands", "--log", tmp_path / "r.npz", "--summary", tmp_path / "s.json")
+    result = cli(*base, "--emulate")
+    assert result.code == 0, result.out + result.err
+    assert "ROS 2 /arm/joint_states" in result.out and "commands on /arm_effort_controller/commands (effort)" in result.out
+    result = cli(*base)
+    assert result.code == 2 and "/arm/joint_states: no publisher" in result.err, result.err
