@@ -95,7 +95,7 @@ class SessionOptions:
     """What to run against and how.
 
     Attributes:
-        plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"`` or ``"canopen"``.
+        plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"``, ``"canopen"`` or ``"ros2"``.
         law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), :data:`MPC` (model predictive control,
             :class:`mbctl.ctrl.optimal.controller.MpcController`), or :data:`POSITION`: the
             trajectory's positions sent as goals to drives in position mode (servos with
@@ -118,6 +118,7 @@ class SessionOptions:
         compiled: Compile the control law and, lock-step, the simulated plant's steps to C
             (False: CasADi's and numpy's interpreters, the same arithmetic, slower per
             cycle but without a compile for a model seen once, as in a parameter study).
+        joint_states, command_topic: ROS 2 topics replacing the robot's ``[ros2]`` ones (``plant="ros2"``).
         mpc_fail: With ``law = "mpc"``: ``mpc_fail(cycle) -> bool`` forces failed updates (tests of
             the fallback); None: none forced.
     """
@@ -135,6 +136,8 @@ class SessionOptions:
     realtime_priority: int | None = DEFAULT_PRIORITY
     compiled: bool = True
     mpc_fail: Callable[[int], bool] | None = None
+    joint_states: str | None = None
+    command_topic: str | None = None
 
 
 @contextlib.contextmanager
@@ -157,6 +160,12 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
     if options.plant == "canopen":
         with _canopen_backend(robot, options, q0) as drives:
             yield drives
+        return
+    if options.plant == "ros2":
+        from mbctl.hardware.ros2.session import ros2_backend
+
+        with ros2_backend(robot, options, q0, _drive_mode(options)) as arm:
+            yield arm
         return
     bus = bus_config(robot)
     if not options.emulate:
@@ -283,8 +292,8 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     Raises:
         InputError: If the robot is not at the trajectory's start (nothing is logged then).
     """
-    if options.lockstep and not (options.plant == "sim" or options.emulate):
-        raise InputError("lock-step needs the simulated plant or an emulated bus (--emulate)", field="--lockstep")
+    if options.lockstep and not (options.plant in ("sim", "ros2") or options.emulate):  # ROS 2: any node stepping once per command
+        raise InputError("lock-step needs the simulated plant, an emulated bus (--emulate) or ROS 2", field="--lockstep")
     estimator = None
     if options.law == POSITION:
         check_position_mode(robot, options)
@@ -297,8 +306,9 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         estimator = LoopEstimator(robot, 1.0 / options.rate_hz, compiled=options.compiled)
     duration = options.duration_s if options.duration_s is not None else traj.duration
     command = _drive_mode(options)
-    # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry
-    watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant == "canopen" else LoopConfig.watchdog_failures
+    # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry; ROS 2: a
+    # stale joint state has already waited out its own timeout
+    watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant in ("canopen", "ros2") else LoopConfig.watchdog_failures
     end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else EndSpec()
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority,
                         command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then)

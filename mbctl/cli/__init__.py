@@ -42,7 +42,7 @@ COMMANDS = {
     "simulate": "simulate constrained dynamics ([[constraints]], [simulation] of a robot TOML)",
     "run": "closed-loop run against the simulated plant or real drives",
     "observe": "external joint torques and collisions in a log (momentum observer)",
-    "emulate": "emulate the robot's Dynamixel bus on a pty",
+    "emulate": "emulate the robot's Dynamixel bus on a pty, CANopen drives, or a ros2_control arm",
     "identify": "friction identification: run experiments, fit logs",
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
     "animate": "a run in 3-D as a self-contained HTML page",

@@ -32,6 +32,7 @@ from mbctl.config.flexible import FlexibleSpec, parse_flexible
 from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.plant import PlantSpec, parse_plant
+from mbctl.config.ros2 import Ros2Spec, parse_ros2
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
@@ -41,7 +42,7 @@ __all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "ro
 
 ROBOT_KEYS = (
     "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
-    "flexible", "base", "xacro",
+    "flexible", "base", "xacro", "ros2",
 )
 
 
@@ -68,6 +69,7 @@ class RobotSpec:
         simulation: How to simulate, or None (defaults).
         xacro: The xacro file ``urdf`` was expanded from, or None for a URDF.
         xacro_args: The arguments it was expanded with (name -> value).
+        ros2: A live arm's ROS 2 topics and controllers, or None (the defaults).
     """
 
     urdf: Path
@@ -87,6 +89,7 @@ class RobotSpec:
     simulation: SimulationSpec | None = None
     xacro: Path | None = None
     xacro_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    ros2: Ros2Spec | None = None
 
 
 def read_robot_spec(config: str | Path, *, xacro_args: Mapping[str, str] | None = None) -> RobotSpec:
@@ -160,6 +163,7 @@ def robot_spec_from_table(root: Table, *, xacro_args: Mapping[str, str] | None =
         simulation=parse_simulation(root.table("simulation")) if "simulation" in root else None,
         xacro=description if is_xacro(description) else None,
         xacro_args=args,
+        ros2=parse_ros2(root.table("ros2")) if "ros2" in root else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""``mbctl emulate``: serve a robot's Dynamixel bus on a pseudo-terminal, or its CANopen drives
-(``--bus canopen``) on a python-can bus, backed by its simulated plant.
+"""``mbctl emulate``: serve a robot's Dynamixel bus on a pseudo-terminal, its CANopen drives
+(``--bus canopen``) on a python-can bus, or the robot as a ros2_control arm on ROS 2 topics
+(``--bus ros2``), backed by its simulated plant.
 
 Prints the device path to give to ``mbctl run --plant dynamixel --port PATH`` (or to
 any Dynamixel SDK client), or the CAN channel for ``mbctl run --bus canopen --interface
@@ -15,6 +16,7 @@ import threading
 import numpy as np
 
 from mbctl.cli.arguments import add_xacro_option, robot_config, xacro_args_of
+from mbctl.cli.commands.emulate_ros2 import add_ros2_arguments, run_ros2
 from mbctl.cli.commands.trajectory import parse_numbers
 from mbctl.dynamics.model.robot import RobotModel, load_robot
 from mbctl.errors import InputError
@@ -26,18 +28,19 @@ from mbctl.hardware.sim import TruthPlant, truth_model
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name with [drives] (and optionally [plant])")
     add_xacro_option(p)
-    p.add_argument("--bus", choices=("dynamixel", "canopen"), default="dynamixel", help="the drives emulated (default dynamixel)")
+    p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2"), default="dynamixel", help="the drives emulated (default dynamixel), or ros2: the plant as a ros2_control robot on ROS 2 topics")
     p.add_argument("--interface", choices=("udp_multicast", "virtual"), default="udp_multicast", help="canopen: python-can interface (default udp_multicast, on loopback)")
     p.add_argument("--channel", help="canopen: GROUP:PORT of udp_multicast (default 239.74.163.2:43113), or the virtual channel")
-    p.add_argument("--realtime-priority", type=int, help="serve the bus under SCHED_FIFO at this priority (1-99), if the OS allows it")
+    p.add_argument("--realtime-priority", type=int, help="canopen, ros2: serve under SCHED_FIFO at this priority (1-99), if the OS allows it")
     p.add_argument("--timing", action="store_true", help="delay replies like a real bus (baud rate, Return Delay Time)")
-    p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply (canopen: a TPDO)")
+    p.add_argument("--drop", type=float, default=0.0, help="probability of dropping a reply (canopen: a TPDO; ros2: a joint state)")
     p.add_argument("--corrupt", type=float, default=0.0, help="probability of a reply with a wrong CRC (canopen: a TPDO one byte short)")
     p.add_argument("--garbage", type=float, default=0.0, help="probability of garbage bytes before a reply")
-    p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms")
+    p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms (ros2: before each joint state)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
-    p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read (canopen: each SYNC after new set-points), and only then (default: follow the clock)")
+    p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read (canopen: each SYNC after new set-points; ros2: each command), and only then (default: follow the clock)")
     p.add_argument("--q0", help="initial joint positions of the plant, rad or m, one per actuated joint (default zeros)")
+    add_ros2_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -45,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     if args.bus == "canopen":
         return run_canopen(args, robot)
+    if args.bus == "ros2":
+        return run_ros2(args, robot, initial_positions(robot, args), stop_event())
     bus = bus_config(robot)
     truth, _ = truth_model(robot)
     q0 = initial_positions(robot, args)

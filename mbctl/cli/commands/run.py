@@ -1,5 +1,5 @@
-"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant, Dynamixel drives
-or CiA 402 drives on CANopen (``--bus canopen``).
+"""``mbctl run``: a closed-loop run at a fixed rate against the simulated plant, Dynamixel drives,
+CiA 402 drives on CANopen (``--bus canopen``) or an arm under ros2_control (``--bus ros2``).
 
 Exit codes: 0 for a clean run (completed, no overrun); 1 for a run that stopped
 before its end (safety stop, overrun limit, fault, signal); 3 for a run that
@@ -64,14 +64,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
-    p.add_argument("--bus", choices=("dynamixel", "canopen"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel)")
+    p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel); ros2: an arm under ros2_control ([ros2] topics)")
+    p.add_argument("--joint-states", help="ros2: the sensor_msgs/JointState topic (default: [ros2] joint_states, /joint_states)")
+    p.add_argument("--command-topic", help="ros2: the forward command controller's Float64MultiArray topic (default: [ros2] command)")
     p.add_argument("--interface", help="canopen: python-can interface, e.g. socketcan, pcan, kvaser, virtual, udp_multicast (default: drives.interface)")
     p.add_argument("--channel", help="canopen: the interface's channel, e.g. can0 (default: drives.channel)")
-    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast)")
+    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast); with --bus ros2: mbctl emulate --bus ros2 in its own process")
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
-    p.add_argument("--lockstep", action="store_true", help="simulated plant or emulated bus: advance the plant one period per cycle, as fast as possible (deterministic)")
+    p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
     p.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority (by default asked for, and reported)")
     defaults = OverrunPolicy()
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
@@ -136,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--plant {args.plant} and --bus {args.bus} contradict each other", field="--bus")
     if plant != "canopen" and (args.interface or args.channel):
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
+    if plant != "ros2" and (args.joint_states or args.command_topic):
+        raise InputError("only for --bus ros2", field="--joint-states" if args.joint_states else "--command-topic")
     robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     check_log_animation(robot, args.animate)
     check_run_view(robot, args)
@@ -154,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         interface=args.interface,
         channel=args.channel,
         emulate=args.emulate,
+        joint_states=args.joint_states,
+        command_topic=args.command_topic,
         overrun=policy,
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
