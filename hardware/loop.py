@@ -183,8 +183,10 @@ def run_loop(
     period = 1.0 / config.rate_hz
     cycles_run = int(round(config.duration_s * config.rate_hz))
     cycles_total = cycles_run + int(round(config.end_hold_s * config.rate_hz))
-    # a backend with no safe state of its own: the hold lasts until the user stops the run
-    hold_on = config.end == "hand-over" and not backend.hand_over_possible
+    # a backend with no safe state of its own: a paced hold lasts until the user stops the run (in
+    # lock-step no one is there to stop it: the run ends after its end hold, with the backend's stop)
+    hold_on = config.paced and config.end == "hand-over" and not backend.hand_over_possible
+    held_until = ""  # what ended an open-ended hold
     summary = RunSummary(rate_hz=config.rate_hz)
     row = np.zeros(len(log.columns))
     # preallocated and filled now (not lists growing by a cycle): the memory stays flat over a long run
@@ -325,6 +327,7 @@ def run_loop(
         while k < cycles_total or hold_on:
             if stop.is_set():
                 if hold_on and k >= cycles_run:
+                    held_until = stop_reason[0]
                     break
                 raise _Stop(stop_reason[0])
             if config.paced:
@@ -409,7 +412,7 @@ def run_loop(
     except _Stop as stopped:
         stop_reason[0] = stopped.reason
     finally:
-        summary.end = _end_run(backend, config, clean and holding is None, cycles_total - cycles_run, stop_reason[0] if hold_on else "")
+        summary.end = _end_run(backend, config, clean and holding is None, cycles_total - cycles_run, held_until)
         scheduling.close()
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
@@ -417,7 +420,7 @@ def run_loop(
 
     summary.cycles = k
     summary.duration_s = k * period
-    summary.stop_reason = stop_reason[0] if not (hold_on and clean) else "completed"
+    summary.stop_reason = stop_reason[0]
     kept = min(k, cycles_total)
     periods, computes = periods[:kept][~np.isnan(periods[:kept])], computes[:kept]
     if periods.size:
@@ -467,6 +470,9 @@ def _end_run(backend: JointInterface, config: LoopConfig, clean: bool, hold_cycl
         backend.disable()
         return f"held the last reference until {held_until} (no safe state to hand the arm to), then {backend.disable_action}"
     held = f"held the last reference for {hold_cycles / config.rate_hz:.3g} s, then " if hold_cycles else ""
+    if config.end == "hand-over" and not backend.hand_over_possible:  # lock-step
+        backend.disable()
+        return held + f"{backend.disable_action} (no safe state to hand the arm to; lock-step)"
     if config.end == "torque-off":
         backend.disable()
         return held + f"{backend.disable_action} (asked for: [control.end] then = \"torque-off\")"

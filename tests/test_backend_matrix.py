@@ -95,7 +95,7 @@ def test_every_backend_completes_with_the_shipped_observer(cli, moves, tmp_path,
     if load_robot(_robot(backend)).spec.control.collision is not None:
         assert np.isfinite(log["tau_ext"]).all() and s["estimation"].endswith("reaction stop")
     start, goal = (np.array(x) for x in MOVES[_robot(backend)])
-    assert (np.abs(log["q"][-1] - goal) < 0.3 * np.abs(goal - start)).all(), log["q"][-1] - goal  # it moved to the goal
+    assert (np.abs(log["q"][-1] - start) > 0.5 * np.abs(goal - start)).all(), log["q"][-1] - start  # every joint moved toward its goal
 
 
 def _kill_the_emulator_after(monkeypatch, delay_s: float) -> None:

@@ -3,17 +3,23 @@ safe state; a stop (or ``then = "torque-off"``) is the backend's stop at once.""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
+import pinocchio as pin
 import pytest
 from test_cia402 import PERIOD_S, lockstep_pair, two_drives
 from test_dynamixel import Inertia, lockstep_emulator, wait_until
 
 from mbctl.hardware.cia402.objects import State
+from mbctl.hardware.clock import VirtualClock
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.interface import JointInterface
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.session import CANOPEN_WATCHDOG_FAILURES
+from mbctl.hardware.sim import SimPlant
 
 LIMITS = SafetyLimits(lower=np.full(2, -10.0), upper=np.full(2, 10.0), velocity=np.full(2, 50.0), effort=np.full(2, 0.9))
 
@@ -77,3 +83,41 @@ def test_dynamixel_clean_finish_leaves_the_servos_holding_in_position_mode(tmp_p
         assert wait_until(lambda: np.allclose(goals(), log["q"][-1], atol=2e-3)), goals()  # a sync write: applied a moment later
         assert all(s.torque_on and s.get("operating_mode") == 3 and s.get("bus_watchdog") == 0 for s in servos)
     assert summary.end.startswith("held the last reference for 0.02 s, then the servos hold their last positions")
+
+
+
+class _NoSafeState(SimPlant):
+    """The simulated plant as a backend with no safe state to hand the arm to (a ROS 2 arm without a
+    holding controller); it counts the reads after ``stop_after`` of them, then sends SIGINT."""
+
+    hand_over_possible = False
+
+    def __init__(self, robot, stop_after: int | None):
+        super().__init__(robot, PERIOD_S)
+        self.reads, self.stop_after = 0, stop_after
+
+    def read(self):
+        self.reads += 1
+        if self.reads == self.stop_after:
+            os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C
+        return super().read()
+
+
+@pytest.mark.parametrize("paced", [True, False])
+def test_no_safe_state_holds_until_stopped_when_paced(robots, tmp_path, paced):
+    """Paced: the hold goes on past the end hold until Ctrl-C, then the stop; the run still counts as
+    completed. Lock-step: nobody can stop it, so it ends after the end hold with the stop."""
+    robot = robots["scara"].with_friction({n: None for n in robots["scara"].joint_names})
+    backend = _NoSafeState(robot, stop_after=400 if paced else None)
+    clock = VirtualClock()
+    limits = SafetyLimits.of(robot)
+    loop = LoopConfig(rate_hz=1 / PERIOD_S, duration_s=0.1, paced=paced, end_hold_s=0.05, realtime_priority=None)
+    data = robot.model.createData()
+    g = lambda t, state: pin.computeGeneralizedGravity(robot.model, data, robot.configuration(state.q)).copy()  # noqa: E731  hold where it is
+    with backend:
+        summary = run_loop(backend, g, limits, loop, RunLog(tmp_path / "run.npz", log_columns(robot.actuated_names)), clock=clock)
+    assert summary.stop_reason == "completed", summary.stop_reason
+    if paced:
+        assert summary.cycles == 400 - 1 and summary.end.startswith("held the last reference until signal SIGINT")  # the warm-up read is one
+    else:
+        assert summary.cycles == 150 and summary.end.endswith("(no safe state to hand the arm to; lock-step)")

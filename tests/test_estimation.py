@@ -30,7 +30,8 @@ def test_filter_gains_place_the_poles_at_the_cutoff():
     p = np.exp(-2 * np.pi * f * h)
     a, b = alpha_beta_gains(f, h)
     assert np.allclose(_poles(np.array([a, b]), np.array([[1.0, 1.0], [0.0, 1.0]])), p, atol=1e-6)
-    assert np.allclose(_poles(np.array(observer_gains(f, h)), np.triu(np.ones((3, 3)))), p, atol=1e-4)
+    trapezoid = np.array([[1.0, 1.0, 0.5], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])  # q, h v, h^2 d
+    assert np.allclose(_poles(np.array(observer_gains(f, h)), trapezoid), p, atol=1e-4)
     assert first_order_gain(f, h) == pytest.approx(1 - p)
 
 

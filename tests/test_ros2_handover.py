@@ -66,18 +66,20 @@ def test_a_clean_finish_hands_the_arm_to_the_holding_controller(tmp_path):
 
 
 def test_without_a_holding_controller_there_is_no_hand_over(tmp_path):
-    """No holding_controller: hand_over() returns None (the caller keeps holding) and switches nothing;
-    one the controller manager does not know: None, the refusal kept in hand_over_error."""
+    """No holding_controller: no hand-over is possible (the loop keeps holding) and nothing is switched;
+    one the controller manager does not know: the refusal stated, and the stop instead."""
     toml = write_arm(tmp_path)
     with emulator_of(toml) as emulator:
         spec = read_robot_spec(write_arm(tmp_path, "topic_timeout_ms = 5000", name="plain")).ros2
         with Ros2Joints(("shoulder", "elbow"), spec, period_s=0.002, lockstep=True) as joints:
             drive(joints, 5)
-            assert joints.hand_over() is None and not emulator.holding
+            assert not joints.hand_over_possible and not emulator.holding
         spec = read_robot_spec(write_arm(tmp_path, 'holding_controller = "nope"', name="other")).ros2
         with Ros2Joints(("shoulder", "elbow"), spec, period_s=0.002, lockstep=True) as joints:
             drive(joints, 5)
-            assert joints.hand_over() is None
+            assert joints.hand_over_possible
+            done = joints.hand_over()
+            assert "the switch to nope failed" in done and joints.disable_acked, done  # the stop was sent instead
             assert "unknown controller nope" in joints.hand_over_error or "refused" in joints.hand_over_error, joints.hand_over_error
         assert not emulator.holding and emulator.controllers["forward_effort_controller"]
 

@@ -15,6 +15,7 @@ pytest.importorskip("rclpy", reason='ROS 2 is not installed: pip install "mbctl[
 
 from ros2_helpers import private_domain, rk4, write_arm  # noqa: E402
 
+from mbctl.config.control import EndSpec
 from mbctl.config.ros2 import Ros2Spec  # noqa: E402
 from mbctl.dynamics.model.robot import load_robot  # noqa: E402
 from mbctl.hardware.ros2.emulator import Ros2Emulator  # noqa: E402
@@ -50,7 +51,8 @@ def test_lockstep_over_ros2_equals_the_simulated_plant(tmp_path, cli, configs):
         summary = run_session(robot, traj, options, tmp_path / f"{plant}.npz")
         assert summary.stop_reason == "completed", summary.stop_reason
         runs[plant] = np.load(tmp_path / f"{plant}.npz")
-    assert runs["ros2"]["q"].shape == runs["sim"]["q"].shape == (100, 6)
+    assert runs["ros2"]["q"].shape == runs["sim"]["q"].shape == (100 + round(EndSpec.hold_s * 500), 6)  # the move, then the end hold
+    assert summary.end.startswith("held the last reference") and "joint_trajectory_controller" in summary.end  # handed over
     assert np.abs(runs["ros2"]["q"] - runs["sim"]["q"]).max() <= 1e-9
     assert np.abs(runs["ros2"]["q"][-1] - runs["ros2"]["q"][0]).max() > 0.1  # it moved
 
@@ -184,7 +186,6 @@ def test_an_independent_controller_holds_the_emulated_arm(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     samples: list[tuple[float, np.ndarray, np.ndarray]] = []
     held = np.array(START)
-    mode = {"hold": True}
     try:
         assert "on ROS domain" in emulator.stdout.readline()
         with Ros2Runtime() as ros:

@@ -14,7 +14,7 @@ Its error dynamics ``z^2 - (2 - alpha - beta) z + (1 - alpha)`` get a double pol
 ``beta = (1 - p)^2``.
 
 The model-based observer (:mod:`mbctl.ctrl.estimation.step`) has a third state per joint, an
-acceleration bias ``d`` (an unmodelled load), predicted as ``v- = v + dv + h d``, ``q- = q + h v-``,
+acceleration bias ``d`` (an unmodelled load), predicted as ``v- = v + dv + h d``, ``q- = q + h (v + v-)/2``,
 ``d- = d`` and corrected by ``(l1, l2/h, l3/h^2) e``: :func:`observer_gains` places all three poles
 of its error dynamics at ``p`` (a triple pole: bandwidth ``f_c`` per pole).
 """
@@ -48,7 +48,7 @@ def observer_gains(cutoff_hz: float, period_s: float) -> tuple[float, float, flo
     ``(z - p)^3`` is a 3 x 3 linear solve.
     """
     p = math.exp(-2.0 * math.pi * cutoff_hz * period_s)
-    A = np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])  # q, h v, h^2 d; symplectic
+    A = np.array([[1.0, 1.0, 0.5], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])  # q, h v, h^2 d; trapezoidal position step
     c = np.array([1.0, 0.0, 0.0])
 
     def coefficients(L: np.ndarray) -> np.ndarray:

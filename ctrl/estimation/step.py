@@ -12,8 +12,12 @@ Velocity (``[control] velocity``, gains of :mod:`mbctl.ctrl.estimation.filters`)
 - ``first-order``: ``x = (q_last, v)``, ``v' = v + a ((q_meas - q_last)/h - v)``;
 - ``alpha-beta``: ``x = (q_hat, v_hat)``, prediction ``v- = v_hat``, ``q- = q_hat + h v-``;
 - ``model``: ``x = (q_hat, v_hat, d_hat)``, prediction ``v- = v_hat + dv + h d_hat``,
-  ``q- = q_hat + h v-``, ``dv`` the robot's dynamics driven by ``tau`` over ``h``
-  (:meth:`~mbctl.ctrl.estimation.model.EstimationModel.velocity_increment`); correction
+  ``q- = q_hat + h (v_hat + v-) / 2``, ``dv`` the robot's dynamics driven by ``tau`` over ``h``
+  (:meth:`~mbctl.ctrl.estimation.model.EstimationModel.velocity_increment`; the trapezoidal position
+  step is exact for an arm that accelerates through the step, where ``q_hat + h v-`` overshoots by
+  ``h dv / 2`` and the correction drags the velocity estimate back by a fraction of ``dv``: an error
+  that grows with ``h``, and at 100 Hz made an arm falling for its first period, before the drives
+  applied their first command, read as 7 N·m on the UR5's shoulder); correction
   ``(l1, l2/h, l3/h^2) e`` (:func:`~mbctl.ctrl.estimation.filters.observer_gains`). A Luenberger
   observer with an acceleration-bias state: the model follows the commanded accelerations, so the
   correction only removes quantisation noise, and ``d_hat`` takes up a constant unmodelled load
@@ -72,7 +76,7 @@ def _velocity(kind: str, model: EstimationModel, x, q_meas, dq_meas, tau, h, cut
         return ca.vertcat(q_hat, v_hat, d_x), q_hat, v_hat
     l1, l2, l3 = observer_gains(cutoff_hz, period_s)
     v_pred = v_x + model.velocity_increment(q_x, v_x, tau, h) + h * d_x
-    q_pred = q_x + h * v_pred
+    q_pred = q_x + 0.5 * h * (v_x + v_pred)  # trapezoid: exact under a constant acceleration
     e = q_meas - q_pred
     q_hat, v_hat, d_hat = q_pred + l1 * e, v_pred + (l2 / h) * e, d_x + (l3 / (h * h)) * e
     return ca.vertcat(q_hat, v_hat, d_hat), q_hat, v_hat

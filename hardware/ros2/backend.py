@@ -270,6 +270,9 @@ class Ros2Joints(JointInterface):
         :meth:`disable` (nothing else is left), and the reason."""
         from mbctl.hardware.ros2.handover import switch_to_holding
 
+        if not self.hand_over_possible or self._runtime is None:
+            self.disable()
+            return f"{self.disable_action} (no holding controller to hand the arm to)"
         try:
             done = switch_to_holding(self._node, self.spec)
         except Exception as exc:  # noqa: BLE001  never raises
