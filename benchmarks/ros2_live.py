@@ -35,6 +35,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 from mbctl.ctrl.trajectory import read_trajectory  # noqa: E402
 from mbctl.dynamics.model.robot import load_robot  # noqa: E402
 from mbctl.hardware.overrun import OverrunPolicy  # noqa: E402
+from mbctl.hardware.ros2.emulator import EMULATED_HOLDING_CONTROLLER  # noqa: E402
 from mbctl.hardware.ros2.session import ros2_emulator_process, session_spec  # noqa: E402
 from mbctl.hardware.session import SessionOptions, run_session  # noqa: E402
 
@@ -80,9 +81,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--reference-runs", type=int, default=3)
     args = parser.parse_args()
-    robot = load_robot("ur5")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        # the bundled UR5 with the emulated controller manager's holding controller: a clean run hands the
+        # arm over to it, as mbctl run --emulate does (without one a paced run holds until Ctrl-C)
+        config = folder / "ur5.toml"
+        config.write_text(load_robot("ur5").source.read_text() + f'\n[ros2]\nholding_controller = "{EMULATED_HOLDING_CONTROLLER}"\n')
+        robot = load_robot(config)
         traj = read_trajectory(trajectory(folder), robot.joint_names)
         print(f"UR5 computed torque, {traj.duration:g} s at {RATE_HZ:g} Hz, paced; load {os.getloadavg()[0]:.2f}; ROS domain {os.environ['ROS_DOMAIN_ID']}")
         print(f"{'run':>10} {'overruns %':>10} {'rms mrad':>9} {'lat p50 us':>10} {'lat p99 us':>10}  stop reason")
