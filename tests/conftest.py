@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,31 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 @pytest.fixture(scope="session", autouse=True)
 def codegen_cache(tmp_path_factory) -> Iterator[Path]:
-    """Compiled controllers go to a per-session directory, never to the user's cache."""
-    path = tmp_path_factory.mktemp("codegen")
+    """Compiled controllers go to one directory for the whole test run, never to the user's cache.
+
+    Under pytest-xdist each worker's base temporary directory is a subdirectory of the run's
+    (``.../pytest-N/popen-gw0``): the cache sits beside them, so a library one worker compiled
+    is loaded by the others (the cache writes each file under a temporary name and renames it,
+    so two workers compiling the same function at once leave one whole library)."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "codegen"
+    path.mkdir(exist_ok=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("MBCTL_CODEGEN_CACHE", str(path))
     yield path
     mp.undo()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), the tests of a module that share a module-scoped
+    fixture of that module (a simulated run, a built wheel, a Dask cluster) go to one worker, so the
+    fixture is built once; the module's other tests, and every other test, go to any free worker."""
+    for item in items:
+        module = getattr(item, "module", None)
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        shared = any(d.scope == "module" and getattr(d, "baseid", "").startswith(item.nodeid.split("::")[0]) for ds in defs.values() for d in ds)
+        if module is not None and shared and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(module.__name__))
 
 
 @pytest.fixture(scope="session")
