@@ -32,6 +32,13 @@ def codegen_cache(tmp_path_factory) -> Iterator[Path]:
     mp.undo()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one worker per core this process may run on, at most 8 (each worker holds the
+    numerical stack, and many tests start processes of their own)."""
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist (``--dist loadgroup``), the tests of a module that share a module-scoped
     fixture of that module (a simulated run, a built wheel, a Dask cluster) go to one worker, so the
