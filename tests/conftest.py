@@ -39,18 +39,6 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist (``--dist loadgroup``), the tests of a module that share a module-scoped
-    fixture of that module (a simulated run, a built wheel, a Dask cluster) go to one worker, so the
-    fixture is built once; the module's other tests, and every other test, go to any free worker."""
-    for item in items:
-        module = getattr(item, "module", None)
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        shared = any(d.scope == "module" and getattr(d, "baseid", "").startswith(item.nodeid.split("::")[0]) for ds in defs.values() for d in ds)
-        if module is not None and shared and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(module.__name__))
-
-
 @pytest.fixture(scope="session")
 def configs() -> Path:
     return CONFIGS
