@@ -24,15 +24,17 @@ def _sigma(A: np.ndarray) -> np.ndarray:
     """Singular values of one constraint Jacobian ``(m, nv)``, largest first, (min(m, nv),).
 
     LAPACK's ``dgesdd`` called directly: 1.6 us against 3.9 us through ``np.linalg.svd`` for
-    the four-bar's 2 x 3 Jacobian, and a simulation records a sample every millisecond (a
-    four-bar study run of 2 s spent 5 ms of its ~45 ms there)."""
+    the four-bar's 2 x 3 Jacobian. A simulation records a sample every millisecond: with the
+    per-sample programmed-force check below, this made a 2 s four-bar study run cost 46-50 ms of
+    CPU against 38-43 ms (the same runs, alternated)."""
     return dgesdd(A, compute_uv=0)[1] if A.shape[0] else np.zeros(0)
 
 
 def singular_values(A: np.ndarray) -> np.ndarray:
     """Singular values of each constraint Jacobian of a stack ``(k, m, nv)``, largest first, (k, min(m, nv)):
     the single-sample routine per Jacobian, so that single samples and blocks give equal numbers
-    (a loop of ``dgesdd`` costs about what ``np.linalg.svd`` of the stack does at these sizes)."""
+    (a loop of ``dgesdd`` against ``np.linalg.svd`` of a stack of 100: 3.3 against 2.1 us per
+    2 x 3 Jacobian, 4.0 against 4.9 us per 5 x 12)."""
     if not A.shape[1]:
         return np.zeros((len(A), 0))
     return np.array([_sigma(a) for a in A]).reshape(len(A), min(A.shape[1:]))
