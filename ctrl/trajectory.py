@@ -146,7 +146,10 @@ def quintic_rest_to_rest(
     T = durations[seg][:, None]
     s = np.clip((t - starts[seg]) / T[:, 0], 0.0, 1.0)[:, None]
     delta = waypoints[seg + 1] - waypoints[seg]
-    p = s**3 * (10 - 15 * s + 6 * s**2)
+    # products only (no s**3): numpy's power runs the CPU's own SIMD code (SVML on AVX-512), whose
+    # last bits differ between machines; a product is correctly rounded everywhere, so a trajectory
+    # file is the same bytes on every host (docs/bad-input.md quotes such a file's size)
+    p = s * s * s * (10 - 15 * s + 6 * s * s)
     dp = 30 * s**2 * (1 - s) ** 2
     ddp = 60 * s * (1 - s) * (1 - 2 * s)
     return Trajectory(

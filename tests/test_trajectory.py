@@ -30,6 +30,19 @@ def test_quintic_passes_waypoints_at_rest():
     assert np.abs(traj.dq[:1000, 1]).max() == pytest.approx(15 / 8 * 2.0, rel=1e-5)
 
 
+def test_quintic_positions_are_the_same_bits_on_every_machine():
+    """q is made of correctly rounded products and sums only: equal, to the bit, to the same blend in
+    plain Python floats (numpy's s**3 ran the CPU's SIMD power, which differs between hosts in the
+    last bits and so changed a trajectory file's length and the size docs/bad-input.md quotes)."""
+    traj = quintic_rest_to_rest(WAYPOINTS[:2], [1.0], 50.0, NAMES)
+    expected = []
+    for t in traj.t:
+        s = min(max(float(t) / 1.0, 0.0), 1.0)
+        blend = s * s * s * (10 - 15 * s + 6 * s * s)
+        expected.append([float(w0 + (w1 - w0) * blend) for w0, w1 in zip(WAYPOINTS[0], WAYPOINTS[1])])
+    assert traj.q.tolist() == expected
+
+
 def test_quintic_derivatives_are_consistent():
     """dq and ddq are the time derivatives of q (central differences on a fine grid)."""
     traj = quintic_rest_to_rest(WAYPOINTS, [1.0, 2.0], 20000.0, NAMES)

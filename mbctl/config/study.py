@@ -432,7 +432,9 @@ def read_study(path: str | Path, budget: Budget | None = None) -> StudySpec:
         raise root.error("samples", "needs a parameter with a distribution")
     samples = _whole(root, "samples", 1, 1)
     axes = {f"parameters.{p.path}": len(p.variation.values) for p in parameters if isinstance(p.variation, Grid)}
-    runs = math.prod(axes.values()) * samples
+    # in floats: a sample count written as 7e305 is a whole number whose product with the run size
+    # overflows the float conversions of the message (then an unbounded size, refused as such)
+    runs = math.prod(float(n) for n in axes.values()) * float(samples)
     largest = max([("samples", samples), *axes.items()], key=lambda item: item[1])[0]
     _within(root, largest, runs * (RUN_BYTES + 16 * len(parameters)), budget, f"the study ({format_count(runs)} runs)")
     quantities = None
