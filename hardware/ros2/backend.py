@@ -109,9 +109,6 @@ class Ros2Joints(JointInterface):
         self.spec = spec
         self.period_s = period_s
         self.lockstep = lockstep
-        # paced, a command reaches the arm within its period and acts from the next one (ros2_control
-        # reads, updates and writes once a period; so does the emulator); lock-step: one period per command
-        self.command_delay_cycles = 0 if lockstep else 0
         self.domain_id = domain_id
         self.realtime_priority = realtime_priority
         self.scheduling = ""
