@@ -143,13 +143,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p2p.add_argument("--objective", choices=("time", "energy"), default="time", help="minimum time (default) or minimum effort ∫ Σ tau² dt")
     p2p.add_argument("--duration", type=float, help="s (with --objective energy)")
     p2p.add_argument("--knots", type=int, default=40, help="shooting intervals (default 40)")
-    margins(p2p, "motion")
+    margins(p2p, "motion", move=True)
 
 
-def margins(p: argparse.ArgumentParser, what: str) -> None:
-    """``--torque-margin`` and ``--velocity-margin``: their defaults leave the run's feedback room (ctrl.limits)."""
+def margins(p: argparse.ArgumentParser, what: str, *, move: bool = False) -> None:
+    """``--torque-margin`` and ``--velocity-margin``: their defaults leave the run's feedback room
+    (ctrl.limits; ``move``: a minimum-time move's, which leaves more speed)."""
+    from mbctl.ctrl.limits import PLANNING_MOVE_VELOCITY_MARGIN, PLANNING_VELOCITY_MARGIN
     from mbctl.ctrl.limits import PLANNING_TORQUE_MARGIN as TORQUE
-    from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN as SPEED
+
+    SPEED = PLANNING_MOVE_VELOCITY_MARGIN if move else PLANNING_VELOCITY_MARGIN
 
     p.add_argument("--torque-margin", type=float, default=TORQUE,
                    help=f"fraction of every torque limit the {what} may use, in (0, 1] (default {TORQUE:g}: the rest is left for the "
