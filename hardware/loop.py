@@ -38,8 +38,13 @@ Torque commands beyond a joint's effort limit are saturated to it and counted
 (``saturated`` in the summary). With ``LoopConfig.command`` set to position, the
 controller's outputs are goal positions (rad, m) for drives that close their own
 position loop (servos in position mode), written as such once they lie in the joints'
-position ranges (a goal outside stops the run); the log's ``tau`` is NaN then. Every exit path disables torque before anything
-else and then closes the log, which holds every completed cycle.
+position ranges (a goal outside stops the run); the log's ``tau`` is NaN then.
+
+The end: a stop disables the backend before anything else (its stop: torque off, CiA 402 quick stop);
+a clean finish first holds the last reference for ``LoopConfig.end_hold_s`` (logged cycles), then
+hands the arm to the backend's own safe state (:meth:`~mbctl.hardware.interface.JointInterface.hand_over`),
+or holds until stopped where it has none (paced). The summary's ``end`` says which. The log is closed
+last and holds every completed cycle.
 """
 
 from __future__ import annotations
@@ -190,8 +195,9 @@ def run_loop(
     summary = RunSummary(rate_hz=config.rate_hz)
     row = np.zeros(len(log.columns))
     # preallocated and filled now (not lists growing by a cycle): the memory stays flat over a long run
-    periods, computes = np.full(cycles_total, np.nan), np.full(cycles_total, np.nan)
-    phases = np.full((cycles_total, len(PHASES)), np.nan)
+    kept_cycles = max(cycles_total, 1)  # an open-ended hold keeps no timings past the planned cycles
+    periods, computes = np.full(kept_cycles, np.nan), np.full(kept_cycles, np.nan)
+    phases = np.full((kept_cycles, len(PHASES)), np.nan)
     sq_error = np.zeros(n)
     max_error = 0.0
     tracked = 0
@@ -333,7 +339,7 @@ def run_loop(
             if config.paced:
                 clock.sleep_until(deadline)
             start = clock.now()
-            if last_start is not None and k < cycles_total:
+            if last_start is not None and k < kept_cycles:
                 periods[k] = start - last_start
             last_start = start
             t = (start - t0) if config.paced else k * period
@@ -372,14 +378,14 @@ def run_loop(
                     sent.append(tau.copy())  # a law may hand out its own output buffer
                 write_end = clock.now()
             compute = write_end - start
-            timing = phases[min(k, cycles_total - 1)]  # an open-ended hold keeps no timings past the planned cycles
-            computes[min(k, cycles_total - 1)] = compute
+            timing = phases[min(k, kept_cycles - 1)]
+            computes[min(k, kept_cycles - 1)] = compute
             timing[0] = read_end - start
             if state is not None:
                 timing[1], timing[2] = control_end - read_end, write_end - control_end
             timing[3] = last_log
 
-            q_ref, _ = fill_row(t, periods[min(k, cycles_total - 1)], compute, measured, tau if torque_mode and not stopping else nan_n, timing)
+            q_ref, _ = fill_row(t, periods[min(k, kept_cycles - 1)], compute, measured, tau if torque_mode and not stopping else nan_n, timing)
             if reference is not None and state is not None and k < cycles_run:  # the end hold is not tracking
                 err = state.q - q_ref
                 sq_error += err**2
@@ -421,7 +427,7 @@ def run_loop(
     summary.cycles = k
     summary.duration_s = k * period
     summary.stop_reason = stop_reason[0]
-    kept = min(k, cycles_total)
+    kept = min(k, kept_cycles)
     periods, computes = periods[:kept][~np.isnan(periods[:kept])], computes[:kept]
     if periods.size:
         p = periods * 1e6
