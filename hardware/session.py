@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -253,29 +254,39 @@ def _full_q0(robot: RobotModel, q_actuated: np.ndarray) -> np.ndarray:
     return q0
 
 
-@contextlib.contextmanager
-def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | None = None, extra: Sequence[str] = ()) -> Iterator[str]:
-    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path (the word after " on ").
-
-    Args:
-        lockstep_s: Lock-step period (s): the emulated plant advances this much per sync read.
-        extra: More arguments of ``mbctl emulate`` (the CANopen bus's).
-    """
+def emulate_command(robot: RobotModel, q0: Sequence[float]) -> list[str]:
+    """The command line of ``mbctl emulate`` for the robot from the actuated positions ``q0`` (rad, m),
+    with the xacro arguments its description was expanded with."""
     if robot.source is None:
         raise InputError("the emulator needs the robot's TOML file")
     cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--q0", ",".join(f"{x:.17g}" for x in q0)]
-    for name, value in (robot.spec.xacro_args if robot.spec is not None else {}).items():  # a xacro description, as expanded here
+    for name, value in (robot.spec.xacro_args if robot.spec is not None else {}).items():
         cmd += ["--xacro-arg", f"{name}:={value}"]
-    if lockstep_s is not None:
-        cmd += ["--lockstep-period", f"{lockstep_s:.17g}"]
-    cmd += list(extra)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return cmd
+
+
+@contextlib.contextmanager
+def child_process(cmd: Sequence[str], ready: str, what: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``cmd`` as a child process; yields its first line of output, which must hold ``ready``; on exit
+    SIGINT, then a kill after 10 s. Its stderr goes to a temporary file, not a pipe: a child that writes
+    much must never block on it.
+
+    Raises:
+        HardwareError: ``what`` did not start (the child's last line of error output).
+    """
+    errors = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
     try:
         first = proc.stdout.readline() if proc.stdout else ""
-        if " on " not in first:
-            err = proc.communicate(timeout=10)[1].strip().splitlines()
-            raise HardwareError(f"the emulator did not start: {err[-1] if err else 'no output'}")
-        yield first.split(" on ")[1].split()[0]
+        if ready not in first:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            errors.seek(0)
+            err = errors.read().strip().splitlines()
+            raise HardwareError(f"{what} did not start: {err[-1] if err else 'no output'}")
+        yield first
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -284,6 +295,22 @@ def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | Non
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
+        errors.close()
+
+
+@contextlib.contextmanager
+def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | None = None, extra: Sequence[str] = ()) -> Iterator[str]:
+    """Run ``mbctl emulate`` for the robot in a child process; yields the pty path (the word after " on ").
+
+    Args:
+        lockstep_s: Lock-step period (s): the emulated plant advances this much per sync read.
+        extra: More arguments of ``mbctl emulate`` (the CANopen bus's).
+    """
+    cmd = emulate_command(robot, q0)
+    if lockstep_s is not None:
+        cmd += ["--lockstep-period", f"{lockstep_s:.17g}"]
+    with child_process([*cmd, *extra], " on ", "the emulator") as first:
+        yield first.split(" on ")[1].split()[0]
 
 
 def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, log_path: str | Path) -> RunSummary:

@@ -12,10 +12,6 @@ import contextlib
 import dataclasses
 import os
 import random
-import signal
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,10 +19,10 @@ import numpy as np
 
 from mbctl.config.ros2 import Ros2Spec
 from mbctl.dynamics.model.robot import RobotModel
-from mbctl.errors import InputError
-from mbctl.hardware.interface import CommandMode, HardwareError
+from mbctl.hardware.interface import CommandMode
 from mbctl.hardware.ros2.backend import Ros2Joints, check_command_joints
 from mbctl.hardware.ros2.emulator import EMULATED_HOLDING_CONTROLLER
+from mbctl.hardware.session import child_process, emulate_command
 
 __all__ = ["ros2_backend", "ros2_emulator_process", "session_spec"]
 
@@ -74,32 +70,11 @@ def ros2_emulator_process(robot: RobotModel, spec: Ros2Spec, q0: list[float], pe
     Raises:
         HardwareError: The emulator did not start (its last error line).
     """
-    if robot.source is None:
-        raise InputError("the emulator needs the robot's TOML file")
     domain = _domain()
-    cmd = [sys.executable, "-m", "mbctl.cli", "emulate", str(robot.source), "--bus", "ros2", "--q0", ",".join(f"{x:.17g}" for x in q0),
-           "--joint-states", spec.joint_states]
+    cmd = emulate_command(robot, q0) + ["--bus", "ros2", "--joint-states", spec.joint_states]
     cmd += ["--lockstep-period", f"{period_s:.17g}"] if lockstep else ["--period", f"{period_s:.17g}"]
     if spec.command_interface in ("effort", "position"):
         cmd += ["--command-topic", spec.command]
-    cmd += list(extra)
-    errors = tempfile.TemporaryFile(mode="w+")  # not a pipe: a child that writes much to stderr must never block on it
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
-    try:
-        first = proc.stdout.readline() if proc.stdout else ""
-        if MARK not in first:
-            proc.wait(timeout=10)
-            errors.seek(0)
-            err = errors.read().strip().splitlines()
-            raise HardwareError(f"the ROS 2 emulator did not start: {err[-1] if err else 'no output'}")
+    with child_process([*cmd, *extra], MARK, "the ROS 2 emulator", env):
         yield domain
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-        errors.close()
