@@ -126,7 +126,8 @@ class JointState:
 
 
 class JointInterface(abc.ABC):
-    """Base of every backend: a context manager that always ends with torque off.
+    """Base of every backend: a context manager that ends with :meth:`disable` (torque off, or, after a
+    hand-over, the drives left as it left them).
 
     Ending a run: a stop (fault, limit, signal) calls :meth:`disable` at once; a clean finish
     calls :meth:`hand_over` after the loop's hold, and :meth:`disable` after it must leave the
