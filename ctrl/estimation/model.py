@@ -35,8 +35,6 @@ __all__ = ["FRICTION_SMOOTHING", "EstimationModel", "estimation_robot"]
 
 FRICTION_SMOOTHING = 0.01
 """``v_eps`` (rad/s, m/s) of the smoothed friction sign in the estimators' and observer's model."""
-FRICTION_NEWTON_STEPS = 2
-"""Newton steps on the friction at the end of a velocity step, after the linearised one."""
 
 
 def estimation_robot(robot: RobotModel) -> RobotModel:
@@ -88,22 +86,10 @@ class EstimationModel:
         return D
 
     def velocity_increment(self, q: ca.SX, dq: ca.SX, tau: ca.SX, h: ca.SX) -> ca.SX:
-        """``dv`` over ``h`` seconds under generalized forces ``tau``, friction at the end velocity:
-        ``M dv = h (tau - bias + Q_f(dq + dv))``, by :data:`FRICTION_NEWTON_STEPS` Newton steps from the
-        step linearised about ``dq``, ``(M + h D) dv = h (tau - bias + Q_f)``.
-
-        The linearised step alone holds only while ``dq + dv`` stays in the friction law's smoothing band:
-        at rest the smoothed sign's slope (550 N·m·s/rad on the UR5's shoulder) stands in for a friction
-        that saturates at ``fc``, and a joint broken away by full torque would gain a sixth of its
-        velocity on a wrist (the momentum observer then read 12 N·m in a minimum-time move's first 2 ms).
-        """
+        """``dv`` over ``h`` seconds under generalized forces ``tau``: ``(M + h D) dv = h (tau - bias + Q_f)``."""
         M = self.sd.mass_matrix_of(q)
-        force = h * (tau - self.sd.bias_of(q, dq))
-        dv = ca.solve(M + h * ca.diag(self.friction_slope(dq)), force + h * self.friction_force(dq))
-        for _ in range(FRICTION_NEWTON_STEPS):
-            v = dq + dv
-            dv = dv - ca.solve(M + h * ca.diag(self.friction_slope(v)), ca.mtimes(M, dv) - force - h * self.friction_force(v))
-        return dv
+        rhs = h * (tau - self.sd.bias_of(q, dq) + self.friction_force(dq))
+        return ca.solve(M + h * ca.diag(self.friction_slope(dq)), rhs)
 
     def momentum(self, q: ca.SX, dq: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
         """``(p, beta, g, m)``: momentum ``M dq``, ``beta = C^T dq - g + Q_f`` (so ``dp/dt = tau + beta +
