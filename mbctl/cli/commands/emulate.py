@@ -50,14 +50,14 @@ def run(args: argparse.Namespace) -> int:
         return run_canopen(args, robot)
     if args.bus == "ros2":
         return run_ros2(args, robot, initial_positions(robot, args), stop_event())
+    from mbctl.hardware.loop_support import no_gc_pauses
+    from mbctl.hardware.realtime import realtime_priority
+
     bus = bus_config(robot)
     truth, _ = truth_model(robot)
     q0 = initial_positions(robot, args)
     faults = Faults(drop_reply=args.drop, corrupt_crc=args.corrupt, garbage=args.garbage, delay_s=args.delay_ms * 1e-3, seed=args.seed)
     done = stop_event()
-    from mbctl.hardware.loop_support import no_gc_pauses
-    from mbctl.hardware.realtime import realtime_priority
-
     # as for CANopen below: a paced host gets its replies in time on a busy machine
     with realtime_priority(args.realtime_priority), no_gc_pauses(), DriveEmulator(bus, TruthPlant(truth, q0=q0), faults=faults, timing=args.timing, lockstep_s=args.lockstep_period) as emulator:
         ids = ", ".join(f"{name}: ID {i}" for name, i in zip(robot.actuated_names, bus.units.ids))
