@@ -26,7 +26,7 @@ from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.simulation.structure import ParameterVector, parametrize_robot, robot_key, twin
 from mbctl.dynamics.symbolic import SymbolicDynamics
 
-__all__ = ["compile_law", "gains_of", "joint_space_demand", "law_parameters"]
+__all__ = ["compile_law", "gains_of", "joint_space_demand", "law_function", "law_parameters", "law_values"]
 
 _LAWS_KEPT = 16  # structures kept per thread
 _compiled = threading.local()
@@ -80,7 +80,7 @@ def law_parameters(controller, vec: ParameterVector):
     return sd, gains[0], gains[1], levels
 
 
-def _function(controller) -> ca.Function:
+def law_function(controller) -> ca.Function:
     """``(q, dq, q_d, dq_d, ddq_d, z, p) -> (tau, tau_demand, saturated)``."""
     vec = ParameterVector(symbolic=True)
     sd, kp, kd, levels = law_parameters(controller, vec)
@@ -91,21 +91,28 @@ def _function(controller) -> ca.Function:
     return ca.Function(name, [*args, vec.symbols], [tau, demand, flags], [*INPUTS, "p"], list(OUTPUTS))
 
 
-def compile_law(controller, *, cache=None) -> CompiledFunction:
-    """The joint-space law of ``controller`` (a :class:`mbctl.ctrl.controllers.Controller`) in C,
-    its parameters bound: called as ``controller.function`` is (see the module docstring)."""
+def law_values(controller) -> tuple[np.ndarray, str]:
+    """``(p, key)``: the values of :func:`law_function`'s last input for ``controller`` and the key
+    of the law's structure (what a generated function built from it is cached by)."""
     vec = ParameterVector(symbolic=False)
     law_parameters(controller, vec)
     robot = controller.robot
     kinds = [(j.idx_v, type(j.friction.law).__name__, type(j.friction.load).__name__) for j in robot.joints if j.friction is not None]
     saturating = tuple(bool(np.isfinite(v)) for v in controller.settings.effort)
-    key = (robot_key(robot, controller.law, controller.settings.friction_velocity, kinds, saturating, vec.names), None if cache is None else str(cache))
+    return vec.array, robot_key(robot, controller.law, controller.settings.friction_velocity, kinds, saturating, vec.names)
+
+
+def compile_law(controller, *, cache=None) -> CompiledFunction:
+    """The joint-space law of ``controller`` (a :class:`mbctl.ctrl.controllers.Controller`) in C,
+    its parameters bound: called as ``controller.function`` is (see the module docstring)."""
+    values, structure = law_values(controller)
+    key = (structure, None if cache is None else str(cache))
     laws = getattr(_compiled, "by_key", None)
     if laws is None:
         laws = _compiled.by_key = {}
     if key in laws:
-        return laws[key].instance().bind(vec.array)
-    laws[key] = compiled = compile_function(_function(controller), cache=cache)
+        return laws[key].instance().bind(values)
+    laws[key] = compiled = compile_function(law_function(controller), cache=cache)
     while len(laws) > _LAWS_KEPT:
         laws.pop(next(iter(laws)))
-    return compiled.bind(vec.array)
+    return compiled.bind(values)

@@ -33,6 +33,10 @@ class TrackingController:
             warning when there is no compiler).
 
     Attributes:
+        controller: The law.
+        compiled: The law runs as generated C.
+        lugre: ``(DOF index, law)`` of the joints whose LuGre bristle states the law takes.
+        measured_friction: The bristles step at the measured velocity (else at the desired one).
         saturated_cycles: Cycles in which the law clipped at least one joint.
     """
 
@@ -43,14 +47,16 @@ class TrackingController:
                 "closed-loop control needs the state of every DOF; this robot has unactuated DOF", file=robot.source
             )
         self.robot = robot
+        self.controller = controller
         self.law = controller.law
         q, dq, ddq = trajectory.columns(robot.joint_names)
         self.trajectory = Trajectory(t=trajectory.t, joint_names=robot.joint_names, q=q, dq=dq, ddq=ddq)
         self._f = controller.compile() if compiled else None
+        self.compiled = self._f is not None and self._f.compiled
         self._function = controller.function
-        self._lugre = [(j.idx_v, j.friction.law) for j in robot.joints if j.friction is not None and isinstance(j.friction.law, LuGre)]
+        self.lugre = [(j.idx_v, j.friction.law) for j in robot.joints if j.friction is not None and isinstance(j.friction.law, LuGre)]
         self._z = np.zeros(robot.nv)
-        self._measured_friction = controller.settings.friction_velocity == "measured"
+        self.measured_friction = controller.settings.friction_velocity == "measured"
         self._t_last: float | None = None
         self.saturated_cycles = 0
 
@@ -62,12 +68,12 @@ class TrackingController:
     def _observe_friction(self, t: float, dq: np.ndarray) -> None:
         dt = 0.0 if self._t_last is None else t - self._t_last
         self._t_last = t
-        for k, law in self._lugre:
+        for k, law in self.lugre:
             self._z[k] = law.z_step(self._z[k], dq[k], dt)
 
     def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
         q_d, dq_d, ddq_d = self.trajectory.at(t)
-        self._observe_friction(t, state.dq if self._measured_friction else dq_d)
+        self._observe_friction(t, state.dq if self.measured_friction else dq_d)
         args = (state.q, state.dq, q_d, dq_d, ddq_d, self._z)
         if self._f is not None:
             for buf, value in zip(self._f.inputs, args):

@@ -81,6 +81,18 @@ class Trajectory:
         w = (t - self.t[k]) / (self.t[k + 1] - self.t[k])
         return tuple((1 - w) * x[k] + w * x[k + 1] for x in (self.q, self.dq, self.ddq))  # type: ignore[return-value]
 
+    def sample(self, times: np.ndarray) -> np.ndarray:
+        """``(q, dq, ddq)`` side by side at each of ``times`` (s): (len(times), 3n), each row what
+        :meth:`at` gives, by the same arithmetic."""
+        times = np.asarray(times, dtype=float)
+        k = np.clip(np.searchsorted(self.t, times, side="right") - 1, 0, len(self.t) - 2)
+        w = ((times - self.t[k]) / (self.t[k + 1] - self.t[k]))[:, None]
+        rows = np.hstack([(1 - w) * x[k] + w * x[k + 1] for x in (self.q, self.dq, self.ddq)])
+        n = len(self.joint_names)
+        for outside, end in ((times <= self.t[0], 0), (times >= self.t[-1], -1)):
+            rows[outside] = np.concatenate([self.q[end], np.zeros(2 * n)])
+        return rows
+
     def columns(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(q, dq, ddq)`` with columns in the order of ``names``.
 

@@ -241,6 +241,14 @@ class CompiledFunction:
         for buf, value in zip(self.outputs, results):
             buf[...] = np.asarray(value).reshape(buf.shape, order="F")
 
+    def point_input(self, i: int, address: int) -> None:
+        """Let the compiled call read input ``i`` at ``address`` (of float64 entries that outlive the
+        calls, e.g. a table's row: ``table.ctypes.data + 8 * offset``) instead of its buffer: no copy
+        per call. Compiled functions only."""
+        if not self.compiled:
+            raise RuntimeError(f"{self.name}: an interpreted function reads its input buffers")
+        self._arg[i] = address
+
     def instance(self) -> CompiledFunction:
         """Another callable on the same library with buffers of its own (one per thread or per
         set of bound inputs), without generating or compiling anything."""

@@ -28,6 +28,7 @@ class LoopEstimator:
 
     def __init__(self, robot: RobotModel, period_s: float, settings: EstimationSettings | None = None, *, compiled: bool = True):
         self.estimator = StateEstimator(robot, period_s, settings, compiled=compiled)
+        self.period_s = period_s
         self.names = robot.joint_names
         self.reaction = self.estimator.settings.reaction
         self.dq_hat = self.estimator.dq_hat
@@ -47,11 +48,12 @@ class LoopEstimator:
         return JointState(t=state.t, q=state.q, dq=self.dq_hat, effort=state.effort)
 
     def detection(self, t: float) -> str:
-        e = self.estimator
-        if not e.worst > 1.0:
-            return ""
-        i = e.detected_joint()
-        return f"tau_ext.{self.names[i]} = {e.tau_ext[i]:.3g} beyond the threshold {e.settings.threshold[i]:.3g} at t = {t:.3f} s"
+        return self.describe_detection(t, self.tau_ext) if self.estimator.worst > 1.0 else ""
+
+    def describe_detection(self, t: float, tau_ext: np.ndarray) -> str:
+        """The detection at ``t`` (s) of the external torques ``tau_ext`` (N·m, N), in one line."""
+        i = self.estimator.detected_joint(tau_ext)
+        return f"tau_ext.{self.names[i]} = {tau_ext[i]:.3g} beyond the threshold {self.estimator.settings.threshold[i]:.3g} at t = {t:.3f} s"
 
     def hold(self, q_hold: np.ndarray) -> np.ndarray:
         return self.estimator.hold_torque(q_hold)

@@ -30,6 +30,7 @@ from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.canbus import udp_multicast_channel
 from mbctl.hardware.cia402.emulator import Cia402Emulator
+from mbctl.hardware.compiled_cycle import prepare as prepare_cycle
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
@@ -122,6 +123,7 @@ class SessionOptions:
         joint_states, command_topic: ROS 2 topics replacing the robot's ``[ros2]`` ones (``plant="ros2"``).
         mpc_fail: With ``law = "mpc"``: ``mpc_fail(cycle) -> bool`` forces failed updates (tests of
             the fallback); None: none forced.
+        compiled_cycle: A compiled law's cycle runs as one generated call (``LoopConfig.compiled_cycle``).
     """
 
     plant: str = "sim"
@@ -139,6 +141,7 @@ class SessionOptions:
     mpc_fail: Callable[[int], bool] | None = None
     joint_states: str | None = None
     command_topic: str | None = None
+    compiled_cycle: bool = True
 
 
 @contextlib.contextmanager
@@ -338,7 +341,9 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant in ("canopen", "ros2") else LoopConfig.watchdog_failures
     end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else EndSpec()
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority,
-                        command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then)
+                        command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then, compiled_cycle=options.compiled_cycle)
+    if options.compiled_cycle:
+        prepare_cycle(tracking, estimator, log_estimates=estimator is not None)  # compiled now, not while the drives wait
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
     with open_backend(robot, options, q0) as backend:
         start = backend.read()

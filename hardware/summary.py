@@ -60,6 +60,8 @@ class RunSummary:
     model predictive controller's report (solver, updates, iterations per update, fallbacks,
     solve-time percentiles in µs); empty for the other laws. ``end``: how the run ended for the
     drives (the end hold and the hand-over after a clean finish, or torque off after a stop).
+    ``cycle``: what ran the cycle between read and write: ``compiled`` (one generated call,
+    :mod:`mbctl.hardware.compiled_cycle`) or ``python``.
     """
 
     cycles: int = 0
@@ -90,6 +92,7 @@ class RunSummary:
     collision: str = ""
     mpc: dict[str, float | int | str] = field(default_factory=dict)
     end: str = ""
+    cycle: str = ""
 
     @property
     def completed(self) -> bool:

@@ -27,7 +27,7 @@ from mbctl.dynamics.codegen import CompiledFunction, compile_function
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.simulation.structure import ParameterVector, robot_key
 
-__all__ = ["HOLD_HZ", "StateEstimator"]
+__all__ = ["HOLD_HZ", "StateEstimator", "step_function", "step_values"]
 
 HOLD_HZ = 2.0
 """Natural frequency (Hz) of the compliant hold's joint springs."""
@@ -36,28 +36,39 @@ _KEPT = 16  # step functions kept per thread
 _steps = threading.local()
 
 
-def _step_function(robot: RobotModel, settings: EstimationSettings, period_s: float, compiled: bool) -> CompiledFunction:
-    """The step of :func:`~mbctl.ctrl.estimation.step.build_step` with the robot's numbers as a
-    bound last input: generated and compiled once per structure and settings in a thread (a
-    parameter study that changes masses or friction compiles it once), as the laws are
-    (:mod:`mbctl.ctrl.compiled_laws`)."""
+def step_values(robot: RobotModel, settings: EstimationSettings, period_s: float) -> tuple[np.ndarray, str]:
+    """``(p, key)``: the values of :func:`step_function`'s last input and the key of its structure and
+    settings (what a generated function built from it is cached by)."""
     values = ParameterVector(symbolic=False)
     EstimationModel(robot, values)
     s = settings
     kinds = [(j.idx_v, type(j.friction.law).__name__) for j in robot.joints if j.friction is not None]
-    key = (robot_key(robot, "estimation", s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, kinds, values.names), compiled)
+    return values.array, robot_key(robot, "estimation", s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, kinds, values.names)
+
+
+def step_function(robot: RobotModel, settings: EstimationSettings, period_s: float) -> ca.Function:
+    """The step of :func:`~mbctl.ctrl.estimation.step.build_step` with the robot's numbers as its last input ``p``."""
+    symbols = ParameterVector(symbolic=True)
+    model = EstimationModel(robot, symbols)
+    s = settings
+    return build_step(model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, symbols.symbols)
+
+
+def _step_function(robot: RobotModel, settings: EstimationSettings, period_s: float, compiled: bool) -> CompiledFunction:
+    """The step of :func:`step_function` with its numbers bound: generated and compiled once per
+    structure and settings in a thread (a parameter study that changes masses or friction compiles
+    it once), as the laws are (:mod:`mbctl.ctrl.compiled_laws`)."""
+    values, key = step_values(robot, settings, period_s)
     kept = getattr(_steps, "by_key", None)
     if kept is None:
         kept = _steps.by_key = {}
-    if key in kept:
-        return kept[key].instance().bind(values.array)
-    symbols = ParameterVector(symbolic=True)
-    model = EstimationModel(robot, symbols)
-    function = build_step(model, s.velocity, s.cutoff_hz, period_s, s.gain, s.threshold, s.observer_cutoff_hz, symbols.symbols)
-    kept[key] = step = compile_function(function) if compiled else CompiledFunction(function, None)
+    if (key, compiled) in kept:
+        return kept[key, compiled].instance().bind(values)
+    function = step_function(robot, settings, period_s)
+    kept[key, compiled] = step = compile_function(function) if compiled else CompiledFunction(function, None)
     while len(kept) > _KEPT:
         kept.pop(next(iter(kept)))
-    return step.bind(values.array)
+    return step.bind(values)
 
 
 class StateEstimator:
@@ -98,9 +109,14 @@ class StateEstimator:
         """The step runs generated C."""
         return self._f.compiled
 
+    def initial(self, q: np.ndarray, dq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The step's states ``(x, o)`` started from the measurement ``(q, dq)``
+        (:func:`~mbctl.ctrl.estimation.step.initial_state`)."""
+        return initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum)
+
     def reset(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
         """Start from a measurement at time ``t`` (s): estimates equal to it, no external torque."""
-        x, o = initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum)
+        x, o = self.initial(q, dq)
         self._x[:], self._o[:] = x, o
         self.q_hat[:], self.dq_hat[:] = q, dq
         self.tau_ext[:] = 0.0
@@ -121,9 +137,9 @@ class StateEstimator:
         self.worst = float(self._worst[0])
         return self.worst
 
-    def detected_joint(self) -> int:
-        """DOF index with the largest ``|tau_ext| / threshold``."""
-        return int(np.argmax(np.abs(self.tau_ext) / self.settings.threshold))
+    def detected_joint(self, tau_ext: np.ndarray | None = None) -> int:
+        """DOF index with the largest ``|tau_ext| / threshold`` (of the last estimate, or of ``tau_ext``)."""
+        return int(np.argmax(np.abs(self.tau_ext if tau_ext is None else tau_ext) / self.settings.threshold))
 
     def hold_torque(self, q_hold: np.ndarray) -> np.ndarray:
         """The compliant hold's torques (N·m, N) at the last estimate (see the module docstring)."""

@@ -74,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
     p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
+    p.add_argument("--python-cycle", action="store_true", help="run the cycle between read and write in Python, the reference implementation (default: a compiled law's cycle is one generated C call)")
     p.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority (by default asked for, and reported)")
     defaults = OverrunPolicy()
     p.add_argument("--max-overrun-fraction", type=float, default=defaults.max_fraction, help=f"stop when more than this fraction of the last --overrun-window cycles overran (default {defaults.max_fraction:g})")
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         command_topic=args.command_topic,
         overrun=policy,
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
+        compiled_cycle=not args.python_cycle,
     )
     task = task_space_settings(robot) if args.controller == "task-space" else None  # bad table: before any work
     mcap, npz = (args.log, args.log.with_name(f".{args.log.name}.{os.getpid()}.npz")) if args.log.suffix == ".mcap" else (None, args.log)

@@ -1,0 +1,201 @@
+"""One control cycle as one generated function: the estimate step, the collision check, the law, the
+safety checks, the chatter and tracking counters and the log row, from a measurement to the command.
+
+``(y, r, s, m, p_law, p_est, c) -> (tau, row, m_next, status)`` with ``n`` joints:
+
+- ``y`` (3n): measured positions (rad, m), velocities (rad/s, m/s) and drive efforts (N·m, N);
+- ``r`` (6n): the reference ``(q_d, dq_d, ddq_d)`` at the two loop-rate samples around ``t``;
+- ``s`` (6): ``t`` (s since the start), the sample instant ``t_s`` (s, the estimator's clock), the
+  weight ``w`` of the second sample (the reference is ``(1 - w) r_0 + w r_1``), 1 where the cycle
+  counts in the tracking errors, the cycle's index ``k`` and the backend's command delay ``d``
+  (cycles, at most :data:`SENT_CAPACITY` - 1: the observer is fed the command written ``d + 1``
+  cycles before);
+- ``m``: the memory carried from one cycle to the next (:class:`CycleLayout`): the estimator's
+  states and last sample time, the commands written the last :data:`SENT_CAPACITY` cycles, the LuGre
+  bristle states, the chatter and saturation counters, the collision flags and the held position,
+  the tracking error sums;
+- ``p_law``, ``p_est``: the robot's numbers of the law (:func:`~mbctl.ctrl.compiled_laws.law_function`)
+  and of the estimator (:func:`~mbctl.ctrl.estimation.estimator.step_function`);
+- ``c`` (5n): lower and upper positions, velocity and effort limits, the chatter's reversal step.
+
+``status`` is ``(code, new_detection)``: code 0 (go on), 1 a joint outside its position or velocity
+limits, 3 a non-finite command, 4 a collision with reaction ``stop`` (the row is logged, its ``tau``
+NaN, nothing is written). Codes 1 and 3 stop the run before anything is logged, and their ``m_next`` is
+not carried on, as the interpreted cycle of :mod:`mbctl.hardware.cycle` raises before its counters move.
+
+Each part is the interpreted cycle's arithmetic, in the same order, so the two agree to round-off:
+the estimate (no step for a repeated sample instant: ``h <= 0``), the detection (once), then the law
+or, after a detection with reaction ``hold``, the compliant hold
+(:meth:`~mbctl.ctrl.estimation.estimator.StateEstimator.hold_torque`), the clip to the effort limits
+(counted), the torque step statistics (:func:`~mbctl.hardware.summary.chatter_warnings`), the command
+queue that feeds the observer the torque the drives applied.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+
+from mbctl.ctrl.estimation.estimator import HOLD_HZ
+from mbctl.dynamics.friction.laws import LuGre
+
+__all__ = ["SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle"]
+
+STATUS_BREACH, STATUS_INVALID, STATUS_DETECTED = 1, 3, 4
+SENT_CAPACITY = 4
+"""Commands the cycle keeps for the observer: backends whose drives apply a command up to 3 cycles late."""
+
+
+@dataclass(frozen=True)
+class CycleLayout:
+    """Where each quantity sits in the cycle's memory ``m`` and its log row.
+
+    Attributes:
+        n: Joints.
+        estimating: An estimator runs (else the law sees the measured velocity).
+        log_estimates: The row holds ``dq_hat`` and ``tau_ext``.
+        memory: Name -> (start, length) in ``m``.
+    """
+
+    n: int
+    estimating: bool
+    log_estimates: bool
+    memory: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, n: int, estimating: bool, log_estimates: bool) -> CycleLayout:
+        sizes = {
+            "x": 3 * n, "o": 5 * n, "t_est": 1, "g": n, "m": n, "sent": SENT_CAPACITY * n, "z": n, "t_law": 1,
+            "tau_last": n, "step_last": n, "step_sq": n, "reversals": n, "steps": 1, "saturated": 1, "law_saturated": 1,
+            "detected": 1, "holding": 1, "q_hold": n, "sq_error": n, "max_error": 1, "tracked": 1,
+        }  # fmt: skip
+        memory, at = {}, 0
+        for name, size in sizes.items():
+            memory[name] = (at, size)
+            at += size
+        return cls(n=n, estimating=estimating, log_estimates=log_estimates, memory=memory)
+
+    @property
+    def size(self) -> int:
+        """Entries of ``m``."""
+        return sum(size for _, size in self.memory.values())
+
+    @property
+    def row_size(self) -> int:
+        """Entries of the log row (:func:`~mbctl.hardware.loop_support.log_columns`)."""
+        return 4 + (8 if self.log_estimates else 6) * self.n + 4
+
+    def part(self, m: np.ndarray | ca.SX, name: str) -> np.ndarray | ca.SX:
+        """The entries of ``name`` in the memory ``m``."""
+        start, size = self.memory[name]
+        return m[start : start + size]
+
+
+def build_cycle(
+    layout: CycleLayout,
+    law: ca.Function,
+    estimate: ca.Function | None,
+    reaction: str,
+    lugre: list[tuple[int, LuGre]],
+    measured_friction: bool,
+) -> ca.Function:
+    """The cycle function (module docstring) of a law ``(q, dq, q_d, dq_d, ddq_d, z[, p]) -> (tau,
+    tau_demand, saturated)`` and an estimate step of :func:`~mbctl.ctrl.estimation.step.build_step`
+    (None: no estimator); ``reaction`` to a collision (``stop``, ``hold``, ``none``); the LuGre joints
+    ``(index, law)`` whose bristle states the law takes, stepped at the measured (estimated) velocity
+    or at the desired one."""
+    n = layout.n
+    y, r, s = ca.SX.sym("y", 3 * n), ca.SX.sym("r", 6 * n), ca.SX.sym("s", 6)
+    m = ca.SX.sym("m", layout.size)
+    p_law = ca.SX.sym("p_law", law.size1_in(6) if law.n_in() == 7 else 0)
+    p_est = ca.SX.sym("p_est", estimate.size1_in(6) if estimate is not None and estimate.n_in() == 7 else 0)
+    c = ca.SX.sym("c", 5 * n)
+    part = lambda name: layout.part(m, name)  # noqa: E731
+    q, dq_meas, effort = y[:n], y[n : 2 * n], y[2 * n :]
+    t, t_sample, w, tracking, k, delay = (s[i] for i in range(6))
+    ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
+    q_d, dq_d, ddq_d = ref[:n], ref[n : 2 * n], ref[2 * n :]
+    lower, upper, vmax, effort_max, reverse_by = (c[i * n : (i + 1) * n] for i in range(5))
+    out = {name: part(name) for name in layout.memory}
+
+    # the estimate step and the collision check (once: the first detection is the one reported)
+    new_detection, stopping = ca.SX(0), ca.SX(0)
+    dq_hat, tau_ext = dq_meas, ca.SX.nan(n)
+    if estimate is not None:
+        x, o, t_est, sent = part("x"), part("o"), part("t_est"), part("sent")
+        h = t_sample - t_est
+        stepped = h > 0
+        applied = sum((delay == SENT_CAPACITY - 1 - j) * sent[j * n : (j + 1) * n] for j in range(SENT_CAPACITY))
+        args = [x, o, q, dq_meas, applied, ca.if_else(stepped, h, 1.0)] + ([p_est] if p_est.numel() else [])
+        x1, o1, _, dq1, r1, g1, m1, worst = estimate(*args)
+        out["x"], out["o"] = ca.if_else(stepped, x1, x), ca.if_else(stepped, o1, o)
+        out["t_est"] = ca.if_else(stepped, t_sample, t_est)
+        out["g"], out["m"] = ca.if_else(stepped, g1, part("g")), ca.if_else(stepped, m1, part("m"))
+        dq_hat, tau_ext = out["x"][n : 2 * n], out["o"][2 * n : 3 * n]
+        new_detection = (1 - part("detected")) * stepped * (worst > 1)
+        out["detected"] = part("detected") + new_detection
+        if reaction == "stop":
+            stopping = new_detection
+        if reaction == "hold":
+            out["holding"] = ca.fmax(part("holding"), new_detection)
+            out["q_hold"] = ca.if_else(new_detection, q, part("q_hold"))
+    go = 1 - stopping
+    holding = out["holding"]
+
+    # the law, its LuGre bristles stepped first; or the compliant hold
+    z = part("z")
+    dt = t - part("t_law")
+    v = dq_hat if measured_friction else dq_d
+    laws = dict(lugre)
+    z_new = ca.vertcat(*(laws[i].z_step(z[i], v[i], dt) if i in laws else z[i] for i in range(n)))
+    law_args = [q, dq_hat, q_d, dq_d, ddq_d, z_new] + ([p_law] if p_law.numel() else [])
+    tau_law, _, flags = law(*law_args)
+    wn = 2.0 * math.pi * HOLD_HZ
+    q_hat = out["x"][:n] if estimate is not None else q
+    tau_hold = out["g"] + out["m"] * (wn * wn * (out["q_hold"] - q_hat) - 2.0 * wn * dq_hat)
+    tau = ca.if_else(holding, tau_hold, tau_law)
+    law_ran = go * (1 - holding)
+    out["z"] = ca.if_else(law_ran, z_new, z)
+    out["t_law"] = ca.if_else(law_ran, t, part("t_law"))
+    out["law_saturated"] = part("law_saturated") + law_ran * ca.mmax(flags)
+
+    breach = ca.mmax(ca.vertcat((q < lower) + (q > upper) + (ca.fabs(dq_hat) > vmax), ca.SX(0)))
+    finite = ca.mmin(ca.vertcat(ca.fabs(tau) < math.inf, ca.SX(1)))
+    code = ca.if_else(stopping, STATUS_DETECTED, ca.if_else(breach, STATUS_BREACH, ca.if_else(finite, 0, STATUS_INVALID)))
+    over = ca.fabs(tau) > effort_max
+    out["saturated"] = part("saturated") + go * ca.sum1(over)
+    tau = ca.fmin(ca.fmax(tau, -effort_max), effort_max)
+
+    # the torque step statistics, from the second cycle on (reversals from the third)
+    step = tau - part("tau_last")
+    counted = go * (k >= 1)
+    out["step_sq"] = part("step_sq") + counted * step * step
+    back = ca.fmin(ca.fabs(step), ca.fabs(part("step_last")))
+    reversed_ = (step * part("step_last") < 0) * (back > reverse_by)
+    out["reversals"] = part("reversals") + counted * (k >= 2) * reversed_
+    out["step_last"] = ca.if_else(counted, step, part("step_last"))
+    out["steps"] = part("steps") + counted
+    out["tau_last"] = ca.if_else(go, tau, part("tau_last"))
+    if estimate is not None:
+        sent = part("sent")
+        out["sent"] = ca.if_else(go, ca.vertcat(sent[n:], tau), sent)
+
+    error = q - q_d
+    out["sq_error"] = part("sq_error") + tracking * error * error
+    out["max_error"] = ca.if_else(tracking, ca.fmax(part("max_error"), ca.mmax(ca.fabs(error))), part("max_error"))
+    out["tracked"] = part("tracked") + tracking
+
+    nan = ca.SX.nan(n)
+    columns = [t, ca.SX.nan(), ca.SX.nan(), 1.0, q, dq_meas, q_d, dq_d, ca.if_else(stopping, nan, tau), effort]
+    if layout.log_estimates:
+        columns += [dq_hat, tau_ext]
+    row = ca.vertcat(*columns, ca.SX.nan(4))
+    m_next = ca.vertcat(*(out[name] for name in layout.memory))
+    return ca.Function(
+        f"cycle_{law.name()}", [y, r, s, m, p_law, p_est, c], [tau, row, m_next, ca.vertcat(code, new_detection)],
+        ["y", "r", "s", "m", "p_law", "p_est", "c"], ["tau", "row", "m_next", "status"],
+    )  # fmt: skip
+

@@ -1,0 +1,152 @@
+"""The cycle as one generated call against the cycle in Python, the reference: every joint-space law,
+both friction velocities, saturation, the three reactions to a collision, failed reads and a limit
+breach, in lock-step runs whose logs and summaries must agree to round-off. (Every backend: the
+lock-step half of tests/test_backend_matrix.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mbctl.ctrl.controllers import build_controller
+from mbctl.ctrl.tracking import TrackingController
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.estimate import LoopEstimator
+from mbctl.hardware.interface import CommunicationError, JointInterface
+from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
+from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.session import SessionOptions, run_session
+from mbctl.hardware.sim import SimPlant, truth_model
+
+SCARA_MOVE = np.array([[0.0, 0.0, 0.0, 0.0], [0.3, 0.4, -0.2, 0.02]])
+UR5_Q0 = np.array([0, -1.2, 1.4, -1.6, -1.57, 0])
+LOGGED = ("t", "read_ok", "q", "dq", "q_ref", "dq_ref", "tau", "effort", "dq_hat", "tau_ext")
+
+
+def _both(run) -> tuple[dict, dict]:
+    """``run(compiled_cycle)`` -> (summary, log) for the compiled cycle and the Python one."""
+    return run(True), run(False)
+
+
+def _agree(compiled, python) -> None:
+    (s_c, log_c), (s_p, log_p) = compiled, python
+    assert s_c.cycle == "compiled" and s_p.cycle == "python"
+    assert s_c.stop_reason == s_p.stop_reason and s_c.cycles == s_p.cycles and s_c.collision == s_p.collision
+    assert s_c.saturated == s_p.saturated and s_c.end == s_p.end
+    for key in LOGGED:
+        if key in log_p.files:
+            assert np.allclose(log_c[key], log_p[key], rtol=1e-9, atol=1e-9, equal_nan=True), key
+    for name in ("tracking_rms", "torque_step_rms", "torque_step_reversals"):
+        a, b = getattr(s_c, name), getattr(s_p, name)
+        assert a.keys() == b.keys() and np.allclose(list(a.values()), list(b.values()), rtol=1e-7, atol=1e-12), name
+    assert s_c.chatter == s_p.chatter
+
+
+def _session(robot, traj, tmp_path, name, **options):
+    def run(compiled: bool):
+        path = tmp_path / f"{name}-{compiled}.npz"
+        summary = run_session(robot, traj, SessionOptions(plant="sim", lockstep=True, compiled_cycle=compiled, **options), path)
+        return summary, np.load(path)
+
+    return run
+
+
+@pytest.mark.parametrize("law", ["feedforward", "pd-gravity", "pd-feedforward", "computed-torque", "computed-torque measured"])
+def test_every_law_logs_what_the_python_cycle_logs(configs, tmp_path, law):
+    """The SCARA (Stribeck, LuGre and Coulomb-viscous joints; the observer on): same commands, estimates and counters."""
+    text = (configs / "scara.toml").read_text()
+    if law.endswith("measured"):
+        text = text.replace("[control]", '[control]\nfriction_velocity = "measured"', 1)
+        assert 'friction_velocity = "measured"' in text
+    (tmp_path / "scara.urdf").write_text((configs / "scara.urdf").read_text())
+    (tmp_path / "scara.toml").write_text(text)
+    robot = load_robot(tmp_path / "scara.toml")
+    traj = quintic_rest_to_rest(SCARA_MOVE, [0.4], 1000.0, robot.joint_names)
+    compiled, python = _both(_session(robot, traj, tmp_path, "law", law=law.split()[0], duration_s=0.4))
+    _agree(compiled, python)
+    assert compiled[0].completed and np.abs(compiled[1]["tau"]).max() > 0.1
+
+
+def test_saturated_commands_are_clipped_and_counted_alike(configs, tmp_path):
+    """A move too fast for the SCARA's drives: both cycles clip the same commands to the effort limits."""
+    robot = load_robot(configs / "scara.toml")
+    traj = quintic_rest_to_rest(np.array([[0.0] * 4, [0.1, 0.1, -0.1, 0.01]]), [0.08], 1000.0, robot.joint_names)
+    compiled, python = _both(_session(robot, traj, tmp_path, "fast", duration_s=0.2))
+    _agree(compiled, python)
+    effort = SafetyLimits.of(robot).effort
+    assert compiled[0].saturated > 0 and (np.abs(compiled[1]["tau"]) <= effort + 1e-12).all()
+
+
+@pytest.mark.parametrize("reaction", ["stop", "hold", "none"])
+def test_collision_reactions_agree(tmp_path, reaction):
+    """A push on a moving UR5's forearm: the same detection, message, reaction and log."""
+    text = load_robot("ur5").source.read_text().replace('reaction = "stop"', f'reaction = "{reaction}"')
+    text += '\n[plant.contact]\nframe = "wrist_1_link"\nforce = [0.0, 0.0, -20.0]\nstart = 0.15\nduration = 0.1\n'
+    (tmp_path / "ur5.toml").write_text(text)
+    robot = load_robot(tmp_path / "ur5.toml")
+    traj = quintic_rest_to_rest(np.array([UR5_Q0, UR5_Q0 + 0.3]), [0.4], 1000.0, robot.joint_names)
+    compiled, python = _both(_session(robot, traj, tmp_path, reaction))
+    _agree(compiled, python)
+    assert "collision detected: tau_ext.shoulder_lift_joint" in compiled[0].stop_reason
+
+
+class Flaky(JointInterface):
+    """A backend whose every ``every``-th read fails (a missed reply), around the simulated plant."""
+
+    def __init__(self, inner: SimPlant, every: int):
+        self.inner, self.every, self.reads = inner, every, 0
+        self.joint_names = inner.joint_names
+
+    def open(self):
+        self.inner.open()
+
+    def close(self):
+        self.inner.close()
+
+    def enable(self):
+        self.inner.enable()
+
+    def disable(self):
+        self.inner.disable()
+
+    def read(self):
+        self.reads += 1
+        if self.reads % self.every == 0:
+            raise CommunicationError("no_reply", "drive 2 did not answer")
+        return self.inner.read()
+
+    def write(self, command):
+        self.inner.write(command)
+
+
+@pytest.mark.parametrize("case", ["failed reads", "limit breach"])
+def test_failed_reads_and_a_limit_breach_agree(configs, tmp_path, case):
+    """Every 7th read fails (no sample: the estimator waits for the next), or j1 leaves a range made
+    narrow on purpose: the same log and the same stop reason."""
+    robot = load_robot(configs / "scara.toml")
+    traj = quintic_rest_to_rest(SCARA_MOVE, [0.4], 1000.0, robot.joint_names)
+    limits = SafetyLimits.of(robot)
+    if case == "limit breach":
+        upper = limits.upper.copy()
+        upper[0] = 0.2
+        limits = SafetyLimits(lower=limits.lower, upper=upper, velocity=limits.velocity, effort=limits.effort)
+
+    def run(compiled: bool):
+        tracking = TrackingController(build_controller(robot, "computed-torque"), traj)
+        estimator = LoopEstimator(robot, 1e-3)
+        truth, config = truth_model(robot)
+        backend = Flaky(SimPlant(truth, 1e-3, config), every=7 if case == "failed reads" else 10**9)
+        path = tmp_path / f"{compiled}.npz"
+        with backend:
+            summary = run_loop(backend, tracking, limits, LoopConfig(duration_s=0.4, paced=False, compiled_cycle=compiled),
+                               RunLog(path, log_columns(robot.actuated_names, estimation=True)), tracking.reference, estimator=estimator)  # fmt: skip
+        return summary, np.load(path)
+
+    compiled, python = _both(run)
+    _agree(compiled, python)
+    if case == "failed reads":
+        assert compiled[0].completed and compiled[0].failed_reads > 30 and np.isnan(compiled[1]["q"]).any()
+    else:
+        assert compiled[0].stop_reason.startswith("limit breach: q.j1 = ")
+
