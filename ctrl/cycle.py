@@ -23,6 +23,9 @@ limits, 3 a non-finite command, 4 a collision with reaction ``stop`` (the row is
 NaN, nothing is written). Codes 1 and 3 stop the run before anything is logged, and their ``m_next`` is
 not carried on, as the interpreted cycle of :mod:`mbctl.hardware.cycle` raises before its counters move.
 
+A controller that is not a compiled law (the MPC, the task-space law) is called from Python between
+two generated calls (:func:`build_cycle_around`): the estimate and the checks before it, the rest after.
+
 Each part is the interpreted cycle's arithmetic, in the same order, so the two agree to round-off:
 the estimate (no step for a repeated sample instant: ``h <= 0``), the detection (once), then the law
 or, after a detection with reaction ``hold``, the compliant hold
@@ -42,7 +45,7 @@ import numpy as np
 from mbctl.ctrl.estimation.estimator import HOLD_HZ
 from mbctl.dynamics.friction.laws import LuGre
 
-__all__ = ["SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle"]
+__all__ = ["FOUND", "SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle", "build_cycle_around"]
 
 STATUS_BREACH, STATUS_INVALID, STATUS_DETECTED = 1, 3, 4
 SENT_CAPACITY = 4
@@ -94,47 +97,37 @@ class CycleLayout:
         return m[start : start + size]
 
 
-def build_cycle(
-    layout: CycleLayout,
-    law: ca.Function,
-    estimate: ca.Function | None,
-    reaction: str,
-    lugre: list[tuple[int, LuGre]],
-    measured_friction: bool,
-) -> ca.Function:
-    """The cycle function (module docstring) of a law ``(q, dq, q_d, dq_d, ddq_d, z[, p]) -> (tau,
-    tau_demand, saturated)`` and an estimate step of :func:`~mbctl.ctrl.estimation.step.build_step`
-    (None: no estimator); ``reaction`` to a collision (``stop``, ``hold``, ``none``); the LuGre joints
-    ``(index, law)`` whose bristle states the law takes, stepped at the measured (estimated) velocity
-    or at the desired one."""
+def _inputs(layout: CycleLayout) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
     n = layout.n
-    y, r, s = ca.SX.sym("y", 3 * n), ca.SX.sym("r", 6 * n), ca.SX.sym("s", 6)
-    m = ca.SX.sym("m", layout.size)
-    p_law = ca.SX.sym("p_law", law.size1_in(6) if law.n_in() == 7 else 0)
-    p_est = ca.SX.sym("p_est", estimate.size1_in(6) if estimate is not None and estimate.n_in() == 7 else 0)
-    c = ca.SX.sym("c", 5 * n)
-    part = lambda name: layout.part(m, name)  # noqa: E731
-    q, dq_meas, effort = y[:n], y[n : 2 * n], y[2 * n :]
-    t, t_sample, w, tracking, k, delay = (s[i] for i in range(6))
-    ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
-    q_d, dq_d, ddq_d = ref[:n], ref[n : 2 * n], ref[2 * n :]
-    lower, upper, vmax, effort_max, reverse_by = (c[i * n : (i + 1) * n] for i in range(5))
-    out = {name: part(name) for name in layout.memory}
+    return ca.SX.sym("y", 3 * n), ca.SX.sym("r", 6 * n), ca.SX.sym("s", 6), ca.SX.sym("c", 5 * n)
 
-    # the estimate step and the collision check (once: the first detection is the one reported)
+
+def _parameters(name: str, f: ca.Function | None) -> ca.SX:
+    """The numbers input of a law or an estimate step (its 7th input; empty for none)."""
+    return ca.SX.sym(name, f.size1_in(6) if f is not None and f.n_in() == 7 else 0)
+
+
+def _estimate(layout: CycleLayout, estimate: ca.Function | None, reaction: str, y, s, m, p_est, c) -> tuple[dict, dict]:  # noqa: ANN001
+    """The estimate step and the collision check (once: the first detection is the one reported):
+    the memory after it (name -> expression) and what the rest of the cycle needs of it."""
+    n = layout.n
+    part = lambda name: layout.part(m, name)  # noqa: E731
+    out = {name: part(name) for name in layout.memory}
+    q, dq_meas = y[:n], y[n : 2 * n]
+    t_sample, delay = s[1], s[5]
     new_detection, stopping = ca.SX(0), ca.SX(0)
-    dq_hat, tau_ext = dq_meas, ca.SX.nan(n)
+    dq_hat, tau_ext, q_hat = dq_meas, ca.SX.nan(n), q
     if estimate is not None:
         x, o, t_est, sent = part("x"), part("o"), part("t_est"), part("sent")
         h = t_sample - t_est
         stepped = h > 0
         applied = sum((delay == SENT_CAPACITY - 1 - j) * sent[j * n : (j + 1) * n] for j in range(SENT_CAPACITY))
         args = [x, o, q, dq_meas, applied, ca.if_else(stepped, h, 1.0)] + ([p_est] if p_est.numel() else [])
-        x1, o1, _, dq1, r1, g1, m1, worst = estimate(*args)
+        x1, o1, _, _, _, g1, m1, worst = estimate(*args)
         out["x"], out["o"] = ca.if_else(stepped, x1, x), ca.if_else(stepped, o1, o)
         out["t_est"] = ca.if_else(stepped, t_sample, t_est)
         out["g"], out["m"] = ca.if_else(stepped, g1, part("g")), ca.if_else(stepped, m1, part("m"))
-        dq_hat, tau_ext = out["x"][n : 2 * n], out["o"][2 * n : 3 * n]
+        q_hat, dq_hat, tau_ext = out["x"][:n], out["x"][n : 2 * n], out["o"][2 * n : 3 * n]
         new_detection = (1 - part("detected")) * stepped * (worst > 1)
         out["detected"] = part("detected") + new_detection
         if reaction == "stop":
@@ -142,29 +135,33 @@ def build_cycle(
         if reaction == "hold":
             out["holding"] = ca.fmax(part("holding"), new_detection)
             out["q_hold"] = ca.if_else(new_detection, q, part("q_hold"))
-    go = 1 - stopping
-    holding = out["holding"]
-
-    # the law, its LuGre bristles stepped first; or the compliant hold
-    z = part("z")
-    dt = t - part("t_law")
-    v = dq_hat if measured_friction else dq_d
-    laws = dict(lugre)
-    z_new = ca.vertcat(*(laws[i].z_step(z[i], v[i], dt) if i in laws else z[i] for i in range(n)))
-    law_args = [q, dq_hat, q_d, dq_d, ddq_d, z_new] + ([p_law] if p_law.numel() else [])
-    tau_law, _, flags = law(*law_args)
     wn = 2.0 * math.pi * HOLD_HZ
-    q_hat = out["x"][:n] if estimate is not None else q
     tau_hold = out["g"] + out["m"] * (wn * wn * (out["q_hold"] - q_hat) - 2.0 * wn * dq_hat)
-    tau = ca.if_else(holding, tau_hold, tau_law)
-    law_ran = go * (1 - holding)
-    out["z"] = ca.if_else(law_ran, z_new, z)
-    out["t_law"] = ca.if_else(law_ran, t, part("t_law"))
-    out["law_saturated"] = part("law_saturated") + law_ran * ca.mmax(flags)
-
+    lower, upper, vmax = c[:n], c[n : 2 * n], c[2 * n : 3 * n]
     breach = ca.mmax(ca.vertcat((q < lower) + (q > upper) + (ca.fabs(dq_hat) > vmax), ca.SX(0)))
+    found = {"dq_hat": dq_hat, "tau_ext": tau_ext, "tau_hold": tau_hold, "stopping": stopping, "holding": out["holding"],
+             "breach": breach, "new_detection": new_detection}  # fmt: skip
+    return out, found
+
+
+FOUND = (("dq_hat", 1), ("tau_ext", 1), ("tau_hold", 1), ("stopping", 0), ("holding", 0), ("breach", 0), ("new_detection", 0))
+"""What the estimate part hands to the rest of the cycle: name and whether it is per joint (else one value)."""
+
+
+def _finish(layout: CycleLayout, y, r, s, c, m, out: dict, found: dict, tau) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:  # noqa: ANN001
+    """The rest of the cycle after a candidate command ``tau``: the status, the clip to the effort
+    limits, the counters, the command queue and the row; ``(tau, row, m_next, status)``."""
+    n = layout.n
+    part = lambda name: layout.part(m, name)  # noqa: E731
+    q, dq_meas, effort = y[:n], y[n : 2 * n], y[2 * n :]
+    t, w, tracking, k = s[0], s[2], s[3], s[4]
+    ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
+    q_d, dq_d = ref[:n], ref[n : 2 * n]
+    effort_max, reverse_by = c[3 * n : 4 * n], c[4 * n :]
+    stopping = found["stopping"]
+    go = 1 - stopping
     finite = ca.mmin(ca.vertcat(ca.fabs(tau) < math.inf, ca.SX(1)))
-    code = ca.if_else(stopping, STATUS_DETECTED, ca.if_else(breach, STATUS_BREACH, ca.if_else(finite, 0, STATUS_INVALID)))
+    code = ca.if_else(stopping, STATUS_DETECTED, ca.if_else(found["breach"], STATUS_BREACH, ca.if_else(finite, 0, STATUS_INVALID)))
     over = ca.fabs(tau) > effort_max
     out["saturated"] = part("saturated") + go * ca.sum1(over)
     tau = ca.fmin(ca.fmax(tau, -effort_max), effort_max)
@@ -179,7 +176,7 @@ def build_cycle(
     out["step_last"] = ca.if_else(counted, step, part("step_last"))
     out["steps"] = part("steps") + counted
     out["tau_last"] = ca.if_else(go, tau, part("tau_last"))
-    if estimate is not None:
+    if layout.estimating:
         sent = part("sent")
         out["sent"] = ca.if_else(go, ca.vertcat(sent[n:], tau), sent)
 
@@ -188,14 +185,82 @@ def build_cycle(
     out["max_error"] = ca.if_else(tracking, ca.fmax(part("max_error"), ca.mmax(ca.fabs(error))), part("max_error"))
     out["tracked"] = part("tracked") + tracking
 
-    nan = ca.SX.nan(n)
-    columns = [t, ca.SX.nan(), ca.SX.nan(), 1.0, q, dq_meas, q_d, dq_d, ca.if_else(stopping, nan, tau), effort]
+    columns = [t, ca.SX.nan(), ca.SX.nan(), 1.0, q, dq_meas, q_d, dq_d, ca.if_else(stopping, ca.SX.nan(n), tau), effort]
     if layout.log_estimates:
-        columns += [dq_hat, tau_ext]
+        columns += [found["dq_hat"], found["tau_ext"]]
     row = ca.vertcat(*columns, ca.SX.nan(4))
     m_next = ca.vertcat(*(out[name] for name in layout.memory))
+    return tau, row, m_next, ca.vertcat(code, found["new_detection"])
+
+
+def build_cycle(
+    layout: CycleLayout,
+    law: ca.Function,
+    estimate: ca.Function | None,
+    reaction: str,
+    lugre: list[tuple[int, LuGre]],
+    measured_friction: bool,
+) -> ca.Function:
+    """The cycle function (module docstring) of a law ``(q, dq, q_d, dq_d, ddq_d, z[, p]) -> (tau,
+    tau_demand, saturated)`` and an estimate step of :func:`~mbctl.ctrl.estimation.step.build_step`
+    (None: no estimator); ``reaction`` to a collision (``stop``, ``hold``, ``none``); the LuGre joints
+    ``(index, law)`` whose bristle states the law takes, stepped at the measured (estimated) velocity
+    or at the desired one."""
+    n = layout.n
+    y, r, s, c = _inputs(layout)
+    m = ca.SX.sym("m", layout.size)
+    p_law, p_est = _parameters("p_law", law), _parameters("p_est", estimate)
+    out, found = _estimate(layout, estimate, reaction, y, s, m, p_est, c)
+    part = lambda name: layout.part(m, name)  # noqa: E731
+
+    # the law, its LuGre bristles stepped first; or the compliant hold
+    t, w = s[0], s[2]
+    ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
+    q_d, dq_d, ddq_d = ref[:n], ref[n : 2 * n], ref[2 * n :]
+    dq_hat = found["dq_hat"]
+    z, dt = part("z"), t - part("t_law")
+    v = dq_hat if measured_friction else dq_d
+    laws = dict(lugre)
+    z_new = ca.vertcat(*(laws[i].z_step(z[i], v[i], dt) if i in laws else z[i] for i in range(n)))
+    tau_law, _, flags = law(*[y[:n], dq_hat, q_d, dq_d, ddq_d, z_new] + ([p_law] if p_law.numel() else []))
+    law_ran = (1 - found["stopping"]) * (1 - found["holding"])
+    out["z"] = ca.if_else(law_ran, z_new, z)
+    out["t_law"] = ca.if_else(law_ran, t, part("t_law"))
+    out["law_saturated"] = part("law_saturated") + law_ran * ca.mmax(flags)
+    tau = ca.if_else(found["holding"], found["tau_hold"], tau_law)
+    outputs = _finish(layout, y, r, s, c, m, out, found, tau)
     return ca.Function(
-        f"cycle_{law.name()}", [y, r, s, m, p_law, p_est, c], [tau, row, m_next, ca.vertcat(code, new_detection)],
+        f"cycle_{law.name()}", [y, r, s, m, p_law, p_est, c], list(outputs),
         ["y", "r", "s", "m", "p_law", "p_est", "c"], ["tau", "row", "m_next", "status"],
     )  # fmt: skip
 
+
+def build_cycle_around(layout: CycleLayout, estimate: ca.Function | None, reaction: str, name: str) -> tuple[ca.Function, ca.Function]:
+    """The cycle of a controller called from Python between two generated calls:
+
+    - ``before(y, s, m, p_est, c) -> (found, m_mid)``: the estimate step, the collision check and the
+      limit check; ``found`` holds, in the order of :data:`FOUND`, the estimated velocity and external
+      torques, the compliant hold's torques and the flags (stopping, holding, breach, new detection);
+    - ``after(y, r, s, m_mid, found, tau_controller, c) -> (tau, row, m_next, status)``: given the controller's
+      command ``tau_controller`` (ignored while holding), the rest of the cycle, as :func:`build_cycle`'s.
+    """
+    n = layout.n
+    y, r, s, c = _inputs(layout)
+    m = ca.SX.sym("m", layout.size)
+    p_est = _parameters("p_est", estimate)
+    out, found = _estimate(layout, estimate, reaction, y, s, m, p_est, c)
+    packed = ca.vertcat(*(found[key] for key, _ in FOUND))
+    m_mid = ca.vertcat(*(out[key] for key in layout.memory))
+    before = ca.Function(f"cycle_before_{name}", [y, s, m, p_est, c], [packed, m_mid], ["y", "s", "m", "p_est", "c"], ["found", "m_mid"])
+    m_in, found_in, tau_in = ca.SX.sym("m_mid", layout.size), ca.SX.sym("found", packed.numel()), ca.SX.sym("tau", n)
+    unpacked, at = {}, 0
+    for key, per_joint in FOUND:
+        size = n if per_joint else 1
+        unpacked[key], at = found_in[at : at + size], at + size
+    out = {key: layout.part(m_in, key) for key in layout.memory}
+    tau = ca.if_else(unpacked["holding"], unpacked["tau_hold"], tau_in)
+    after = ca.Function(
+        f"cycle_after_{name}", [y, r, s, m_in, found_in, tau_in, c], list(_finish(layout, y, r, s, c, m_in, out, unpacked, tau)),
+        ["y", "r", "s", "m_mid", "found", "tau_controller", "c"], ["tau", "row", "m_next", "status"],
+    )  # fmt: skip
+    return before, after

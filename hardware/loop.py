@@ -27,6 +27,10 @@ the next and how often a cycle reverses it, and a warning per joint whose comman
 Each cycle's phases are timed — read, control (estimation, safety checks and the controller),
 write, log — and their p50/p99/max are in the summary; the log holds them per cycle.
 
+The work between the read and the write is a :class:`~mbctl.hardware.cycle.Cycle`: one generated C
+call for a compiled joint-space law (:mod:`mbctl.hardware.compiled_cycle`), else the same arithmetic
+in Python (:class:`~mbctl.hardware.cycle.PythonCycle`); the summary's ``cycle`` says which.
+
 Safety, checked every cycle, stops the run with a stated reason:
 
 - position or velocity of a joint outside its limits (a limit breach);
@@ -60,16 +64,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from mbctl.hardware.clock import LoopClock, WallClock
+from mbctl.hardware.compiled_cycle import compiled_cycle
+from mbctl.hardware.cycle import Controller, Cycle, Estimator, PythonCycle, Reference, StopRun
 from mbctl.hardware.interface import (
     CommandMode,
     CommunicationError,
     DriveFault,
     JointCommand,
     JointInterface,
-    JointState,
 )
-from mbctl.hardware.compiled_cycle import compiled_cycle
-from mbctl.hardware.cycle import Controller, Cycle, Estimator, PythonCycle, Reference, StopRun
 from mbctl.hardware.loop_support import PHASES, SafetyLimits, log_columns, no_gc_pauses, run_footprint
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
@@ -145,8 +148,6 @@ def run_loop(
             measurement); its estimates are logged when the log has their columns.
     """
     clock = clock or WallClock(config.spin_s)
-    n = len(backend.joint_names)
-    torque_mode = config.command is CommandMode.TORQUE
     period = 1.0 / config.rate_hz
     cycles_run = int(round(config.duration_s * config.rate_hz))
     cycles_total = cycles_run + int(round(config.end_hold_s * config.rate_hz))
@@ -284,20 +285,7 @@ def run_loop(
     summary.duration_s = k * period
     summary.stop_reason = stop_reason[0]
     kept = min(k, kept_cycles)
-    periods, computes = periods[:kept][~np.isnan(periods[:kept])], computes[:kept]
-    if periods.size:
-        p = periods * 1e6
-        error = np.abs(p - period * 1e6)
-        summary.period_p50_us = float(np.percentile(p, 50))
-        summary.period_p99_us = float(np.percentile(p, 99))
-        summary.period_error_p99_us = float(np.percentile(error, 99))
-        summary.period_error_max_us = float(error.max())
-        summary.period_jitter_us = float(p.std())
-    if computes.size:
-        c = computes * 1e6
-        summary.compute_p50_us = float(np.percentile(c, 50))
-        summary.compute_p99_us = float(np.percentile(c, 99))
-    summary.phases_us = {name: spread(phases[:kept, i] * 1e6) for i, name in enumerate(PHASES)}
+    _timing(summary, period, periods[:kept], computes[:kept], phases[:kept])
     cycle.finish(summary, backend.joint_names)
     summary.cycle = "python" if isinstance(cycle, PythonCycle) else "compiled"
     summary.comm_errors = dict(collections.Counter(comm_errors())) if comm_errors else {}
@@ -319,6 +307,25 @@ def _cycle(
         if cycle is not None:
             return cycle
     return PythonCycle(controller, limits, names, len(log.columns), reference, estimator, torque_mode=torque_mode, logs_estimates=logs_estimates, **common)
+
+
+def _timing(summary: RunSummary, period: float, periods: np.ndarray, computes: np.ndarray, phases: np.ndarray) -> None:
+    """The cycles' timings (s) into ``summary`` (µs): period and compute percentiles, the period's
+    error and jitter, each phase's spread."""
+    periods = periods[~np.isnan(periods)]
+    if periods.size:
+        p = periods * 1e6
+        error = np.abs(p - period * 1e6)
+        summary.period_p50_us = float(np.percentile(p, 50))
+        summary.period_p99_us = float(np.percentile(p, 99))
+        summary.period_error_p99_us = float(np.percentile(error, 99))
+        summary.period_error_max_us = float(error.max())
+        summary.period_jitter_us = float(p.std())
+    if computes.size:
+        c = computes * 1e6
+        summary.compute_p50_us = float(np.percentile(c, 50))
+        summary.compute_p99_us = float(np.percentile(c, 99))
+    summary.phases_us = {name: spread(phases[:, i] * 1e6) for i, name in enumerate(PHASES)}
 
 
 def _watchdog_reason(failures: int, first: str, last: str) -> str:

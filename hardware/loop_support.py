@@ -60,15 +60,16 @@ def run_footprint(duration_s: float, rate_hz: float, joints: int, estimation: bo
     """Cycles of a run of ``duration_s`` s at ``rate_hz`` Hz on ``joints`` joints, the memory it holds
     and the disk it writes at most (bytes), before it starts.
 
-    Memory: the loop's per-cycle timings (period, compute, phases) and the log read back whole by the
-    plots and task-space figures after the run (``8 (2 + phases + columns)`` bytes a cycle; closing the
-    log itself holds a block of rows, :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file
+    Memory: the loop's per-cycle timings (period, compute, phases), the reference sampled at the loop's
+    rate for a compiled cycle (``q, dq, ddq``) and the log read back whole by the plots and task-space
+    figures after the run (``8 (2 + phases + 3 joints + columns)`` bytes a cycle; closing the log itself
+    holds a block of rows, :mod:`mbctl.hardware.runlog`). Disk: the raw ``.partial`` file
     and the NPZ while both exist (``16 columns`` bytes a cycle).
     """
     product = duration_s * rate_hz
     cycles = float(round(product)) if math.isfinite(product) else math.inf
     columns = 4 + (6 + 2 * estimation) * joints + len(PHASES)
-    return cycles, cycles * 8.0 * (2 + len(PHASES) + columns), cycles * 16.0 * columns
+    return cycles, cycles * 8.0 * (2 + len(PHASES) + 3 * joints + columns), cycles * 16.0 * columns
 
 
 @contextlib.contextmanager

@@ -30,8 +30,8 @@ from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.canbus import udp_multicast_channel
 from mbctl.hardware.cia402.emulator import Cia402Emulator
-from mbctl.hardware.compiled_cycle import prepare as prepare_cycle
 from mbctl.hardware.cia402.units import bus_load, canopen_config
+from mbctl.hardware.compiled_cycle import prepare as prepare_cycle
 from mbctl.hardware.drive_config import bus_config
 from mbctl.hardware.dynamixel import DynamixelBus
 from mbctl.hardware.estimate import LoopEstimator
@@ -342,7 +342,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else EndSpec()
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority,
                         command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then, compiled_cycle=options.compiled_cycle)
-    if options.compiled_cycle:
+    if options.compiled_cycle and command is CommandMode.TORQUE:
         prepare_cycle(tracking, estimator, log_estimates=estimator is not None)  # compiled now, not while the drives wait
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
     with open_backend(robot, options, q0) as backend:

@@ -68,6 +68,22 @@ def test_every_law_logs_what_the_python_cycle_logs(configs, tmp_path, law):
     assert compiled[0].completed and np.abs(compiled[1]["tau"]).max() > 0.1
 
 
+@pytest.mark.parametrize("controller", ["mpc", "task-space"])
+def test_a_controller_called_between_two_generated_calls_logs_the_same(configs, tmp_path, controller):
+    """The MPC (UR5) and the task-space law (Panda) run in Python between the generated estimate and
+    the generated rest of the cycle: called once per cycle and at the warm-up, as the Python cycle does."""
+    if controller == "mpc":
+        robot = load_robot("ur5")
+        traj = quintic_rest_to_rest(np.array([UR5_Q0, UR5_Q0 + 0.2]), [0.3], 1000.0, robot.joint_names)
+    else:
+        robot = load_robot(configs / "panda.toml")
+        start = np.array([0, -0.3, 0, -2.2, 0, 2.0, 0.8, 0.02, 0.02])
+        traj = quintic_rest_to_rest(np.array([start, start + [0.2, 0.2, -0.2, 0.2, 0.2, 0.2, -0.2, 0, 0]]), [0.3], 1000.0, robot.joint_names)
+    compiled, python = _both(_session(robot, traj, tmp_path, controller, law=controller))
+    _agree(compiled, python)
+    assert compiled[0].completed
+
+
 def test_saturated_commands_are_clipped_and_counted_alike(configs, tmp_path):
     """A move too fast for the SCARA's drives: both cycles clip the same commands to the effort limits."""
     robot = load_robot(configs / "scara.toml")

@@ -109,6 +109,11 @@ class StateEstimator:
         """The step runs generated C."""
         return self._f.compiled
 
+    @property
+    def step(self) -> CompiledFunction:
+        """The step function on its buffers (:func:`step_function`, the robot's numbers bound)."""
+        return self._f
+
     def initial(self, q: np.ndarray, dq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The step's states ``(x, o)`` started from the measurement ``(q, dq)``
         (:func:`~mbctl.ctrl.estimation.step.initial_state`)."""
