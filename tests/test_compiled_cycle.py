@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_loop import Faulty
 
 from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.estimate import LoopEstimator
-from mbctl.hardware.interface import CommunicationError, JointInterface
+from mbctl.hardware.interface import CommunicationError
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.session import SessionOptions, run_session
@@ -107,33 +108,18 @@ def test_collision_reactions_agree(tmp_path, reaction):
     assert "collision detected: tau_ext.shoulder_lift_joint" in compiled[0].stop_reason
 
 
-class Flaky(JointInterface):
+class Flaky(Faulty):
     """A backend whose every ``every``-th read fails (a missed reply), around the simulated plant."""
 
     def __init__(self, inner: SimPlant, every: int):
-        self.inner, self.every, self.reads = inner, every, 0
-        self.joint_names = inner.joint_names
-
-    def open(self):
-        self.inner.open()
-
-    def close(self):
-        self.inner.close()
-
-    def enable(self):
-        self.inner.enable()
-
-    def disable(self):
-        self.inner.disable()
+        super().__init__(inner, at=0, kind="comm")
+        self.every = every
 
     def read(self):
-        self.reads += 1
-        if self.reads % self.every == 0:
+        self.k += 1
+        if self.k % self.every == 0:
             raise CommunicationError("no_reply", "drive 2 did not answer")
         return self.inner.read()
-
-    def write(self, command):
-        self.inner.write(command)
 
 
 @pytest.mark.parametrize("case", ["failed reads", "limit breach"])
