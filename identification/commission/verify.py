@@ -1,0 +1,133 @@
+"""Verification on the arm: a validation trajectory the fit never saw, run with computed torque on the
+nominal and on the identified model; the identified robot is adopted only if it is better.
+
+The validation trajectory is another excitation (seed ``seed + 1``, period ``0.8 T``), with the same
+transits from and back to the start pose. It runs twice, closed loop: computed torque with the
+nominal model, then with the candidate of the identify step (the same gains and envelope). Two
+measures per joint:
+
+- **torque prediction RMS**: each model's inverse dynamics plus friction (``Y(q, dq, ddq) theta +
+  F(dq)``) along the nominal run's log, against the torque the drives produced (N·m, N). The log is
+  resampled and filtered as ``identify dynamics`` does (q, dq, tau and ddq at 20 Hz); then the
+  prediction and the measured torque both pass the fit's zero-phase 5 Hz low-pass (parallel
+  filtering, as the fit itself): the comparison holds for the filtered signals, while the smear of
+  each Coulomb step at a velocity reversal and the noise of the differentiated acceleration, the
+  same for every model, stay out of it;
+- **tracking RMS**: ``q_ref - q`` of each run (rad, m), from the loop's summary.
+
+**Adopted** when the identified model is better on both overall measures, the root mean square over
+joints of the per-joint RMS: then the candidate is written to ``DIR/<robot>_commissioned.toml``. Either
+way the result gives every ratio (nominal / identified: above 1, the identified model is better).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.ctrl.trajectory import write_trajectory
+from mbctl.dynamics.model.robot import RobotModel, load_robot
+from mbctl.dynamics.regressor import inertial_parameters
+from mbctl.errors import MbctlError
+from mbctl.fileio import atomic_output
+from mbctl.hardware.session import run_session
+from mbctl.identification.arm_fit import predict_torques
+from mbctl.identification.arm_log import ConditionedLog, Conditioning, condition_log, read_arm_log
+from mbctl.identification.commission.context import Commission, StepStopped
+from mbctl.identification.commission.envelope import envelope_robot
+from mbctl.identification.commission.excitation import design
+from mbctl.identification.commission.runs import summary_json
+from mbctl.identification.report import _rewrite_urdf
+
+__all__ = ["verify", "torque_rms", "adopted_path"]
+
+
+def adopted_path(c: Commission) -> Path:
+    """Where an adopted robot is written: ``DIR/<robot>_commissioned.toml``."""
+    return c.out / f"{c.robot.name}_commissioned.toml"
+
+
+CONDITIONING = Conditioning(acceleration_cutoff_hz=20.0)  # q, dq, tau and ddq at 20 Hz, 1 kHz
+COMPARE_CUTOFF_HZ = 5.0  # Hz: the zero-phase low-pass on predicted and measured torque alike (the fit's)
+
+
+def torque_rms(robot: RobotModel, log: ConditionedLog) -> np.ndarray:
+    """RMS of ``robot``'s predicted minus the logged torque per joint of ``log`` (N·m, N), both low-passed
+    at :data:`COMPARE_CUTOFF_HZ` (module docstring)."""
+    friction = {j.name: j.friction.law if j.friction is not None else None for j in robot.joints}
+    predicted = predict_torques(robot, inertial_parameters(robot), friction, log)
+    error = log.conditioning.smooth(predicted - log.tau, COMPARE_CUTOFF_HZ)
+    return np.sqrt(np.mean(error**2, axis=0))
+
+
+def _overall(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x))))
+
+
+def verify(c: Commission, results: dict[str, dict]) -> dict:
+    """The ``verify`` step (module docstring); returns its JSON result."""
+    folder = c.step_dir("verify")
+    candidate_path = c.out / "identify" / results["identify"]["candidate"]
+    try:
+        identified = load_robot(candidate_path)
+    except MbctlError as exc:
+        raise StepStopped("verify", f"the identified robot does not load: {exc}") from None
+    target = adopted_path(c)
+    if target.exists():  # an earlier verdict: gone until this one is made
+        target.unlink()
+    s = c.settings
+    traj, info = design(c, "verify", s.seed + 1, 0.8 * s.period_s)
+    write_trajectory(folder / "validation.csv", traj)
+    runs = {}
+    options = dataclasses.replace(c.options, law="computed-torque")
+    for label, robot in (("nominal", c.run_robot), ("identified", envelope_robot(identified, c.envelope, detect_collisions=s.detect_collisions))):
+        c.say(f"verify: {traj.duration:.1f} s closed loop, computed torque on the {label} model")
+        summary = run_session(robot, traj, options, folder / f"{label}.npz", plant_robot=c.run_robot)  # the same arm for both models
+        c.check_run("verify", f"the validation run with the {label} model", summary)
+        runs[label] = summary
+    log = condition_log(read_arm_log(folder / "nominal.npz", c.robot.joint_names, spec=c.robot.spec), CONDITIONING)
+    names = list(log.joint_names)
+    torque = {"nominal": torque_rms(c.robot, log), "identified": torque_rms(identified, log)}
+    tracking = {k: np.array([runs[k].tracking_rms[n] for n in names]) for k in runs}
+    table = {
+        n: {
+            "torque_rms_nominal": float(torque["nominal"][i]), "torque_rms_identified": float(torque["identified"][i]),
+            "torque_ratio": _ratio(torque["nominal"][i], torque["identified"][i]),
+            "tracking_rms_nominal": float(tracking["nominal"][i]), "tracking_rms_identified": float(tracking["identified"][i]),
+            "tracking_ratio": _ratio(tracking["nominal"][i], tracking["identified"][i]),
+        }
+        for i, n in enumerate(names)
+    }
+    overall = {k: {"torque_rms": _overall(torque[k]), "tracking_rms": _overall(tracking[k])} for k in torque}
+    better = overall["identified"]["torque_rms"] < overall["nominal"]["torque_rms"] and overall["identified"]["tracking_rms"] < overall["nominal"]["tracking_rms"]
+    torque_gain = _ratio(overall["nominal"]["torque_rms"], overall["identified"]["torque_rms"])
+    tracking_gain = _ratio(overall["nominal"]["tracking_rms"], overall["identified"]["tracking_rms"])
+    verdict = (f"{'adopted' if better else 'NOT adopted'}: torque prediction RMS {overall['nominal']['torque_rms']:.4g} -> {overall['identified']['torque_rms']:.4g} "
+               f"({_times(torque_gain)}), tracking RMS {overall['nominal']['tracking_rms']:.4g} -> {overall['identified']['tracking_rms']:.4g} ({_times(tracking_gain)})")
+    c.say(f"verify: {verdict}")
+    if better:
+        text = _rewrite_urdf(candidate_path.read_text(), candidate_path, target)
+        with atomic_output(target) as tmp:
+            tmp.write_text(text)
+            load_robot(tmp)  # a copy that would not load is never renamed into place
+        c.say(f"verify: wrote {target}")
+    return {
+        "validation": info, "trajectory": "validation.csv", "logs": {k: f"{k}.npz" for k in runs},
+        "runs": {k: summary_json(v) for k, v in runs.items()}, "joints": table, "overall": overall,
+        "torque_gain": torque_gain, "tracking_gain": tracking_gain, "adopted": better, "verdict": verdict,
+        "robot": target.name if better else None, "arm_time_s": sum(r.duration_s for r in runs.values()),
+    }
+
+
+def _ratio(nominal: float, identified: float) -> float:
+    return float(nominal / identified) if identified > 0 else math.inf
+
+
+def _times(gain: float) -> str:
+    """A ratio nominal / identified in words."""
+    if gain >= 1:
+        return f"{gain:.3g} x better"
+    return f"{1 / gain:.3g} x worse" if gain > 0 else "worse"
