@@ -54,8 +54,15 @@ class CommissionSettings:
             envelope allows.
         settle_s: Hold at each leg's ends and transient dropped when processing (s).
         stribeck_velocity: Stribeck velocity for the speed grid where the joint's friction law has none (rad/s, m/s).
+        bandwidth_hz: Bandwidth of the sweeps' position loops by tested joint (Hz; gains ``kp = J w²``
+            with the joint's own inertia ``J``, :class:`~mbctl.identification.plan.ControlGains`); a
+            joint not named keeps the ``[identification]`` value, else 10 Hz. A light joint with much
+            friction (a wrist without its rotor inertia) sticks and slips at the slow speeds unless its
+            loop is stiffer; a heavy one goes unstable if it is too stiff.
         harmonics, period_s, seed: The excitation's Fourier series (``L``, ``T`` in s) and random start;
             the validation trajectory has ``seed + 1`` and period ``0.8 T``.
+        moving_speed: The verification judges torque prediction where a joint moves at least this fast
+            (rad/s, m/s; :mod:`~mbctl.identification.commission.verify`).
         regularisation: Pull of the arm fit toward the nominal inertials (``lambda``).
         detect_collisions: Keep the ``[control.collision]`` reaction in the closed-loop steps
             (:func:`~mbctl.identification.commission.envelope.envelope_robot`).
@@ -73,25 +80,30 @@ class CommissionSettings:
     sweep: float = 0.5
     settle_s: float = 0.2
     stribeck_velocity: float = 0.05
+    bandwidth_hz: Mapping[str, float] = field(default_factory=dict)
     harmonics: int = 4
     period_s: float = 10.0
     seed: int = 0
     regularisation: float = 1e-2
+    moving_speed: float = 0.1
     detect_collisions: bool = False
 
     def __post_init__(self) -> None:
         positive = {"hold_s": "--hold-time", "hold_drift": "--hold-drift", "max_leg_s": "--max-leg", "sweep": "--sweep",
-                    "settle_s": "--settle", "stribeck_velocity": "--stribeck-velocity", "period_s": "--period", "regularisation": "--regularisation"}
+                    "settle_s": "--settle", "stribeck_velocity": "--stribeck-velocity", "period_s": "--period", "regularisation": "--regularisation", "moving_speed": "--moving-speed"}
         for name, option in positive.items():
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise InputError(f"must be a finite number > 0, got {value!r}", field=option)
+        for joint, value in self.bandwidth_hz.items():
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(f"{joint}: must be a finite number > 0, got {value!r}", field="--bandwidth")
         if self.friction_law not in FRICTION_LAWS:
             raise InputError(f"must be one of {', '.join(FRICTION_LAWS)}, got {self.friction_law!r}", field="--friction-law")
         if self.friction_law == "lugre" and not self.presliding:
             raise InputError("the lugre law needs the presliding test: add --presliding", field="--friction-law")
-        if self.speeds < 3:
-            raise InputError(f"must be >= 3, got {self.speeds}", field="--speeds")
+        if self.speeds < 6:
+            raise InputError(f"must be >= 6 (a Stribeck fit needs six speeds), got {self.speeds}", field="--speeds")
         if self.harmonics < 2:
             raise InputError(f"must be >= 2, got {self.harmonics}", field="--harmonics")
 

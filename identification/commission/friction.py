@@ -119,6 +119,8 @@ def _settings(c: Commission, joint: str):
         raise StepStopped("friction", f"no sweep of {joint} fits the envelope: {exc}") from None
     if settings.constant_speed is None:
         raise StepStopped("friction", f"{joint}: {settings.constant_speed_problem}")
+    if joint in s.bandwidth_hz:
+        settings = dataclasses.replace(settings, gains=dataclasses.replace(settings.gains, bandwidth_hz=s.bandwidth_hz[joint]))
     return settings
 
 

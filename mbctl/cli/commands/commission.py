@@ -76,11 +76,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--sweep", type=float, default=0.5, help="half the range each sweep travels, rad or m (default 0.5)")
     f.add_argument("--settle", type=float, default=0.2, help="hold at each leg's ends, s (default 0.2)")
     f.add_argument("--stribeck-velocity", type=float, default=0.05, help="for the speed grid where a joint's law has none, rad/s (default 0.05)")
+    f.add_argument("--bandwidth", type=_starts, default={}, metavar="JOINT=HZ,...", help="of the sweeps' position loops by joint, Hz (default: [identification] bandwidth_hz, else 10)")
     x = p.add_argument_group("excitation and identification")
     x.add_argument("--harmonics", type=int, default=4, help="harmonics per joint (default 4)")
     x.add_argument("--period", type=float, default=10.0, help="excitation period, s (default 10; the validation's is 0.8 of it)")
     x.add_argument("--seed", type=int, default=0, help="seed of the excitation's start (the validation's is seed + 1)")
     x.add_argument("--regularisation", type=float, default=1e-2, help="pull of the arm fit toward the nominal inertials (default 0.01)")
+    x.add_argument("--moving-speed", type=float, default=0.1, help="verification: torque prediction judged where a joint moves at least this fast, rad/s (default 0.1)")
     p.set_defaults(run=run)
 
 
@@ -91,8 +93,8 @@ _OPTIONS = {
     "--position-margin": ("position_margin", 0.1), "--velocity-margin": ("velocity_margin", 0.2), "--torque-margin": ("torque_margin", 0.2),
     "--hold-time": ("hold_time", 1.0), "--hold-drift": ("hold_drift", 0.02), "--detect-collisions": ("detect_collisions", False),
     "--joints": ("joints", None), "--friction-law": ("friction_law", "stribeck"), "--presliding": ("presliding", False), "--speeds": ("speeds", 10),
-    "--max-leg": ("max_leg", 2.0), "--sweep": ("sweep", 0.5), "--settle": ("settle", 0.2), "--stribeck-velocity": ("stribeck_velocity", 0.05),
-    "--harmonics": ("harmonics", 4), "--period": ("period", 10.0), "--seed": ("seed", 0), "--regularisation": ("regularisation", 1e-2),
+    "--max-leg": ("max_leg", 2.0), "--sweep": ("sweep", 0.5), "--settle": ("settle", 0.2), "--stribeck-velocity": ("stribeck_velocity", 0.05), 
+    "--harmonics": ("harmonics", 4), "--period": ("period", 10.0), "--seed": ("seed", 0), "--regularisation": ("regularisation", 1e-2), "--moving-speed": ("moving_speed", 0.1),
 }
 
 
@@ -101,8 +103,9 @@ def resume_command(args: argparse.Namespace, step: str) -> str:
     words = ["mbctl", "commission", str(args.config), "--out", str(args.out)]
     for xacro in getattr(args, "xacro_arg", None) or ():
         words += ["--xacro-arg", xacro]
-    if args.start_pose:
-        words += ["--start", ",".join(f"{k}={v:.17g}" for k, v in args.start_pose.items())]
+    for option, given in (("--start", args.start_pose), ("--bandwidth", args.bandwidth)):
+        if given:
+            words += [option, ",".join(f"{k}={v:.17g}" for k, v in given.items())]
     for option, (attr, default) in _OPTIONS.items():
         value = getattr(args, attr)
         if value == default:
@@ -131,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
         start=args.start_pose, hold_s=args.hold_time, hold_drift=args.hold_drift,
         friction_law=args.friction_law, presliding=args.presliding,
         friction_joints=None if args.joints is None else tuple(n.strip() for n in args.joints.split(",") if n.strip()),
-        speeds=args.speeds, max_leg_s=args.max_leg, sweep=args.sweep, settle_s=args.settle, stribeck_velocity=args.stribeck_velocity,
-        harmonics=args.harmonics, period_s=args.period, seed=args.seed, regularisation=args.regularisation, detect_collisions=args.detect_collisions,
+        speeds=args.speeds, max_leg_s=args.max_leg, sweep=args.sweep, settle_s=args.settle, stribeck_velocity=args.stribeck_velocity, bandwidth_hz=args.bandwidth,
+        harmonics=args.harmonics, period_s=args.period, seed=args.seed, regularisation=args.regularisation, moving_speed=args.moving_speed, detect_collisions=args.detect_collisions,
     )
     options = SessionOptions(
         plant=args.plant, rate_hz=args.rate, lockstep=args.lockstep, port=args.port, interface=args.interface, channel=args.channel,
