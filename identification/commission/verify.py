@@ -17,8 +17,9 @@ measures per joint:
   RMS is kept in the result too;
 - **tracking RMS**: ``q_ref - q`` of each run (rad, m), from the loop's summary.
 
-**Adopted** when the identified model is better on both overall measures, the root mean square over
-joints of the per-joint RMS: then the candidate is written to ``DIR/<robot>_commissioned.toml``. Either
+**Adopted** when the identified model's run completed and the model is better on both overall
+measures, the root mean square over joints of the per-joint RMS (a run that stops on a safety limit,
+torque off, is a model not adopted; the nominal run stopping stops the step): then the candidate is written to ``DIR/<robot>_commissioned.toml``. Either
 way the result gives every ratio (nominal / identified: above 1, the identified model is better).
 """
 
@@ -88,13 +89,15 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
     for label, robot in (("nominal", c.run_robot), ("identified", envelope_robot(identified, c.envelope, detect_collisions=s.detect_collisions))):
         c.say(f"verify: {traj.duration:.1f} s closed loop, computed torque on the {label} model")
         summary = run_session(robot, traj, options, folder / f"{label}.npz", plant_robot=c.run_robot)  # the same arm for both models
-        c.check_run("verify", f"the validation run with the {label} model", summary)
+        if label == "nominal":  # nothing to compare with
+            c.check_run("verify", "the validation run with the nominal model", summary)
         runs[label] = summary
+    stopped = None if runs["identified"].completed else runs["identified"].stop_reason  # torque is off: the loop's exit path
     log = condition_log(read_arm_log(folder / "nominal.npz", c.robot.joint_names, spec=c.robot.spec), CONDITIONING)
     names = list(log.joint_names)
     both = {"nominal": torque_rms(c.robot, log, s.moving_speed), "identified": torque_rms(identified, log, s.moving_speed)}
     torque = {k: v[0] for k, v in both.items()}
-    tracking = {k: np.array([runs[k].tracking_rms[n] for n in names]) for k in runs}
+    tracking = {k: np.array([runs[k].tracking_rms.get(n, math.nan) for n in names]) for k in runs}
     table = {
         n: {
             "torque_rms_nominal": float(torque["nominal"][i]), "torque_rms_identified": float(torque["identified"][i]),
@@ -106,10 +109,10 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
         for i, n in enumerate(names)
     }
     overall = {k: {"torque_rms": _overall(torque[k]), "tracking_rms": _overall(tracking[k])} for k in torque}
-    better = overall["identified"]["torque_rms"] < overall["nominal"]["torque_rms"] and overall["identified"]["tracking_rms"] < overall["nominal"]["tracking_rms"]
+    better = stopped is None and overall["identified"]["torque_rms"] < overall["nominal"]["torque_rms"] and overall["identified"]["tracking_rms"] < overall["nominal"]["tracking_rms"]
     torque_gain = _ratio(overall["nominal"]["torque_rms"], overall["identified"]["torque_rms"])
     tracking_gain = _ratio(overall["nominal"]["tracking_rms"], overall["identified"]["tracking_rms"])
-    verdict = (f"{'adopted' if better else 'NOT adopted'}: torque prediction RMS {overall['nominal']['torque_rms']:.4g} -> {overall['identified']['torque_rms']:.4g} "
+    verdict = (f"{'adopted' if better else 'NOT adopted'}: " + (f"the validation run with the identified model stopped ({stopped}); " if stopped else "") + f"torque prediction RMS {overall['nominal']['torque_rms']:.4g} -> {overall['identified']['torque_rms']:.4g} "
                f"({_times(torque_gain)}), tracking RMS {overall['nominal']['tracking_rms']:.4g} -> {overall['identified']['tracking_rms']:.4g} ({_times(tracking_gain)})")
     c.say(f"verify: {verdict}")
     if better:
@@ -120,7 +123,7 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
         c.say(f"verify: wrote {target}")
     return {
         "validation": info, "moving_speed": s.moving_speed, "trajectory": "validation.csv", "logs": {k: f"{k}.npz" for k in runs},
-        "runs": {k: summary_json(v) for k, v in runs.items()}, "joints": table, "overall": overall,
+        "runs": {k: summary_json(v) for k, v in runs.items()}, "joints": table, "overall": overall, "identified_stopped": stopped,
         "torque_gain": torque_gain, "tracking_gain": tracking_gain, "adopted": better, "verdict": verdict,
         "robot": target.name if better else None, "arm_time_s": sum(r.duration_s for r in runs.values()),
     }
