@@ -30,6 +30,8 @@ def summary_json(summary: RunSummary) -> dict:
 def drift_of(log: Path, names: Sequence[str], q0: np.ndarray) -> list[float]:
     """Largest ``|q - q0|`` per joint (rad, m) over the logged cycles that read."""
     data = np.load(log)
+    if not len(data["t"]):
+        return [float("nan")] * len(names)
     q = data["q"].reshape(len(data["t"]), -1)
     ok = data["read_ok"] > 0
     q = q[ok & np.isfinite(q).all(axis=1)]
