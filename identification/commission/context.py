@@ -53,6 +53,8 @@ class CommissionSettings:
         sweep: Half the range each sweep travels (rad, m), centred on the start pose where the
             envelope allows.
         settle_s: Hold at each leg's ends and transient dropped when processing (s).
+            These four: None takes the robot's ``[identification]`` value, else
+            :data:`~mbctl.identification.commission.friction.SWEEP_DEFAULTS`.
         stribeck_velocity: Stribeck velocity for the speed grid where the joint's friction law has none (rad/s, m/s).
         bandwidth_hz: Bandwidth of the sweeps' position loops by tested joint (Hz; gains ``kp = J w²``
             with the joint's own inertia ``J``, :class:`~mbctl.identification.plan.ControlGains`); a
@@ -75,10 +77,10 @@ class CommissionSettings:
     friction_law: str = "stribeck"
     friction_joints: tuple[str, ...] | None = None
     presliding: bool = False
-    speeds: int = 10
-    max_leg_s: float = 2.0
-    sweep: float = 0.5
-    settle_s: float = 0.2
+    speeds: int | None = None
+    max_leg_s: float | None = None
+    sweep: float | None = None
+    settle_s: float | None = None
     stribeck_velocity: float = 0.05
     bandwidth_hz: Mapping[str, float] = field(default_factory=dict)
     harmonics: int = 4
@@ -93,6 +95,8 @@ class CommissionSettings:
                     "settle_s": "--settle", "stribeck_velocity": "--stribeck-velocity", "period_s": "--period", "regularisation": "--regularisation", "moving_speed": "--moving-speed"}
         for name, option in positive.items():
             value = getattr(self, name)
+            if value is None and name in ("max_leg_s", "sweep", "settle_s"):
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise InputError(f"must be a finite number > 0, got {value!r}", field=option)
         for joint, value in self.bandwidth_hz.items():
@@ -102,7 +106,7 @@ class CommissionSettings:
             raise InputError(f"must be one of {', '.join(FRICTION_LAWS)}, got {self.friction_law!r}", field="--friction-law")
         if self.friction_law == "lugre" and not self.presliding:
             raise InputError("the lugre law needs the presliding test: add --presliding", field="--friction-law")
-        if self.speeds < 6:
+        if self.speeds is not None and self.speeds < 6:
             raise InputError(f"must be >= 6 (a Stribeck fit needs six speeds), got {self.speeds}", field="--speeds")
         if self.harmonics < 2:
             raise InputError(f"must be >= 2, got {self.harmonics}", field="--harmonics")

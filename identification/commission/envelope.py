@@ -24,11 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mbctl.config.control import ControlSpec, GainsSpec
 from mbctl.ctrl.limits import effort_levels
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 
-__all__ = ["Envelope", "Margins", "envelope_robot", "start_pose", "within_envelope"]
+__all__ = ["DEFAULT_GAINS", "Envelope", "Margins", "envelope_robot", "start_pose", "within_envelope"]
+
+DEFAULT_GAINS = GainsSpec(kp=400.0, kd=40.0)
+"""Computed-torque gains where the robot's TOML gives none: ``e'' + 40 e' + 400 e = 0`` (1/s², 1/s),
+critically damped at 20 rad/s, as the bundled arms'."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,10 @@ def envelope_robot(robot: RobotModel, envelope: Envelope, *, detect_collisions: 
             j = dataclasses.replace(j, limits=limits)
         joints.append(j)
     spec = robot.spec
-    if spec is not None and spec.control is not None:
-        control = dataclasses.replace(spec.control, effort=None)
+    if spec is not None:
+        control = dataclasses.replace(spec.control or ControlSpec(), effort=None)
+        if control.computed_torque is None:
+            control = dataclasses.replace(control, computed_torque=DEFAULT_GAINS)
         if not detect_collisions and control.collision is not None:
             control = dataclasses.replace(control, collision=dataclasses.replace(control.collision, reaction="none"))
         spec = dataclasses.replace(spec, control=control)

@@ -6,9 +6,13 @@ PID on position along the plan plus the nominal model's feed-forward, the other 
 they are) and the same processing and fit (:func:`~mbctl.identification.pipeline.identify`). The plan
 per joint (:func:`~mbctl.identification.config.identification_settings` with these overrides):
 
+- the robot's ``[identification]`` table where it plans the joint (range, speeds, legs, gains,
+  presliding), overridden by the command line, and otherwise :data:`SWEEP_DEFAULTS`; so a robot
+  whose table plans ``identify run`` gets the same experiment here (at the command's rate);
 - range: ``q0 ± sweep`` of the tested joint, moved inward where it would leave the envelope, and
-  shortened to 90 % of the envelope's range where that is narrower;
-- speeds: ``speeds`` log-spaced around the Stribeck velocity from 0.1 ``vs`` up to what the range
+  shortened to 90 % of the envelope's range where that is narrower (a table's range that leaves
+  the envelope stops the step);
+- speeds: ``count`` log-spaced around the Stribeck velocity from 0.1 ``vs`` up to what the range
   and ``max_leg_s`` allow, below the envelope's speed;
 - after the last leg a quintic transit back to ``q0`` and a hold: the next joint starts where the
   previous one did.
@@ -99,20 +103,36 @@ def friction(c: Commission, results: dict[str, dict]) -> dict:
     return {"law": s.friction_law, "joints": out, "arm_time_s": arm_time}
 
 
+SWEEP_DEFAULTS = {"count": 10, "max_leg_s": 2.0, "settle_s": 0.2}
+"""The plan where neither the command line nor the robot's ``[identification]`` gives one (with a range of
+the start ± 0.5 rad or m): short legs keep the arm time small."""
+SWEEP_HALF_RANGE = 0.5
+
+
 def _settings(c: Commission, joint: str):
-    """``identify run``'s plan for ``joint`` fitted to the envelope (module docstring)."""
+    """``identify run``'s plan for ``joint`` (module docstring): the command line's choices, else the robot's
+    ``[identification]`` ones, else :data:`SWEEP_DEFAULTS`; the range fitted to the envelope."""
     s = c.settings
-    i = c.envelope.joint_names.index(joint)
-    lo, hi = float(c.envelope.lower[i]), float(c.envelope.upper[i])
-    half = min(s.sweep, 0.45 * (hi - lo)) if math.isfinite(hi - lo) else s.sweep
-    centre = float(np.clip(c.q0[c.robot.joint(joint).idx_v], lo + half, hi - half)) if math.isfinite(hi - lo) else float(c.q0[c.robot.joint(joint).idx_v])
-    overrides: dict[str, object] = {"rate_hz": c.options.rate_hz, "range": (centre - half, centre + half), "count": s.speeds,
-                                    "max_leg_s": s.max_leg_s, "settle_s": s.settle_s}
+    ident = c.robot.spec.identification if c.robot.spec is not None else None
+    fields = ident.fields(joint) if ident is not None else {}
+    overrides: dict[str, object] = {"rate_hz": c.options.rate_hz}
+    for key, given in (("count", s.speeds), ("max_leg_s", s.max_leg_s), ("settle_s", s.settle_s)):
+        if given is not None or key not in fields:
+            overrides[key] = given if given is not None else SWEEP_DEFAULTS[key]
+    if s.sweep is not None or "range" not in fields:
+        i = c.envelope.joint_names.index(joint)
+        lo, hi = float(c.envelope.lower[i]), float(c.envelope.upper[i])
+        wanted = s.sweep if s.sweep is not None else SWEEP_HALF_RANGE
+        here = float(c.q0[c.robot.joint(joint).idx_v])
+        half = min(wanted, 0.45 * (hi - lo)) if math.isfinite(hi - lo) else wanted
+        centre = float(np.clip(here, lo + half, hi - half)) if math.isfinite(hi - lo) else here
+        overrides["range"] = (centre - half, centre + half)
     law = c.robot.joint(joint).friction.law if c.robot.joint(joint).friction is not None else None
-    if not isinstance(law, (Stribeck, LuGre)):
+    if not isinstance(law, (Stribeck, LuGre)) and "stribeck_velocity" not in fields and "speeds" not in fields:
         overrides["stribeck_velocity"] = s.stribeck_velocity
-    if s.presliding and not isinstance(law, (Stribeck, LuGre, CoulombViscous)):
-        overrides["breakaway"] = 0.05 * float(c.envelope.torque[i]) if math.isfinite(c.envelope.torque[i]) else 1.0
+    if s.presliding and not isinstance(law, (Stribeck, LuGre, CoulombViscous)) and "breakaway" not in fields:
+        torque = float(c.envelope.torque[c.envelope.joint_names.index(joint)])
+        overrides["breakaway"] = 0.05 * torque if math.isfinite(torque) else 1.0
     try:
         settings = identification_settings(c.run_robot, joint, overrides)
     except InputError as exc:

@@ -28,6 +28,9 @@ def preflight(c: Commission, results: dict[str, dict]) -> dict:
     names = c.robot.actuated_names
     for i, name in enumerate(names):
         c.say(f"envelope {name}: {env.lower[i]:.4g} .. {env.upper[i]:.4g}, |dq| <= {env.velocity[i]:.4g}, |tau| <= {env.torque[i]:.4g}")
+    control = c.robot.spec.control if c.robot.spec is not None else None
+    if control is None or control.computed_torque is None:
+        c.say("no [control.computed-torque] gains: computed torque runs with kp 400 1/s², kd 40 1/s (20 rad/s, critically damped)")
     q0 = c.q0
     hold = _hold_robot(c)
     traj = quintic_rest_to_rest(np.vstack([q0, q0]), [s.hold_s], c.options.rate_hz, c.robot.joint_names)

@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--port", help="dynamixel: serial device (default: drives.port)")
     b.add_argument("--interface", help="canopen: python-can interface (default: drives.interface; emulated: virtual)")
     b.add_argument("--channel", help="canopen: the interface's channel (default: drives.channel)")
-    b.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
+    b.add_argument("--rate", type=float, help="control rate in Hz (default: [identification] rate_hz, else 1000)")
     b.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority")
     e = p.add_argument_group("envelope and pre-flight")
     e.add_argument("--position-margin", type=float, default=0.1, help="fraction of each joint's half range kept free at both ends (default 0.1)")
@@ -71,10 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--joints", help="joints whose friction is measured, comma-separated (default: all)")
     f.add_argument("--friction-law", choices=("stribeck", "coulomb-viscous", "lugre"), default="stribeck", help="law fitted per joint (default stribeck, delta 2)")
     f.add_argument("--presliding", action="store_true", help="also the presliding / break-away test (needed by lugre)")
-    f.add_argument("--speeds", type=int, default=10, help="speeds per sweep (default 10)")
-    f.add_argument("--max-leg", type=float, default=2.0, help="longest constant-speed leg, s (default 2)")
-    f.add_argument("--sweep", type=float, default=0.5, help="half the range each sweep travels, rad or m (default 0.5)")
-    f.add_argument("--settle", type=float, default=0.2, help="hold at each leg's ends, s (default 0.2)")
+    f.add_argument("--speeds", type=int, help="speeds per sweep (default: [identification] count, else 10)")
+    f.add_argument("--max-leg", type=float, help="longest constant-speed leg, s (default: [identification] max_leg_s, else 2)")
+    f.add_argument("--sweep", type=float, help="half the range each sweep travels, rad or m (default: [identification] range, else 0.5 about the start)")
+    f.add_argument("--settle", type=float, help="hold at each leg's ends, s (default: [identification] settle_s, else 0.2)")
     f.add_argument("--stribeck-velocity", type=float, default=0.05, help="for the speed grid where a joint's law has none, rad/s (default 0.05)")
     f.add_argument("--bandwidth", type=_starts, default={}, metavar="JOINT=HZ,...", help="of the sweeps' position loops by joint, Hz (default: [identification] bandwidth_hz, else 10)")
     x = p.add_argument_group("excitation and identification")
@@ -89,11 +89,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # option -> (args attribute, default); the resume command repeats the ones given
 _OPTIONS = {
     "--plant": ("plant", "sim"), "--emulate": ("emulate", False), "--lockstep": ("lockstep", False), "--port": ("port", None),
-    "--interface": ("interface", None), "--channel": ("channel", None), "--rate": ("rate", 1000.0), "--no-realtime": ("no_realtime", False),
+    "--interface": ("interface", None), "--channel": ("channel", None), "--rate": ("rate", None), "--no-realtime": ("no_realtime", False),
     "--position-margin": ("position_margin", 0.1), "--velocity-margin": ("velocity_margin", 0.2), "--torque-margin": ("torque_margin", 0.2),
     "--hold-time": ("hold_time", 1.0), "--hold-drift": ("hold_drift", 0.02), "--detect-collisions": ("detect_collisions", False),
-    "--joints": ("joints", None), "--friction-law": ("friction_law", "stribeck"), "--presliding": ("presliding", False), "--speeds": ("speeds", 10),
-    "--max-leg": ("max_leg", 2.0), "--sweep": ("sweep", 0.5), "--settle": ("settle", 0.2), "--stribeck-velocity": ("stribeck_velocity", 0.05), 
+    "--joints": ("joints", None), "--friction-law": ("friction_law", "stribeck"), "--presliding": ("presliding", False), "--speeds": ("speeds", None),
+    "--max-leg": ("max_leg", None), "--sweep": ("sweep", None), "--settle": ("settle", None), "--stribeck-velocity": ("stribeck_velocity", 0.05), 
     "--harmonics": ("harmonics", 4), "--period": ("period", 10.0), "--seed": ("seed", 0), "--regularisation": ("regularisation", 1e-2), "--moving-speed": ("moving_speed", 0.1),
 }
 
@@ -110,7 +110,7 @@ def resume_command(args: argparse.Namespace, step: str) -> str:
         value = getattr(args, attr)
         if value == default:
             continue
-        words += [option] if isinstance(value, bool) else [option, f"{value:g}" if isinstance(value, float) else str(value)]
+        words += [option] if isinstance(value, bool) else [option, str(value)]
     return shlex.join([*words, "--from", step])
 
 
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("only for --plant dynamixel, canopen or ros2", field="--emulate")
     if args.plant != "canopen" and (args.interface or args.channel):
         raise InputError("only for --plant canopen", field="--interface" if args.interface else "--channel")
-    if not (args.rate > 0 and args.rate < float("inf")):
+    if args.rate is not None and not (args.rate > 0 and args.rate < float("inf")):
         raise InputError(f"must be a finite number > 0, got {args.rate!r}", field="--rate")
     settings = CommissionSettings(
         margins=Margins(position=args.position_margin, velocity=args.velocity_margin, torque=args.torque_margin),
@@ -137,11 +137,13 @@ def run(args: argparse.Namespace) -> int:
         speeds=args.speeds, max_leg_s=args.max_leg, sweep=args.sweep, settle_s=args.settle, stribeck_velocity=args.stribeck_velocity, bandwidth_hz=args.bandwidth,
         harmonics=args.harmonics, period_s=args.period, seed=args.seed, regularisation=args.regularisation, moving_speed=args.moving_speed, detect_collisions=args.detect_collisions,
     )
+    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
+    ident = robot.spec.identification if robot.spec is not None else None
+    rate = args.rate if args.rate is not None else float(ident.general.get("rate_hz", 1000.0)) if ident is not None else 1000.0
     options = SessionOptions(
-        plant=args.plant, rate_hz=args.rate, lockstep=args.lockstep, port=args.port, interface=args.interface, channel=args.channel,
+        plant=args.plant, rate_hz=rate, lockstep=args.lockstep, port=args.port, interface=args.interface, channel=args.channel,
         emulate=args.emulate, realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
-    robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     commission = Commission(robot, options, settings, args.out, progress=lambda line: print(f"commission: {line}", file=sys.stderr, flush=True))
     commission.q0  # noqa: B018  (a bad --start is refused before anything runs)
     step = [args.start]
