@@ -164,3 +164,31 @@ def test_a_stopped_run_keeps_its_steps_and_resumes(arm, commissioned, tmp_path, 
     assert r.code == 0, r.err
     assert json.loads((out / "verify" / "result.json").read_text())["adopted"]
     assert math.isfinite(json.loads((out / "report.json").read_text())["arm_time_s"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_finished_steps_and_resumes(arm, tmp_path):
+    """SIGINT during the friction sweeps: exit 130 with the resume command; resuming from there finishes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "mbctl.cli", "commission", str(arm), "--out", str(out), "--lockstep", "--hold-drift", "0.05"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 300  # waits for an event (the pre-flight's result), generous on a loaded machine
+    while not (out / "preflight" / "result.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # the friction step runs for ~25 s of computing from here
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    step = re.search(r"--from (\w+)", err).group(1)
+    assert "interrupted" in err and "torque off" in err and step in ("friction", "excitation")
+    assert (out / "preflight" / "result.json").is_file() and not (out / step / "result.json").exists()
+    from mbctl.cli import main
+
+    assert main(["commission", str(arm), "--out", str(out), *FAST, "--from", step]) == 0
+    assert json.loads((out / "report.json").read_text())["adopted"]

@@ -167,7 +167,10 @@ class Commission:
         self.progress(line)
 
     def check_run(self, step: str, what: str, summary: RunSummary) -> None:
-        """Raise :class:`StepStopped` unless the run completed."""
+        """Raise :class:`StepStopped` unless the run completed; ``KeyboardInterrupt`` if a signal stopped
+        it (the loop handles SIGINT and SIGTERM itself: torque off, the log kept, the summary says so)."""
+        if summary.stop_reason.startswith("signal"):
+            raise KeyboardInterrupt(f"{what}: {summary.stop_reason}")
         if not summary.completed:
             raise StepStopped(step, f"{what} stopped ({summary.stop_reason}); torque is off")
 
