@@ -10,6 +10,8 @@ Backends:
 - ``lockstep`` (default): the simulated plant in lock-step; the robot file holds the ``[plant]``
   (the simulated plant is built from the file the command reads, but nothing else of the command
   reads ``[plant]``);
+- ``canopen-lockstep``: the CiA 402 drives' protocol through the real driver, against the emulator
+  of the arm file in this process (a virtual bus), in lock-step;
 - ``canopen``: ``mbctl emulate ARM.toml --bus canopen --interface udp_multicast`` in its own process,
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
   (``--plant canopen --interface udp_multicast``, 250 Hz by default): nothing but the bus reaches the
@@ -20,7 +22,7 @@ computed-torque tracking RMS (nominal, identified, ratio), the friction fitted a
 wall time and the arm time (what a user waits for on hardware). Targets: torque prediction at most a
 tenth of the nominal's and tracking at least 3 times better, every joint.
 
-Run: python benchmarks/commission.py [--backend lockstep|canopen] [--out DIR]
+Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|canopen] [--rate HZ] [--out DIR]
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=("lockstep", "canopen"), default="lockstep")
+    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "canopen"), default="lockstep")
     ap.add_argument("--rate", type=float, default=250.0, help="canopen: control rate, Hz (default 250: a loaded 2-core machine misses 1 ms SYNC replies)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
@@ -97,6 +99,8 @@ def main_() -> int:
         start = time.perf_counter()
         if args.backend == "lockstep":
             code = main(["commission", str(arm), "--out", str(out), "--lockstep", *OPTIONS])
+        elif args.backend == "canopen-lockstep":
+            code = main(["commission", str(arm), "--out", str(out), "--plant", "canopen", "--emulate", "--lockstep", *OPTIONS])
         else:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             q0 = "0,-1.5708,0,0,0,0"

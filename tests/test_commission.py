@@ -192,3 +192,22 @@ def test_ctrl_c_keeps_the_finished_steps_and_resumes(arm, tmp_path):
 
     assert main(["commission", str(arm), "--out", str(out), *FAST, "--from", step]) == 0
     assert json.loads((out / "report.json").read_text())["adopted"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("--position-margin", "1.5"), "--position-margin"),
+        (("--joints", "j9"), "--joints"),
+        (("--start", "j1=2.4"), "--start"),
+        (("--speeds", "4"), "--speeds"),
+        (("--friction-law", "lugre"), "--friction-law"),
+        (("--emulate",), "--emulate"),
+    ],
+)
+def test_bad_options_are_one_line_and_write_nothing(arm, tmp_path, cli, args, field):
+    """Each bad option exits 2 with one line naming it, before the output folder is made."""
+    out = tmp_path / "out"
+    r = cli("commission", arm, "--out", out, "--lockstep", *args)
+    assert r.code == 2 and r.err.count("\n") == 1 and field in r.err, r.err
+    assert not out.exists()
