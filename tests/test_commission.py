@@ -211,3 +211,11 @@ def test_bad_options_are_one_line_and_write_nothing(arm, tmp_path, cli, args, fi
     r = cli("commission", arm, "--out", out, "--lockstep", *args)
     assert r.code == 2 and r.err.count("\n") == 1 and field in r.err, r.err
     assert not out.exists()
+
+
+def test_the_command_line_knows_the_steps():
+    """The CLI's step names (kept light for --help) are the library's."""
+    from mbctl.cli.commands.commission import STEPS as CLI_STEPS
+    from mbctl.identification.commission import STEPS
+
+    assert CLI_STEPS == STEPS

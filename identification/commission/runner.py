@@ -3,8 +3,8 @@
 ``DIR/<step>/result.json`` is a step's result, written (atomically) only when it finished;
 ``DIR/<step>/step.log`` its progress lines, written whether it finished or not. Running from a step
 reads the results of the steps before it (a missing one is an error naming it) and removes those of
-the step and every later one before it starts, so that no result of an earlier attempt is mistaken
-for one of this run.
+the step and every later one, the adopted robot and the report before it starts, so that nothing of
+an earlier attempt is mistaken for a result of this run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mbctl.identification.commission.friction import friction
 from mbctl.identification.commission.identify import identify_arm
 from mbctl.identification.commission.preflight import preflight
 from mbctl.identification.commission.report import report_data
-from mbctl.identification.commission.verify import verify
+from mbctl.identification.commission.verify import adopted_path, verify
 
 __all__ = ["run_commission", "result_path", "Draw"]
 
@@ -61,6 +61,9 @@ def run_commission(c: Commission, start: str = STEPS[0], draw: Draw | None = Non
     results = _earlier(c, start)
     for step in STEPS[STEPS.index(start):]:
         result_path(c.out, step).unlink(missing_ok=True)
+    # an earlier attempt's verdict and report describe results that are gone now
+    for stale in (adopted_path(c), c.out / "report.json", c.out / "report.html"):
+        stale.unlink(missing_ok=True)
     actions = {"preflight": preflight, "friction": friction, "excitation": excitation, "identify": identify_arm, "verify": verify}
     for step in STEPS[STEPS.index(start):]:
         c.lines = []

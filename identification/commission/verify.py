@@ -79,8 +79,6 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
     except MbctlError as exc:
         raise StepStopped("verify", f"the identified robot does not load: {exc}") from None
     target = adopted_path(c)
-    if target.exists():  # an earlier verdict: gone until this one is made
-        target.unlink()
     s = c.settings
     traj, info = design(c, "verify", s.seed + 1, 0.8 * s.period_s)
     write_trajectory(folder / "validation.csv", traj)
