@@ -12,6 +12,8 @@ Backends:
   reads ``[plant]``);
 - ``canopen-lockstep``: the CiA 402 drives' protocol through the real driver, against the emulator
   of the arm file in this process (a virtual bus), in lock-step;
+- ``ros2-lockstep``: ``mbctl emulate --bus ros2`` in its own process (JointState and forward command
+  topics, ``/clock``), stepping once per command (needs ``pip install -e ".[ros2]"``);
 - ``canopen``: ``mbctl emulate ARM.toml --bus canopen --interface udp_multicast`` in its own process,
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
   (``--plant canopen --interface udp_multicast``, 250 Hz by default): nothing but the bus reaches the
@@ -22,7 +24,7 @@ computed-torque tracking RMS (nominal, identified, ratio), the friction fitted a
 wall time and the arm time (what a user waits for on hardware). Targets: torque prediction at most a
 tenth of the nominal's and tracking at least 3 times better, every joint.
 
-Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|canopen] [--rate HZ] [--out DIR]
+Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen] [--rate HZ] [--out DIR]
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "canopen"), default="lockstep")
+    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen"), default="lockstep")
     ap.add_argument("--rate", type=float, default=250.0, help="canopen: control rate, Hz (default 250: a loaded 2-core machine misses 1 ms SYNC replies)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
@@ -99,6 +101,10 @@ def main_() -> int:
         start = time.perf_counter()
         if args.backend == "lockstep":
             code = main(["commission", str(arm), "--out", str(out), "--lockstep", *OPTIONS])
+        elif args.backend == "ros2-lockstep":
+            os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # traffic stays on this machine
+            os.environ.setdefault("ROS_DOMAIN_ID", str(random.randrange(100, 200)))
+            code = main(["commission", str(arm), "--out", str(out), "--plant", "ros2", "--emulate", "--lockstep", *OPTIONS])
         elif args.backend == "canopen-lockstep":
             code = main(["commission", str(arm), "--out", str(out), "--plant", "canopen", "--emulate", "--lockstep", *OPTIONS])
         else:
