@@ -146,14 +146,15 @@ def run(args: argparse.Namespace) -> int:
     )
     commission = Commission(robot, options, settings, args.out, progress=lambda line: print(f"commission: {line}", file=sys.stderr, flush=True))
     commission.q0  # noqa: B018  (a bad --start is refused before anything runs)
-    step = [args.start]
     try:
-        results = run_commission(commission, args.start, draw=draw_report, on_step=lambda s: step.__setitem__(0, s))
+        results = run_commission(commission, args.start, draw=draw_report)
     except StepStopped as exc:
         warn(f"{exc.step} stopped: the steps before it are kept in {args.out}; resume with: {resume_command(args, exc.step)}")
         raise
     except KeyboardInterrupt as exc:
-        raise type(exc)(f"{step[0]} stopped with torque off; the steps before it are kept in {args.out}; resume with: {resume_command(args, step[0])}") from None
+        # the first step without a result: a signal may land between two steps as well as in one
+        step = next((s for s in STEPS[STEPS.index(args.start):] if not (args.out / s / "result.json").is_file()), STEPS[-1])
+        raise type(exc)(f"{step} stopped with torque off; the steps before it are kept in {args.out}; resume with: {resume_command(args, step)}") from None
     verify = results["verify"]
     for name, row in verify["joints"].items():
         print(f"{name:<22} torque rms {row['torque_rms_nominal']:.4g} -> {row['torque_rms_identified']:.4g} N·m, "
