@@ -316,8 +316,15 @@ def emulator_process(robot: RobotModel, q0: list[float], lockstep_s: float | Non
         yield first.split(" on ")[1].split()[0]
 
 
-def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, log_path: str | Path) -> RunSummary:
+def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, log_path: str | Path, *, plant_robot: RobotModel | None = None) -> RunSummary:
     """Follow ``traj`` with the chosen law; the log goes to ``log_path`` (.npz).
+
+    Args:
+        plant_robot: The robot whose backend serves the run (its ``[plant]`` truth on the simulated
+            plant, its TOML for an emulator, its drive tables); default ``robot``. A controller built
+            on another model of the same arm (an identified one) runs against the same arm this way:
+            the simulated truth is built from the robot it is given, and must not change with the
+            controller's model.
 
     Raises:
         InputError: If the robot is not at the trajectory's start (nothing is logged then).
@@ -345,7 +352,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     if options.compiled_cycle and command is CommandMode.TORQUE:
         prepare_cycle(tracking, estimator, log_estimates=estimator is not None)  # compiled now, not while the drives wait
     q0 = tracking.trajectory.q[0] if options.law != POSITION else _full_q0(robot, tracking.trajectory.q[0])
-    with open_backend(robot, options, q0) as backend:
+    with open_backend(robot if plant_robot is None else plant_robot, options, q0) as backend:
         start = backend.read()
         offset = np.abs(start.q - tracking.reference(0.0)[0])
         if offset.max() > START_TOLERANCE:

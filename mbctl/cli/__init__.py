@@ -44,6 +44,7 @@ COMMANDS = {
     "observe": "external joint torques and collisions in a log (momentum observer)",
     "emulate": "emulate the robot's Dynamixel bus on a pty, CANopen drives, or a ros2_control arm",
     "identify": "friction identification: run experiments, fit logs",
+    "commission": "commission an arm: pre-flight, friction, excitation, identification, verification, report",
     "variants": "simulate rigid/flexible base x rigid/flexible links x with/without friction and compare",
     "animate": "a run in 3-D as a self-contained HTML page",
     "constraints": "constraint analysis: rows, ranks, redundancy, mobility, unique reactions",

@@ -1,0 +1,207 @@
+"""What every commissioning step works with: the robot, the backend, the settings, the output folder."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from mbctl.dynamics.model.robot import RobotModel
+from mbctl.errors import DataError, InputError, MbctlError
+from mbctl.fileio import atomic_output
+from mbctl.hardware.loop import RunSummary
+from mbctl.hardware.session import SessionOptions
+from mbctl.identification.commission.envelope import Envelope, Margins, envelope_robot, start_pose
+
+__all__ = ["STEPS", "CommissionSettings", "Commission", "StepStopped", "write_json", "read_json"]
+
+STEPS = ("preflight", "friction", "excitation", "identify", "verify", "report")
+FRICTION_LAWS = ("stribeck", "coulomb-viscous", "lugre")
+
+
+class StepStopped(MbctlError):
+    """A step could not finish (a safety stop, a drift, a failed fit); the steps before it are kept."""
+
+    def __init__(self, step: str, reason: str):
+        super().__init__(f"{step}: {reason}")
+        self.step = step
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CommissionSettings:
+    """Choices of a commissioning (SI units).
+
+    Attributes:
+        margins: The envelope's margins (:mod:`mbctl.identification.commission.envelope`).
+        start: Start pose by joint name (rad, m); the rest as :func:`start_pose` says.
+        hold_s: Length of the pre-flight hold test (s).
+        hold_drift: Largest drift from the start pose the hold test accepts (rad, m): the loop stops,
+            torque off, beyond it.
+        friction_law: Law fitted to each joint's constant-speed sweep: ``stribeck`` (delta = 2),
+            ``coulomb-viscous`` or ``lugre`` (needs ``presliding``).
+        friction_joints: Joints whose friction is measured (None: every actuated joint); the others
+            keep the nominal friction.
+        presliding: Also run the presliding / break-away test on each of them.
+        speeds: Speeds of each sweep (log-spaced around the Stribeck velocity, as ``identify run``).
+        max_leg_s: Longest constant-speed leg (s): bounds the arm time of the slow speeds.
+        sweep: Half the range each sweep travels (rad, m), centred on the start pose where the
+            envelope allows.
+        settle_s: Hold at each leg's ends and transient dropped when processing (s).
+            These four: None takes the robot's ``[identification]`` value, else
+            :data:`~mbctl.identification.commission.friction.SWEEP_DEFAULTS`.
+        stribeck_velocity: Stribeck velocity for the speed grid where the joint's friction law has none (rad/s, m/s).
+        bandwidth_hz: Bandwidth of the sweeps' position loops by tested joint (Hz; gains ``kp = J w²``
+            with the joint's own inertia ``J``, :class:`~mbctl.identification.plan.ControlGains`); a
+            joint not named keeps the ``[identification]`` value, else 10 Hz. A light joint with much
+            friction (a wrist without its rotor inertia) sticks and slips at the slow speeds unless its
+            loop is stiffer; a heavy one goes unstable if it is too stiff.
+        harmonics, period_s, seed: The excitation's Fourier series (``L``, ``T`` in s) and random start;
+            the validation trajectory has ``seed + 1`` and period ``0.8 T``.
+        moving_speed: The verification judges torque prediction where a joint moves at least this fast
+            (rad/s, m/s; :mod:`~mbctl.identification.commission.verify`).
+        regularisation: Pull of the arm fit toward the nominal inertials (``lambda``).
+        detect_collisions: Keep the ``[control.collision]`` reaction in the closed-loop steps
+            (:func:`~mbctl.identification.commission.envelope.envelope_robot`).
+    """
+
+    margins: Margins = Margins()
+    start: Mapping[str, float] = field(default_factory=dict)
+    hold_s: float = 1.0
+    hold_drift: float = 0.02
+    friction_law: str = "stribeck"
+    friction_joints: tuple[str, ...] | None = None
+    presliding: bool = False
+    speeds: int | None = None
+    max_leg_s: float | None = None
+    sweep: float | None = None
+    settle_s: float | None = None
+    stribeck_velocity: float = 0.05
+    bandwidth_hz: Mapping[str, float] = field(default_factory=dict)
+    harmonics: int = 4
+    period_s: float = 10.0
+    seed: int = 0
+    regularisation: float = 1e-2
+    moving_speed: float = 0.1
+    detect_collisions: bool = False
+
+    def __post_init__(self) -> None:
+        positive = {"hold_s": "--hold-time", "hold_drift": "--hold-drift", "max_leg_s": "--max-leg", "sweep": "--sweep",
+                    "settle_s": "--settle", "stribeck_velocity": "--stribeck-velocity", "period_s": "--period", "regularisation": "--regularisation", "moving_speed": "--moving-speed"}
+        for name, option in positive.items():
+            value = getattr(self, name)
+            if value is None and name in ("max_leg_s", "sweep", "settle_s"):
+                continue
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise InputError(f"must be a finite number > 0, got {value!r}", field=option)
+        for joint, value in self.bandwidth_hz.items():
+            if not (math.isfinite(value) and value > 0):
+                raise InputError(f"{joint}: must be a finite number > 0, got {value!r}", field="--bandwidth")
+        if self.friction_law not in FRICTION_LAWS:
+            raise InputError(f"must be one of {', '.join(FRICTION_LAWS)}, got {self.friction_law!r}", field="--friction-law")
+        if self.friction_law == "lugre" and not self.presliding:
+            raise InputError("the lugre law needs the presliding test: add --presliding", field="--friction-law")
+        if self.speeds is not None and self.speeds < 6:
+            raise InputError(f"must be >= 6 (a Stribeck fit needs six speeds), got {self.speeds}", field="--speeds")
+        if self.harmonics < 2:
+            raise InputError(f"must be >= 2, got {self.harmonics}", field="--harmonics")
+
+
+@dataclass
+class Commission:
+    """One commissioning: the nominal robot, the backend's options, the settings, the folder ``out``.
+
+    Attributes:
+        robot: The nominal robot as loaded (its TOML is ``robot.source``).
+        options: The backend and rate every run uses (the law is set per run).
+        settings: The choices.
+        out: The output folder: one subfolder per step.
+        progress: Called with a line for stderr.
+    """
+
+    robot: RobotModel
+    options: SessionOptions
+    settings: CommissionSettings
+    out: Path
+    progress: Callable[[str], None] = lambda line: None
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.robot.source is None:
+            raise InputError("commissioning needs the robot's TOML file (the identified copy is written from it)")
+        for name in self.settings.friction_joints or ():
+            if name not in self.robot.actuated_names:
+                raise InputError(f"no actuated joint {name!r} (joints: {', '.join(self.robot.actuated_names)})", field="--joints")
+
+    @cached_property
+    def envelope(self) -> Envelope:
+        return Envelope.of(self.robot, self.settings.margins)
+
+    @cached_property
+    def q0(self) -> np.ndarray:
+        """The start pose of every DOF (rad, m)."""
+        return start_pose(self.robot, self.envelope, self.settings.start)
+
+    @cached_property
+    def run_robot(self) -> RobotModel:
+        """The nominal robot inside the envelope: what every run controls with."""
+        return envelope_robot(self.robot, self.envelope, detect_collisions=self.settings.detect_collisions)
+
+    @property
+    def paced(self) -> bool:
+        return not self.options.lockstep
+
+    def step_dir(self, step: str) -> Path:
+        path = self.out / step
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def say(self, line: str) -> None:
+        """A progress line: to the step's log and to ``progress``."""
+        self.lines.append(line)
+        self.progress(line)
+
+    def check_run(self, step: str, what: str, summary: RunSummary) -> None:
+        """Raise :class:`StepStopped` unless the run completed; ``KeyboardInterrupt`` if a signal stopped
+        it (the loop handles SIGINT and SIGTERM itself: torque off, the log kept, the summary says so)."""
+        if summary.stop_reason.startswith("signal"):
+            raise KeyboardInterrupt(f"{what}: {summary.stop_reason}")
+        if not summary.completed:
+            raise StepStopped(step, f"{what} stopped ({summary.stop_reason}); torque is off")
+
+
+def write_json(path: Path, data: object) -> None:
+    """``data`` as indented JSON, atomically (NaN and inf as null)."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(_finite(data), indent=2) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    """A step's JSON result.
+
+    Raises:
+        DataError: Naming the file, if it is unreadable.
+    """
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read: {exc}", file=path) from None
+
+
+def _finite(x: object) -> object:
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.ndarray):
+        return _finite(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, dict):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
