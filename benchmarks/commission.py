@@ -16,7 +16,8 @@ Backends:
   topics, ``/clock``), stepping once per command (needs ``pip install -e ".[ros2]"``);
 - ``canopen``: ``mbctl emulate ARM.toml --bus canopen --interface udp_multicast`` in its own process,
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
-  (``--plant canopen --interface udp_multicast``, 250 Hz by default): nothing but the bus reaches the
+  (``--plant canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
+  ``SCHED_FIFO`` 79, one below the loop, where the OS grants it): nothing but the bus reaches the
   command.
 
 Printed: per joint the torque prediction RMS on the validation run (nominal, identified, ratio), the
@@ -111,7 +112,7 @@ def main_() -> int:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             q0 = "0,-1.5708,0,0,0,0"
             emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(arm), "--bus", "canopen", "--interface", "udp_multicast",
-                                         "--channel", channel, "--q0", q0], stdout=subprocess.PIPE, text=True)
+                                         "--channel", channel, "--q0", q0, "--realtime-priority", "79"], stdout=subprocess.PIPE, text=True)
             try:
                 print(emulator.stdout.readline().strip())
                 code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--plant", "canopen", "--interface", "udp_multicast",
