@@ -31,6 +31,7 @@ import numpy as np
 
 from mbctl.config.control import MpcSpec
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
 from mbctl.ctrl.optimal.mpc import MpcWeights, linearisation_function, reference_input_function, step_function, update_function
 from mbctl.ctrl.settings import control_settings
 from mbctl.ctrl.trajectory import Trajectory
@@ -109,7 +110,13 @@ class MpcController:
         self._table = np.hstack([q, dq, self._tau_ref, tau_ff])
         self._kp, self._kd = np.asarray(gains.kp, dtype=float), np.asarray(gains.kd, dtype=float)
         step = step_function(robot, spec.step)
-        update = update_function(step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step))
+        limits = run_limits(robot)
+        # the planned speeds keep the planners' margin below the speed limit the run stops at
+        speed = PLANNING_VELOCITY_MARGIN * limits.velocity
+        update = update_function(
+            step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step),
+            lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]),
+        )  # fmt: skip
         mass = SymbolicDynamics(robot).mass_matrix
         self._update = compile_function(update, optimise_large=True) if compiled else _Interpreted(update)
         self._mass = compile_function(mass) if compiled else _Interpreted(mass)

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
+from mbctl.ctrl.optimal import box_qp
+from mbctl.ctrl.optimal.box_qp import IPM_ITERATIONS
 from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
@@ -127,7 +129,15 @@ def linearisation_function(robot: RobotModel, h: float, smoothing: float = SMOOT
 
 
 def update_function(
-    step: ca.Function, knots: int, weights: MpcWeights, effort: np.ndarray, iterations: int = 1, linearisation: ca.Function | None = None
+    step: ca.Function,
+    knots: int,
+    weights: MpcWeights,
+    effort: np.ndarray,
+    iterations: int = 1,
+    linearisation: ca.Function | None = None,
+    lower: np.ndarray | None = None,
+    upper: np.ndarray | None = None,
+    qp_iterations: int = IPM_ITERATIONS,
 ) -> ca.Function:
     """The whole update as one function (see the module docstring)::
 
@@ -136,8 +146,11 @@ def update_function(
     ``x0`` (2nv,) the current state, ``U_guess`` (nv, N) the inputs to start from (the previous
     plan shifted to the current time), ``R_x`` (2nv, N+1) the reference states at the
     knots, ``U_ref`` (nv, N) its feed-forward torques; ``U``, ``X`` the new plan, ``u0`` its first
-    input, ``cost`` its objective. ``linearisation`` (:func:`linearisation_function`) gives the
-    stages' Jacobians; None: CasADi's differentiation of ``step``.
+    input, ``cost`` its objective. ``effort`` (nu,) bounds ``|u|``; ``lower``, ``upper`` (nx,) bound the
+    states of knots 1..N (positions, velocities; None or ±inf: no bound). ``linearisation``
+    (:func:`linearisation_function`) gives the stages' Jacobians; None: CasADi's differentiation of
+    ``step``. ``qp_iterations``: the subproblem's interior-point iterations when a bound is met
+    (:mod:`~mbctl.ctrl.optimal.box_qp`).
     """
     if iterations < 1:
         raise InputError(f"must be >= 1, got {iterations}", field="iterations")
@@ -146,8 +159,10 @@ def update_function(
     W = ca.DM(np.diag(np.concatenate([weights.q, weights.dq])))
     Wn = weights.terminal * W
     R = ca.DM(np.diag(weights.tau) if np.ndim(weights.tau) == 1 else np.asarray(weights.tau))
-    big = ca.DM(np.where(np.isfinite(effort), effort, 1e30))
-    backward, forward = _stage_functions(step, W, R, big, linearisation)
+    big = ca.DM(_finite(effort, nu))
+    x_lo = ca.DM(-_finite(None if lower is None else -np.asarray(lower, dtype=float), nx))
+    x_hi = ca.DM(_finite(upper, nx))
+    stage, forward = _stage_functions(step, W, R, big, linearisation)
 
     x0 = ca.MX.sym("x0", nx)
     U_prev = ca.MX.sym("U_guess", nu, N)
@@ -159,14 +174,21 @@ def update_function(
     for k in range(N):
         X.append(_advance(step, X[k], U[k], Rx[:, k]))
     for _ in range(iterations):
-        ks, Ks = [None] * N, [None] * N
-        Vx = Wn @ (X[N] - Rx[:, N])
-        Vxx = Wn
-        for k in range(N - 1, -1, -1):
-            ks[k], Ks[k], Vx, Vxx = backward(X[k], U[k], Rx[:, k], Uref[:, k], Vx, Vxx)
+        A, B, q, r = [], [], [], []
+        for k in range(N):
+            a, b, qk, rk = stage(X[k], U[k], Rx[:, k], Uref[:, k])
+            A.append(a)
+            B.append(b)
+            q.append(qk)
+            r.append(rk)
+        q.append(Wn @ (X[N] - Rx[:, N]))
+        Ubar, Xbar = ca.horzcat(*U), ca.horzcat(*X)
+        dU, dX, K = box_qp.solve(
+            box_qp.LqStages(A, B, q, r), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_iterations
+        )  # fmt: skip
         Xn, Un = [x0], []
         for k in range(N):
-            u, x_next = forward(Xn[k], X[k], U[k], ks[k], Ks[k], Rx[:, k])
+            u, x_next = forward(Xn[k], Xbar[:, k] + dX[:, k], Ubar[:, k] + dU[:, k], K[k], Rx[:, k])
             Un.append(u)
             Xn.append(x_next)
         X, U = Xn, Un
@@ -182,6 +204,12 @@ def update_function(
     )  # fmt: skip
 
 
+def _finite(bound: np.ndarray | None, n: int) -> np.ndarray:
+    """An upper bound (n,) with no bound (None, inf) as :data:`~mbctl.ctrl.optimal.box_qp.BIG`."""
+    values = np.full(n, np.inf) if bound is None else np.broadcast_to(np.asarray(bound, dtype=float), (n,))
+    return np.where(np.isfinite(values), values, box_qp.BIG)
+
+
 def _advance(step: ca.Function, x, u, r):  # noqa: ANN001, ANN202  (SX or MX alike)
     """``step(x, u)``, or ``step(x, u, v)`` with the reference's velocity ``v`` (the lower half of ``r``)
     for a step that takes it (:func:`step_function`)."""
@@ -189,35 +217,22 @@ def _advance(step: ca.Function, x, u, r):  # noqa: ANN001, ANN202  (SX or MX ali
 
 
 def _stage_functions(step: ca.Function, W: ca.DM, R: ca.DM, big: ca.DM, linearisation: ca.Function | None) -> tuple[ca.Function, ca.Function]:
-    """One stage of the Riccati recursion and of the forward pass as SX functions (straight-line C):
+    """One stage's linearisation and one step of the forward pass as SX functions (straight-line C):
 
-    - ``backward(x, u, r, u_ref, V_x, V_xx) -> (du, K, V_x', V_xx')``, the stage linearised at ``(x, u)``;
-    - ``forward(x, x̄, ū, du, K, r) -> (u, x')``, ``u = clip(ū + du + K (x - x̄))``.
+    - ``stage(x, u, r, u_ref) -> (A, B, q, r_u)``, the step's Jacobians at ``(x, u)`` and the cost's
+      gradients ``W (x - r)``, ``R (u - u_ref)``;
+    - ``forward(x, x̂, û, K, r) -> (u, x')``, ``u = clip(û + K (x - x̂))`` with ``(x̂, û)`` the
+      subproblem's solution at the stage, and ``x'`` the nonlinear step.
     """
     nx, nu = step.size1_in(0), step.size1_in(1)
     x, u, r, ur = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("r", nx), ca.SX.sym("u_ref", nu)
-    Vx, Vxx = ca.SX.sym("V_x", nx), ca.SX.sym("V_xx", nx, nx)
     if linearisation is None:
         nxt = _advance(step, x, u, r)
         A, B = ca.jacobian(nxt, x), ca.jacobian(nxt, u)
     else:
         _, A, B = linearisation(x, u, r[nx // 2 :])
-    Qx = W @ (x - r) + A.T @ Vx
-    Qu = R @ (u - ur) + B.T @ Vx
-    VB = Vxx @ B
-    Qxx = W + A.T @ Vxx @ A
-    Quu = R + B.T @ VB
-    Qux = VB.T @ A
-    # one factorisation for both right-hand sides
-    sol = -ca.solve(Quu, ca.horzcat(Qu, Qux))
-    target = u + sol[:, 0]
-    free = (target > -big) * (target < big)  # clamped inputs get no feedback
-    kk = ca.fmin(ca.fmax(target, -big), big) - u
-    KK = ca.diag(free) @ sol[:, 1:]
-    Vx_new = Qx + KK.T @ Quu @ kk + KK.T @ Qu + Qux.T @ kk
-    Vxx_new = Qxx + KK.T @ Quu @ KK + KK.T @ Qux + Qux.T @ KK
-    backward = ca.Function("stage_backward", [x, u, r, ur, Vx, Vxx], [kk, KK, Vx_new, 0.5 * (Vxx_new + Vxx_new.T)])
-    xbar, du, K = ca.SX.sym("x_bar", nx), ca.SX.sym("du", nu), ca.SX.sym("K", nu, nx)
-    u_new = ca.fmin(ca.fmax(u + du + K @ (x - xbar), -big), big)
-    forward = ca.Function("stage_forward", [x, xbar, u, du, K, r], [u_new, _advance(step, x, u_new, r)])
-    return backward, forward
+    stage = ca.Function("stage_linearised", [x, u, r, ur], [A, B, W @ (x - r), R @ (u - ur)])
+    xhat, uhat, K = ca.SX.sym("x_hat", nx), ca.SX.sym("u_hat", nu), ca.SX.sym("K", nu, nx)
+    u_new = ca.fmin(ca.fmax(uhat + K @ (x - xhat), -big), big)
+    forward = ca.Function("stage_forward", [x, xhat, uhat, K, r], [u_new, _advance(step, x, u_new, r)])
+    return stage, forward
