@@ -31,226 +31,102 @@ call, with the same cache and fallback as every other compiled law.
 from __future__ import annotations
 
 import casadi as ca
-import numpy as np
 
-__all__ = ["CENTERING", "IPM_ITERATIONS", "BIG", "LqStages", "riccati_functions", "solve"]
+from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS, interior_point
+from mbctl.ctrl.optimal.riccati import Factors, LqStages, riccati_functions
 
-IPM_ITERATIONS = 12
-"""Interior-point iterations when the unconstrained optimum leaves a box (each one Riccati solve)."""
-CENTERING = 0.1
-"""``σ``: each iteration aims at a tenth of the current mean complementarity."""
-START_SLACK = 1e-2
-"""The slacks' least start, as a fraction of the box's width."""
-START_MU = 1.0
-"""The start's complementarity ``t λ`` (the cost's units)."""
+__all__ = ["ACTIVE_SET_PASSES", "BIG", "STIFFNESS", "solve"]
+
+ACTIVE_SET_PASSES = 2
+"""Active-set passes after the first before the interior point takes over (each one factorisation)."""
+STIFFNESS = 1e8
+"""``ρ`` over the entry's own weight: an active bound is met to about ``λ / ρ`` (``λ`` its multiplier)."""
 BIG = 1e6
 """Stands for an infinite bound (a joint with no limit): far enough never to be met, finite for the slacks."""
 
 
-class LqStages:
-    """The stage data of one subproblem (CasADi MX, column lists over the stages).
-
-    Attributes:
-        A, B: Per stage k < N, the step's Jacobians (nx, nx), (nx, nu).
-        q: Per knot k = 0..N, the state cost's gradient (nx,) (knot 0's unused).
-        r: Per stage k < N, the input cost's gradient (nu,).
-    """
-
-    def __init__(self, A: list, B: list, q: list, r: list):
-        self.A, self.B, self.q, self.r = A, B, q, r
+def _sets(v: ca.MX, lower: ca.MX, upper: ca.MX) -> tuple[ca.MX, ca.MX]:
+    """The bounds ``v`` passes: ``(v > upper, v < lower)`` as 0/1 matrices."""
+    return v > upper, v < lower
 
 
-def riccati_functions(W: ca.DM, Wn: ca.DM, R: ca.DM) -> tuple[ca.Function, ca.Function, ca.Function]:
-    """The recursion's stage functions, SX (straight-line C):
+class _Penalised:
+    """The subproblem with the bounds of the active sets held by a stiff quadratic: ``½ ρ (v - b)²`` on
+    each active entry, ``ρ`` = :data:`STIFFNESS` times the entry's own weight."""
 
-    - ``factor(A, B, s_x, s_u, P) -> (K, Q_uu⁻¹, Q_ux, P')``: with ``Q_uu = R + diag(s_u) + BᵀPB``,
-      ``Q_ux = BᵀPA``, ``Q_xx = W + diag(s_x) + AᵀPA``: ``K = -Q_uu⁻¹ Q_ux``, ``P' = Q_xx + Q_uxᵀ K``;
-    - ``solve(A, B, q, r, Q_uu⁻¹, Q_ux, p) -> (k, p')``: ``k = -Q_uu⁻¹ (r + Bᵀp)``, ``p' = q + Aᵀp + Q_uxᵀ k``
-      (a second right-hand side costs no second factorisation);
-    - ``forward(k, K, A, B, δx) -> (δu, δx')``, ``δu = k + K δx``.
+    def __init__(self, stages: LqStages, W: ca.DM, Wn: ca.DM, R: ca.DM, bounds: tuple) -> None:  # noqa: ANN001
+        self.stages, self.Wn, self.functions = stages, Wn, riccati_functions(W, Wn, R)
+        N = len(stages.A)
+        self.rho_u = STIFFNESS * ca.repmat(ca.diag(R), 1, N)
+        self.rho_x = STIFFNESS * ca.repmat(ca.fmax(ca.diag(Wn), ca.diag(W)), 1, N + 1)
+        self.lower_u, self.upper_u, self.lower_x, self.upper_x = bounds
 
-    The terminal value is ``P_N = W_N + diag(s_x)``, ``p_N = q_N``.
-    """
-    nx, nu = W.shape[0], R.shape[0]
-    A, B = ca.SX.sym("A", nx, nx), ca.SX.sym("B", nx, nu)
-    q, r, sx, su = ca.SX.sym("q", nx), ca.SX.sym("r", nu), ca.SX.sym("s_x", nx), ca.SX.sym("s_u", nu)
-    P, p = ca.SX.sym("P", nx, nx), ca.SX.sym("p", nx)
-    PA = P @ A
-    Quu = R + ca.diag(su) + B.T @ P @ B
-    Qux = B.T @ PA
-    sol = ca.solve(Quu, ca.horzcat(Qux, ca.SX.eye(nu)))  # one factorisation for the gains and the inverse
-    K, inverse = -sol[:, :nx], sol[:, nx:]
-    P_new = W + ca.diag(sx) + A.T @ PA + Qux.T @ K
-    factor = ca.Function("lq_factor", [A, B, sx, su, P], [K, 0.5 * (inverse + inverse.T), Qux, 0.5 * (P_new + P_new.T)])
-    Qi, Qx = ca.SX.sym("Q_uu_inv", nu, nu), ca.SX.sym("Q_ux", nu, nx)
-    k = -Qi @ (r + B.T @ p)
-    solve = ca.Function("lq_solve", [A, B, q, r, Qi, Qx, p], [k, q + A.T @ p + Qx.T @ k])
-    kk, KK, dx = ca.SX.sym("k", nu), ca.SX.sym("K", nu, nx), ca.SX.sym("dx", nx)
-    du = kk + KK @ dx
-    forward = ca.Function("lq_forward", [kk, KK, A, B, dx], [du, A @ dx + B @ du])
-    return factor, solve, forward
+    def solve(self, sets: tuple) -> tuple[ca.MX, ca.MX, list]:
+        """``(δU, δX, K)`` with the entries of ``sets`` (above, below for the inputs, then the states) at their bounds."""
+        hi_u, lo_u, hi_x, lo_x = sets
+        su, sx = self.rho_u * (hi_u + lo_u), self.rho_x * (hi_x + lo_x)
+        bu = hi_u * self.upper_u + lo_u * self.lower_u
+        bx = hi_x * self.upper_x + lo_x * self.lower_x
+        factors = Factors(self.stages, sx, su, self.Wn, self.functions)
+        N = len(self.stages.A)
+        dU, dX = factors.solve([self.stages.q[k] - sx[:, k] * bx[:, k] for k in range(N + 1)], [self.stages.r[k] - su[:, k] * bu[:, k] for k in range(N)])
+        return dU, dX, factors.K
+
+    def sets(self, dU: ca.MX, dX: ca.MX) -> tuple:
+        """The next active sets: the entries beyond a bound (an active entry stays while its
+        multiplier ``ρ (v - b)`` pushes back, i.e. while it is beyond)."""
+        return (*_sets(dU, self.lower_u, self.upper_u), *_sets(dX, self.lower_x, self.upper_x))
 
 
-class _Factors:
-    """One factorisation of the recursion (the diagonal raised by ``s_x``, ``s_u``), solved for any gradient."""
-
-    def __init__(self, stages: LqStages, sx: ca.MX, su: ca.MX, Wn: ca.DM, functions: tuple) -> None:  # noqa: ANN001
-        factor, self._solve, self._forward = functions
-        self.stages, self.N, self.nx = stages, len(stages.A), Wn.shape[0]
-        self.K, self.inverse, self.Qux = [None] * self.N, [None] * self.N, [None] * self.N
-        P = Wn + ca.diag(sx[:, self.N])
-        for k in range(self.N - 1, -1, -1):
-            self.K[k], self.inverse[k], self.Qux[k], P = factor(stages.A[k], stages.B[k], sx[:, k], su[:, k], P)
-
-    def solve(self, q: list, r: list) -> tuple[ca.MX, ca.MX]:
-        """``(δU, δX)`` for the gradients ``q`` (N+1 knots) and ``r`` (N stages), ``δx_0 = 0``."""
-        st, p, ks = self.stages, q[self.N], [None] * self.N
-        for k in range(self.N - 1, -1, -1):
-            ks[k], p = self._solve(st.A[k], st.B[k], q[k], r[k], self.inverse[k], self.Qux[k], p)
-        dx, dus, dxs = ca.MX.zeros(self.nx), [], [ca.MX.zeros(self.nx)]
-        for k in range(self.N):
-            du, dx = self._forward(ks[k], self.K[k], st.A[k], st.B[k], dx)
-            dus.append(du)
-            dxs.append(dx)
-        return ca.horzcat(*dus), ca.horzcat(*dxs)
-
-
-def _boundary_step(v: ca.MX, dv: ca.MX) -> ca.MX:
-    """The largest ``α <= 1`` with ``v + α dv >= 0.005 v`` (fraction to the boundary, 0.995)."""
-    ratio = ca.if_else(dv < 0, -0.995 * v / ca.fmin(dv, -1e-300), 1.0)
-    return ca.fmin(1.0, ca.mmin(ratio))
-
-
-class _Box:
-    """The bounds ``l <= v <= u`` of one block of variables (the inputs, or the states), with slacks
-    ``t_l = v - l``, ``t_u = u - v`` and multipliers ``λ_l``, ``λ_u`` (interior-point iterates)."""
-
-    def __init__(self, v: ca.MX, lower: ca.MX, upper: ca.MX) -> None:
-        width = ca.fmax(upper - lower, 1e-9)
-        self.lower, self.upper = lower, upper
-        self.tl, self.tu = ca.fmax(v - lower, START_SLACK * width), ca.fmax(upper - v, START_SLACK * width)
-        self.ll, self.lu = START_MU / self.tl, START_MU / self.tu
-
-    def gap(self) -> ca.MX:
-        return ca.sum1(ca.sum2(self.tl * self.ll + self.tu * self.lu))
-
-    def residuals(self, v: ca.MX) -> None:
-        self.rl, self.ru = v - self.lower - self.tl, self.upper - v - self.tu
-        self.sigma = self.ll / self.tl + self.lu / self.tu
-
-    def gradient(self, v: ca.MX, target_l: ca.MX, target_u: ca.MX) -> ca.MX:
-        """The Newton system's gradient term for the complementarity targets ``t λ = target``."""
-        return -target_l / self.tl + target_u / self.tu + self.ll / self.tl * self.rl - self.lu / self.tu * self.ru - self.sigma * v
-
-    def direction(self, dv: ca.MX, target_l: ca.MX, target_u: ca.MX) -> tuple[ca.MX, ca.MX, ca.MX, ca.MX]:
-        dtl, dtu = dv + self.rl, -dv + self.ru
-        return dtl, dtu, target_l / self.tl - self.ll - self.ll / self.tl * dtl, target_u / self.tu - self.lu - self.lu / self.tu * dtu
-
-    @staticmethod
-    def steps(d: tuple, box: _Box) -> tuple[ca.MX, ca.MX]:
-        return ca.fmin(_boundary_step(box.tl, d[0]), _boundary_step(box.tu, d[1])), ca.fmin(_boundary_step(box.ll, d[2]), _boundary_step(box.lu, d[3]))
-
-    def move(self, d: tuple, a: ca.MX, b: ca.MX) -> None:
-        self.tl, self.tu = self.tl + a * d[0], self.tu + a * d[1]
-        self.ll, self.lu = self.ll + b * d[2], self.lu + b * d[3]
-
-
-def _interior_point(stages: LqStages, U: ca.MX, boxes: tuple[_Box, _Box], W: ca.DM, Wn: ca.DM, R: ca.DM, iterations: int) -> tuple[ca.MX, ca.MX, list]:
-    """Mehrotra's predictor–corrector from the inputs ``U`` (inside their box): each iteration one
-    factorisation and two solves (the affine step, then the centred and corrected one)."""
-    functions = riccati_functions(W, Wn, R)
-    nx, nu, N = W.shape[0], R.shape[0], len(stages.A)
-    X = _rollout(stages, U, functions[2])
-    bu, bx = boxes
-    bu.__init__(U, bu.lower, bu.upper)
-    bx.__init__(X, bx.lower, bx.upper)
-    m = 2 * (nu * N + nx * (N + 1))
-    factors = None
-    for _ in range(iterations):
-        mu = (bu.gap() + bx.gap()) / m
-        bu.residuals(U)
-        bx.residuals(X)
-        factors = _Factors(stages, bx.sigma, bu.sigma, Wn, functions)
-
-        def newton(tlu, tuu, tlx, tux):  # noqa: ANN001, ANN202
-            cu, cx = bu.gradient(U, tlu, tuu), bx.gradient(X, tlx, tux)
-            U1, X1 = factors.solve([stages.q[k] + cx[:, k] for k in range(N + 1)], [stages.r[k] + cu[:, k] for k in range(N)])
-            return U1 - U, X1 - X
-
-        zu, zx = ca.MX.zeros(nu, N), ca.MX.zeros(nx, N + 1)
-        dU, dX = newton(zu, zu, zx, zx)
-        du, dx = bu.direction(dU, zu, zu), bx.direction(dX, zx, zx)
-        (a1, b1), (a2, b2) = _Box.steps(du, bu), _Box.steps(dx, bx)
-        a, b = ca.fmin(a1, a2), ca.fmin(b1, b2)
-        gap = ca.sum1(ca.sum2((bu.tl + a * du[0]) * (bu.ll + b * du[2]) + (bu.tu + a * du[1]) * (bu.lu + b * du[3])))
-        gap += ca.sum1(ca.sum2((bx.tl + a * dx[0]) * (bx.ll + b * dx[2]) + (bx.tu + a * dx[1]) * (bx.lu + b * dx[3])))
-        smu = (gap / m / mu) ** 3 * mu
-        tu_l, tu_u = smu - du[0] * du[2], smu - du[1] * du[3]
-        tx_l, tx_u = smu - dx[0] * dx[2], smu - dx[1] * dx[3]
-        dU, dX = newton(tu_l, tu_u, tx_l, tx_u)
-        du, dx = bu.direction(dU, tu_l, tu_u), bx.direction(dX, tx_l, tx_u)
-        (a1, b1), (a2, b2) = _Box.steps(du, bu), _Box.steps(dx, bx)
-        a, b = ca.fmin(a1, a2), ca.fmin(b1, b2)
-        U, X = U + a * dU, X + a * dX
-        bu.move(du, a, b)
-        bx.move(dx, a, b)
-    return U, X, factors.K
-
-
-def _rollout(stages: LqStages, U: ca.MX, forward: ca.Function) -> ca.MX:
-    """``δX`` (nx, N+1) of the inputs ``U`` through the stages from ``δx_0 = 0``."""
-    nx, nu = stages.A[0].shape[0], U.shape[0]
-    dx, xs = ca.MX.zeros(nx), [ca.MX.zeros(nx)]
-    for k in range(len(stages.A)):
-        _, dx = forward(U[:, k], ca.MX.zeros(nu, nx), stages.A[k], stages.B[k], dx)
-        xs.append(dx)
-    return ca.horzcat(*xs)
-
+def _changed(a: tuple, b: tuple) -> ca.MX:
+    return ca.mmax(ca.vertcat(*[ca.vec(ca.fabs(x - y)) for x, y in zip(a, b)])) > 0
 
 
 def solve(
-    stages: LqStages, W: ca.DM, Wn: ca.DM, R: ca.DM, lower_u: ca.MX, upper_u: ca.MX, lower_x: ca.MX, upper_x: ca.MX, iterations: int = IPM_ITERATIONS
-) -> tuple[ca.MX, ca.MX, list]:
-    """The subproblem's solution ``(δU, δX, K)`` (module docstring) as MX expressions.
+    stages: LqStages,
+    W: ca.DM,
+    Wn: ca.DM,
+    R: ca.DM,
+    lower_u: ca.MX,
+    upper_u: ca.MX,
+    lower_x: ca.MX,
+    upper_x: ca.MX,
+    passes: int = ACTIVE_SET_PASSES,
+    iterations: int = IPM_ITERATIONS,
+) -> tuple[ca.MX, ca.MX, list, ca.MX]:
+    """The subproblem's solution ``(δU, δX, K, settled)`` (module docstring) as MX expressions.
 
     ``lower_u``, ``upper_u`` (nu, N) bound ``δU``; ``lower_x``, ``upper_x`` (nx, N+1) bound ``δX`` (column
-    0, the current state, is not bounded). ``K`` are the last Riccati solve's feedback gains: on an
-    input at its bound ``Σ`` is large and its row of ``K`` near zero, as the clamped recursion's.
+    0, the current state, is not bounded). ``K`` are the last Riccati solve's feedback gains: an input
+    at its bound has its row near zero, as the clamped recursion's. ``settled`` is 1 when an
+    active-set pass settled, 0 when the interior point gave the answer.
     """
-    functions = riccati_functions(W, Wn, R)
     nx, nu, N = W.shape[0], R.shape[0], len(stages.A)
-    free = _Factors(stages, ca.MX.zeros(nx, N + 1), ca.MX.zeros(nu, N), Wn, functions)
-    dU, dX = free.solve(stages.q, stages.r)
-    # the unconstrained optimum inside every box (the current state's column excepted) is the answer
-    margin_u = ca.fmin(ca.mmin(dU - lower_u), ca.mmin(upper_u - dU))
-    margin_x = ca.fmin(ca.mmin(dX[:, 1:] - lower_x[:, 1:]), ca.mmin(upper_x[:, 1:] - dX[:, 1:]))
-    inside = ca.fmin(margin_u, margin_x) >= 0
+    lower_x = ca.horzcat(-BIG * ca.MX.ones(nx, 1), lower_x[:, 1:])
+    upper_x = ca.horzcat(BIG * ca.MX.ones(nx, 1), upper_x[:, 1:])
+    bounds = (lower_u, upper_u, lower_x, upper_x)
+    problem = _Penalised(stages, W, Wn, R, bounds)
+    # start: the entries the point of linearisation (the shifted plan) holds on or beyond a bound
+    start = (upper_u <= 0, lower_u >= 0, upper_x <= 0, lower_x >= 0)
+    dU, dX, K = problem.solve(start)
+    after = problem.sets(dU, dX)
+    state = [dU, dX, *K, *after, 1 - _changed(start, after)]
 
-    # the iterations as a function of their own, so that the generated code runs them only when needed
-    sym = [ca.MX.sym(n, *e.shape) for n, e in (("dU", dU), ("lu", lower_u), ("uu", upper_u), ("lx", lower_x), ("ux", upper_x))]
-    A_s = [ca.MX.sym(f"A{k}", nx, nx) for k in range(N)]
-    B_s = [ca.MX.sym(f"B{k}", nx, nu) for k in range(N)]
-    q_s = [ca.MX.sym(f"q{k}", nx) for k in range(N + 1)]
-    r_s = [ca.MX.sym(f"r{k}", nu) for k in range(N)]
-    U, lu, uu, lx, ux = sym
-    # the current state's column is fixed at zero: its bounds opened wide, no slack ever binds there
-    lx = ca.horzcat(-BIG * ca.MX.ones(nx, 1), lx[:, 1:])
-    ux = ca.horzcat(BIG * ca.MX.ones(nx, 1), ux[:, 1:])
-    width = ca.fmax(uu - lu, 1e-9)
-    U0 = ca.fmin(ca.fmax(U, lu + START_SLACK * width), uu - START_SLACK * width)
-    boxes = (_Box(U0, lu, uu), _Box(ca.MX.zeros(nx, N + 1), lx, ux))
-    U, X, Ks = _interior_point(LqStages(A_s, B_s, q_s, r_s), U0, boxes, W, Wn, R, iterations)
-    ipm = ca.Function("lq_ipm", [*sym, *A_s, *B_s, *q_s, *r_s], [U, X, *Ks])
-    args = [dU, lower_u, upper_u, lower_x, upper_x, *stages.A, *stages.B, *stages.q, *stages.r]
-    chosen = ca.Function.conditional("lq_constrained", [ipm], _passthrough(ipm, N))(ca.if_else(inside, 1, 0), *args)
-    U_out = ca.if_else(inside, dU, chosen[0])
-    X_out = ca.if_else(inside, dX, chosen[1])
-    K_out = [ca.if_else(inside, free.K[k], chosen[2 + k]) for k in range(N)]
-    return U_out, X_out, K_out
-
-
-def _passthrough(ipm: ca.Function, N: int) -> ca.Function:
-    """The conditional's default case, not evaluated for its values (zeros of the outputs' shapes)."""
-    ins = [ca.MX.sym(ipm.name_in(i), ipm.size1_in(i), ipm.size2_in(i)) for i in range(ipm.n_in())]
-    outs = [ca.MX.zeros(ipm.size1_out(i), ipm.size2_out(i)) for i in range(ipm.n_out())]
-    return ca.Function("lq_unconstrained", ins, outs)
+    # each further pass, and the interior point, a function of its own behind a conditional: the
+    # generated code runs them only while the sets have not settled
+    syms = [ca.MX.sym(f"v{i}", *e.shape) for i, e in enumerate(state)]
+    b_s = [ca.MX.sym(f"b{i}", *e.shape) for i, e in enumerate(bounds)]
+    st = LqStages(*[[ca.MX.sym(f"{n}{k}", *e.shape) for k, e in enumerate(getattr(stages, n))] for n in ("A", "B", "q", "r")])
+    ins = [*syms, *b_s, *st.A, *st.B, *st.q, *st.r]
+    inner = _Penalised(st, W, Wn, R, tuple(b_s))
+    sets = tuple(syms[2 + N : 6 + N])
+    U_p, X_p, K_p = inner.solve(sets)
+    new = inner.sets(U_p, X_p)
+    again = ca.Function("lq_active_set", ins, [U_p, X_p, *K_p, *new, 1 - _changed(sets, new)])
+    keep = ca.Function("lq_keep", ins, syms)
+    U_i, X_i, K_i = interior_point(st, syms[0], tuple(b_s), W, Wn, R, iterations)
+    ipm = ca.Function("lq_interior_point", ins, [U_i, X_i, *K_i, *sets, ca.MX(0)])
+    rest = [*bounds, *stages.A, *stages.B, *stages.q, *stages.r]
+    for f in [again] * passes + [ipm]:
+        state = ca.Function.conditional(f"{f.name()}_if", [f], keep)(state[-1], *state, *rest)
+    return state[0], state[1], state[2 : 2 + N], state[-1]

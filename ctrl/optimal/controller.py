@@ -129,6 +129,7 @@ class MpcController:
         self.cycles = 0
         self.saturated_cycles = 0
         self.fallbacks = 0
+        self.unsettled = 0
         self.solve_times: list[float] = []
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -183,6 +184,8 @@ class MpcController:
             # u0 holds over the model's whole first step, so it carries that step's feed-forward (h/2
             # ahead of now); applied for one loop period, the plan's correction rides on the feed-forward of now
             tau = np.clip(rows[0, 3 * nv :] + np.asarray(u0, dtype=float).ravel() - rows[0, 2 * nv : 3 * nv], -self._effort, self._effort)
+        if f.outputs[4] < 0.5:
+            self.unsettled += 1
         if not failed:
             self._plan_u[...] = U
             self._plan_x[...] = X
@@ -204,7 +207,7 @@ class MpcController:
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
             "solver": f"{self.spec.solver} (clamped Gauss-Newton, {self.spec.knots} knots of {self.spec.step:g} s)",
-            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks,
+            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, "interior_point": self.unsettled,
             "solve_us_p50": float(np.percentile(times, 50)), "solve_us_p99": float(np.percentile(times, 99)), "solve_us_max": float(times.max()),
         }  # fmt: skip
 

@@ -43,7 +43,8 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.optimal import box_qp
-from mbctl.ctrl.optimal.box_qp import IPM_ITERATIONS
+from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS
+from mbctl.ctrl.optimal.riccati import LqStages
 from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
@@ -173,6 +174,7 @@ def update_function(
     X = [x0]
     for k in range(N):
         X.append(_advance(step, X[k], U[k], Rx[:, k]))
+    settled = ca.MX(1)
     for _ in range(iterations):
         A, B, q, r = [], [], [], []
         for k in range(N):
@@ -183,8 +185,8 @@ def update_function(
             r.append(rk)
         q.append(Wn @ (X[N] - Rx[:, N]))
         Ubar, Xbar = ca.horzcat(*U), ca.horzcat(*X)
-        dU, dX, K = box_qp.solve(
-            box_qp.LqStages(A, B, q, r), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_iterations
+        dU, dX, K, solved = box_qp.solve(
+            LqStages(A, B, q, r), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_iterations
         )  # fmt: skip
         Xn, Un = [x0], []
         for k in range(N):
@@ -192,6 +194,7 @@ def update_function(
             Un.append(u)
             Xn.append(x_next)
         X, U = Xn, Un
+        settled = settled * solved
     cost = 0
     for k in range(N):
         e, du = X[k] - Rx[:, k], U[k] - Uref[:, k]
@@ -199,8 +202,8 @@ def update_function(
     e = X[N] - Rx[:, N]
     cost = cost + 0.5 * e.T @ Wn @ e
     return ca.Function(
-        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost],
-        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost"],
+        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost, settled],
+        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost", "settled"],
     )  # fmt: skip
 
 
