@@ -71,18 +71,42 @@ def mpc_update(robot, traj, spec: MpcSpec, calls: int) -> dict[str, tuple[float,
     return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:])}
 
 
-def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """p50/p99 (us) of one warm-started box-FDDP iteration with the reference update, and of the solve alone."""
+def crocoddyl_iteration(
+    robot, traj, knots: int, step: float, calls: int, solver_name: str = "box-fddp"
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """p50/p99 (us) of one warm-started iteration with the reference update, and of the solve alone:
+    ``solver_name`` "box-fddp" (Crocoddyl's SolverBoxFDDP, torque bounds) or "csqp" (mim-solvers'
+    SolverCSQP, the torque bounds and the joints' position ranges and speed limits at the MPC's margin
+    as constraints). None when the package is absent."""
     try:
         import crocoddyl
+        import pinocchio  # noqa: F401  (before crocoddyl and mim_solvers: their libraries need its symbols)
+
+        if solver_name == "csqp":
+            import mim_solvers
     except ImportError:
         return None
+    from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
+
     model = robot.model
     state = crocoddyl.StateMultibody(model)
     actuation = crocoddyl.ActuationModelFull(state)
-    effort = np.array([j.limits.effort for j in robot.joints])
+    limits = run_limits(robot)
+    effort = limits.effort
+    speed = PLANNING_VELOCITY_MARGIN * limits.velocity
     tau_ff = feedforward(robot, traj).dynamics.tau
     nv = robot.nv
+
+    def constraints() -> crocoddyl.ConstraintModelManager | None:
+        if solver_name != "csqp":
+            return None
+        manager = crocoddyl.ConstraintModelManager(state, actuation.nu)
+        u_res = crocoddyl.ResidualModelControl(state, actuation.nu)
+        manager.addConstraint("tau", crocoddyl.ConstraintModelResidual(state, u_res, -effort, effort))
+        x_res = crocoddyl.ResidualModelState(state, np.zeros(state.nx), actuation.nu)
+        lower, upper = np.concatenate([limits.lower, -speed]), np.concatenate([limits.upper, speed])
+        manager.addConstraint("x", crocoddyl.ConstraintModelResidual(state, x_res, lower, upper))
+        return manager
 
     def running(x_ref: np.ndarray, u_ref: np.ndarray, terminal: bool = False):
         costs = crocoddyl.CostModelSum(state, actuation.nu)
@@ -92,9 +116,10 @@ def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tup
         if not terminal:
             u_res = crocoddyl.ResidualModelControl(state, u_ref)
             costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(np.full(nv, 1e-3)), u_res), 1.0)
-        dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs)
+        manager = constraints()
+        dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs, *([manager] if manager is not None else []))
         iam = crocoddyl.IntegratedActionModelEuler(dam, 0.0 if terminal else step)
-        if not terminal:
+        if not terminal and solver_name == "box-fddp":
             iam.u_lb, iam.u_ub = -effort, effort
         return iam
 
@@ -105,7 +130,11 @@ def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tup
     stride = int(round(step * 1000))
     models = [running(x_at(k * stride), tau_ff[min(k * stride, len(traj.t) - 1)]) for k in range(knots)]
     problem = crocoddyl.ShootingProblem(x_at(0), models, running(x_at(knots * stride), None, terminal=True))
-    solver = crocoddyl.SolverBoxFDDP(problem)
+    if solver_name == "csqp":
+        solver = mim_solvers.SolverCSQP(problem)
+        solver.with_callbacks = False
+    else:
+        solver = crocoddyl.SolverBoxFDDP(problem)
     solver.solve([x_at(0)] * (knots + 1), [tau_ff[0]] * knots, 10)
     times, solves = [], []
     for i in range(calls):

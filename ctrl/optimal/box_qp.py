@@ -101,7 +101,7 @@ def solve(
     at its bound has its row near zero, as the clamped recursion's. ``settled`` is 1 when an
     active-set pass settled, 0 when the interior point gave the answer.
     """
-    nx, nu, N = W.shape[0], R.shape[0], len(stages.A)
+    nx, N = W.shape[0], len(stages.A)
     lower_x = ca.horzcat(-BIG * ca.MX.ones(nx, 1), lower_x[:, 1:])
     upper_x = ca.horzcat(BIG * ca.MX.ones(nx, 1), upper_x[:, 1:])
     bounds = (lower_u, upper_u, lower_x, upper_x)
@@ -124,8 +124,12 @@ def solve(
     new = inner.sets(U_p, X_p)
     again = ca.Function("lq_active_set", ins, [U_p, X_p, *K_p, *new, 1 - _changed(sets, new)])
     keep = ca.Function("lq_keep", ins, syms)
-    U_i, X_i, K_i = interior_point(st, syms[0], tuple(b_s), W, Wn, R, iterations)
-    ipm = ca.Function("lq_interior_point", ins, [U_i, X_i, *K_i, *sets, ca.MX(0)])
+    U_i, X_i, K_i, sets_i = interior_point(st, syms[0], tuple(b_s), W, Wn, R, iterations)
+    # polish: the active sets the interior point found, held exactly; kept when they settle
+    U_q, X_q, K_q = inner.solve(sets_i)
+    polished = 1 - _changed(sets_i, inner.sets(U_q, X_q))
+    pick = lambda a, b: ca.if_else(polished, a, b)  # noqa: E731
+    ipm = ca.Function("lq_interior_point", ins, [pick(U_q, U_i), pick(X_q, X_i), *[pick(a, b) for a, b in zip(K_q, K_i)], *sets, ca.MX(0)])
     rest = [*bounds, *stages.A, *stages.B, *stages.q, *stages.r]
     for f in [again] * passes + [ipm]:
         state = ca.Function.conditional(f"{f.name()}_if", [f], keep)(state[-1], *state, *rest)

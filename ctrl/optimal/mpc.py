@@ -44,8 +44,8 @@ import numpy as np
 
 from mbctl.ctrl.optimal import box_qp
 from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS
-from mbctl.ctrl.optimal.riccati import LqStages
 from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
+from mbctl.ctrl.optimal.riccati import LqStages
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import InputError
