@@ -177,7 +177,8 @@ def test_lockstep_mpc_tracks_a_feasible_move_like_computed_torque(scara_referenc
 
 def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_reference):
     """The stage Jacobians from the inverse dynamics' derivatives equal CasADi's differentiation of
-    the step, and so does the whole update built on them."""
+    the step, and so does the whole update built on them, with the recursion on dense Jacobians or
+    on the held acceleration's blocks."""
     from mbctl.ctrl.optimal.mpc import linearisation_function, step_function
 
     robot, traj = scara_reference
@@ -196,5 +197,7 @@ def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_refer
     plain = update_function(step, 5, weights, effort)
     fast = update_function(step, 5, weights, effort, linearisation=lin)
     args = (np.concatenate([traj.q[100], traj.dq[100]]), rng.uniform(-2, 2, (4, 5)), np.tile(np.concatenate([traj.q[150], traj.dq[150]])[:, None], (1, 6)), np.zeros((4, 5)))
-    for ours, theirs in zip(fast(*args), plain(*args)):
+    structured = update_function(step, 5, weights, effort, linearisation=lin, step_size=h)  # the recursion on (D, M⁻¹)
+    for ours, blocks, theirs in zip(fast(*args), structured(*args), plain(*args)):
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(blocks), np.asarray(theirs), rtol=1e-8, atol=1e-9)

@@ -77,7 +77,7 @@ def interior_point(
     first), with ``bounds = (lower_u, upper_u, lower_x, upper_x)`` as in
     :func:`~mbctl.ctrl.optimal.box_qp.solve`; ``K`` the last factorisation's gains, ``sets`` the active
     sets it points at (above, below for the inputs, then the states: 0/1 matrices)."""
-    functions = riccati_functions(W, Wn, R)
+    functions = riccati_functions(W, Wn, R, stages.h)
     lower_u, upper_u, lower_x, upper_x = bounds
     width = ca.fmax(upper_u - lower_u, 1e-9)
     U = ca.fmin(ca.fmax(U, lower_u + START_SLACK * width), upper_u - START_SLACK * width)
@@ -97,10 +97,10 @@ def interior_point(
 def _iteration(stages: LqStages, bounds: tuple, W: ca.DM, Wn: ca.DM, R: ca.DM) -> ca.Function:
     """``(U, X, t_l, t_u, λ_l, λ_u of the inputs then of the states, bounds…, stages…) -> (the same
     ten after one iteration, K…)``."""
-    functions = riccati_functions(W, Wn, R)
+    functions = riccati_functions(W, Wn, R, stages.h)
     nx, nu, N = W.shape[0], R.shape[0], len(stages.A)
     b_s = [ca.MX.sym(f"b{i}", *e.shape) for i, e in enumerate(bounds)]
-    st = LqStages(*[[ca.MX.sym(f"{n}{k}", *e.shape) for k, e in enumerate(getattr(stages, n))] for n in ("A", "B", "q", "r")])
+    st = LqStages(*[[ca.MX.sym(f"{n}{k}", *e.shape) for k, e in enumerate(getattr(stages, n))] for n in ("A", "B", "q", "r")], h=stages.h)
     U, X = ca.MX.sym("U", nu, N), ca.MX.sym("X", nx, N + 1)
     box = [ca.MX.sym(f"box{i}", *(U.shape if i < 4 else X.shape)) for i in range(8)]
     bu, bx = _Box.__new__(_Box), _Box.__new__(_Box)
@@ -144,7 +144,7 @@ def _iteration(stages: LqStages, bounds: tuple, W: ca.DM, Wn: ca.DM, R: ca.DM) -
 
 def _rollout(stages: LqStages, U: ca.MX, forward: ca.Function) -> ca.MX:
     """``δX`` (nx, N+1) of the inputs ``U`` through the stages from ``δx_0 = 0``."""
-    nx, nu = stages.A[0].shape[0], U.shape[0]
+    nx, nu = stages.q[0].shape[0], U.shape[0]
     dx, xs = ca.MX.zeros(nx), [ca.MX.zeros(nx)]
     for k in range(len(stages.A)):
         _, dx = forward(U[:, k], ca.MX.zeros(nu, nx), stages.A[k], stages.B[k], dx)

@@ -55,7 +55,7 @@ class _Penalised:
     each active entry, ``ρ`` = :data:`STIFFNESS` times the entry's own weight."""
 
     def __init__(self, stages: LqStages, W: ca.DM, Wn: ca.DM, R: ca.DM, bounds: tuple) -> None:  # noqa: ANN001
-        self.stages, self.Wn, self.functions = stages, Wn, riccati_functions(W, Wn, R)
+        self.stages, self.Wn, self.functions = stages, Wn, riccati_functions(W, Wn, R, stages.h)
         N = len(stages.A)
         self.rho_u = STIFFNESS * ca.repmat(ca.diag(R), 1, N)
         self.rho_x = STIFFNESS * ca.repmat(ca.fmax(ca.diag(Wn), ca.diag(W)), 1, N + 1)
@@ -116,7 +116,7 @@ def solve(
     # generated code runs them only while the sets have not settled
     syms = [ca.MX.sym(f"v{i}", *e.shape) for i, e in enumerate(state)]
     b_s = [ca.MX.sym(f"b{i}", *e.shape) for i, e in enumerate(bounds)]
-    st = LqStages(*[[ca.MX.sym(f"{n}{k}", *e.shape) for k, e in enumerate(getattr(stages, n))] for n in ("A", "B", "q", "r")])
+    st = LqStages(*[[ca.MX.sym(f"{n}{k}", *e.shape) for k, e in enumerate(getattr(stages, n))] for n in ("A", "B", "q", "r")], h=stages.h)
     ins = [*syms, *b_s, *st.A, *st.B, *st.q, *st.r]
     inner = _Penalised(st, W, Wn, R, tuple(b_s))
     sets = tuple(syms[2 + N : 6 + N])

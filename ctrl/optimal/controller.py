@@ -117,7 +117,7 @@ class MpcController:
         speed = PLANNING_VELOCITY_MARGIN * limits.velocity
         update = update_function(
             step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step),
-            lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]),
+            lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]), step_size=spec.step,
         )  # fmt: skip
         mass = SymbolicDynamics(robot).mass_matrix
         cycle = cycle_function(update, self._effort)

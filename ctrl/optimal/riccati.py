@@ -18,17 +18,76 @@ class LqStages:
     """The stage data of one subproblem (CasADi MX, column lists over the stages).
 
     Attributes:
-        A, B: Per stage k < N, the step's Jacobians (nx, nx), (nx, nu).
+        A, B: Per stage k < N, the step's Jacobians (nx, nx), (nx, nu); with ``h`` set, the
+            second-order step's ``D`` (nv, nx) and ``M⁻¹`` (nv, nv) instead (:class:`_SecondOrder`).
         q: Per knot k = 0..N, the state cost's gradient (nx,) (knot 0's unused).
         r: Per stage k < N, the input cost's gradient (nu,).
+        h: None, or the step (s) of a second-order step.
     """
 
-    def __init__(self, A: list, B: list, q: list, r: list):
-        self.A, self.B, self.q, self.r = A, B, q, r
+    def __init__(self, A: list, B: list, q: list, r: list, h: float | None = None):
+        self.A, self.B, self.q, self.r, self.h = A, B, q, r, h
 
 
-def riccati_functions(W: ca.DM, Wn: ca.DM, R: ca.DM) -> tuple[ca.Function, ca.Function, ca.Function]:
-    """The recursion's stage functions, SX (straight-line C):
+class _Dense:
+    """Stage data ``(A, B)`` as they are: ``A`` (nx, nx), ``B`` (nx, nu)."""
+
+    def __init__(self, nx: int, nu: int) -> None:
+        self.A, self.B = ca.SX.sym("A", nx, nx), ca.SX.sym("B", nx, nu)
+        self.data = [self.A, self.B]
+
+    def products(self, P: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX]:
+        """``(BᵀPB, BᵀPA, AᵀPA)``."""
+        PA = P @ self.A
+        return self.B.T @ P @ self.B, self.B.T @ PA, self.A.T @ PA
+
+    def transposed(self, p: ca.SX) -> tuple[ca.SX, ca.SX]:
+        return self.A.T @ p, self.B.T @ p
+
+    def step(self, dx: ca.SX, du: ca.SX) -> ca.SX:
+        return self.A @ dx + self.B @ du
+
+
+class _SecondOrder:
+    """Stage data ``(D, M⁻¹)`` of a step that holds the acceleration ``ddq`` over ``h`` (s):
+    ``A = E + G D``, ``B = G M⁻¹`` with ``E = [[I, h I], [0, I]]``, ``G = [h²/2 I; h I]``, ``D = ∂ddq/∂x``
+    (nv, nx) and ``M⁻¹ = ∂ddq/∂u`` (nv, nv). ``AᵀPA = EᵀPE + (GᵀPE)ᵀD + Dᵀ(GᵀPE + GᵀPG D)``: products
+    with ``E`` and ``G`` are sums of blocks."""
+
+    def __init__(self, nx: int, h: float) -> None:
+        self.nv, self.h = nx // 2, h
+        self.D, self.Mi = ca.SX.sym("D", self.nv, nx), ca.SX.sym("Mi", self.nv, self.nv)
+        self.data = [self.D, self.Mi]
+
+    def _g(self, Y: ca.SX) -> ca.SX:
+        """``Gᵀ Y`` for ``Y`` with nx rows."""
+        n = self.nv
+        return 0.5 * self.h**2 * Y[:n, :] + self.h * Y[n:, :]
+
+    def products(self, P: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX]:
+        n, h = self.nv, self.h
+        PE = ca.horzcat(P[:, :n], P[:, n:] + h * P[:, :n])
+        EPE = ca.vertcat(PE[:n, :], PE[n:, :] + h * PE[:n, :])
+        GPE = self._g(PE)
+        GPG = self._g(0.5 * h**2 * P[:, :n] + h * P[:, n:])
+        T = GPG @ self.D
+        # DᵀGᵀPE + (DᵀGᵀPE)ᵀ + DᵀGᵀPG D = DᵀZ + (DᵀZ)ᵀ with Z = GᵀPE + ½ GᵀPG D: one product of that size, not two
+        DZ = self.D.T @ (GPE + 0.5 * T)
+        return self.Mi.T @ GPG @ self.Mi, self.Mi.T @ (GPE + T), EPE + DZ + DZ.T
+
+    def transposed(self, p: ca.SX) -> tuple[ca.SX, ca.SX]:
+        n, gp = self.nv, self._g(p)
+        return ca.vertcat(p[:n], p[n:] + self.h * p[:n]) + self.D.T @ gp, self.Mi.T @ gp
+
+    def step(self, dx: ca.SX, du: ca.SX) -> ca.SX:
+        n, h = self.nv, self.h
+        z = self.D @ dx + self.Mi @ du
+        return ca.vertcat(dx[:n] + h * dx[n:] + 0.5 * h**2 * z, dx[n:] + h * z)
+
+
+def riccati_functions(W: ca.DM, Wn: ca.DM, R: ca.DM, h: float | None = None) -> tuple[ca.Function, ca.Function, ca.Function]:
+    """The recursion's stage functions, SX (straight-line C), on stage data ``(A, B)``, or with ``h`` (s)
+    the second-order step's ``(D, M⁻¹)`` (:class:`_SecondOrder`):
 
     - ``factor(A, B, s_x, s_u, P) -> (K, Q_uu⁻¹, Q_ux, P')``: with ``Q_uu = R + diag(s_u) + BᵀPB``,
       ``Q_ux = BᵀPA``, ``Q_xx = W + diag(s_x) + AᵀPA``: ``K = -Q_uu⁻¹ Q_ux``, ``P' = Q_xx + Q_uxᵀ K``;
@@ -39,22 +98,24 @@ def riccati_functions(W: ca.DM, Wn: ca.DM, R: ca.DM) -> tuple[ca.Function, ca.Fu
     The terminal value is ``P_N = W_N + diag(s_x)``, ``p_N = q_N``.
     """
     nx, nu = W.shape[0], R.shape[0]
-    A, B = ca.SX.sym("A", nx, nx), ca.SX.sym("B", nx, nu)
+    stage = _Dense(nx, nu) if h is None else _SecondOrder(nx, h)
     q, r, sx, su = ca.SX.sym("q", nx), ca.SX.sym("r", nu), ca.SX.sym("s_x", nx), ca.SX.sym("s_u", nu)
     P, p = ca.SX.sym("P", nx, nx), ca.SX.sym("p", nx)
-    PA = P @ A
-    Quu = R + ca.diag(su) + B.T @ P @ B
-    Qux = B.T @ PA
-    sol = ca.solve(Quu, ca.horzcat(Qux, ca.SX.eye(nu)))  # one factorisation for the gains and the inverse
-    K, inverse = -sol[:, :nx], sol[:, nx:]
-    P_new = W + ca.diag(sx) + A.T @ PA + Qux.T @ K
-    factor = ca.Function("lq_factor", [A, B, sx, su, P], [K, 0.5 * (inverse + inverse.T), Qux, 0.5 * (P_new + P_new.T)])
+    BPB, Qux, APA = stage.products(P)
+    # Cholesky Q_uu = LLᵀ: Q_uu⁻¹ = L⁻ᵀL⁻¹, K = -L⁻ᵀY and Q_uxᵀK = -YᵀY with Y = L⁻¹Q_ux
+    Quu = R + ca.diag(su) + BPB
+    Li = ca.solve(ca.chol(0.5 * (Quu + Quu.T)).T, ca.SX.eye(nu))
+    Y = Li @ Qux
+    K, inverse = -Li.T @ Y, Li.T @ Li
+    P_new = W + ca.diag(sx) + APA - Y.T @ Y
+    factor = ca.Function("lq_factor", [*stage.data, sx, su, P], [K, 0.5 * (inverse + inverse.T), Qux, 0.5 * (P_new + P_new.T)])
     Qi, Qx = ca.SX.sym("Q_uu_inv", nu, nu), ca.SX.sym("Q_ux", nu, nx)
-    k = -Qi @ (r + B.T @ p)
-    solve = ca.Function("lq_solve", [A, B, q, r, Qi, Qx, p], [k, q + A.T @ p + Qx.T @ k])
+    Atp, Btp = stage.transposed(p)
+    k = -Qi @ (r + Btp)
+    solve = ca.Function("lq_solve", [*stage.data, q, r, Qi, Qx, p], [k, q + Atp + Qx.T @ k])
     kk, KK, dx = ca.SX.sym("k", nu), ca.SX.sym("K", nu, nx), ca.SX.sym("dx", nx)
     du = kk + KK @ dx
-    forward = ca.Function("lq_forward", [kk, KK, A, B, dx], [du, A @ dx + B @ du])
+    forward = ca.Function("lq_forward", [kk, KK, *stage.data, dx], [du, stage.step(dx, du)])
     return factor, solve, forward
 
 
