@@ -1,17 +1,22 @@
-"""Model predictive control on the UR5: one update beside Crocoddyl's box-FDDP, and the closed loop.
+"""Model predictive control on the UR5: one update beside Crocoddyl's box-FDDP and mim-solvers' CSQP, and the closed loop.
 
 1. One MPC update (``mbctl.ctrl.optimal.mpc``: 6 DOF, ur5.toml's full Stribeck + viscous friction,
-   ``--knots`` knots of ``--step`` s), compiled to C, warm-started from the shifted previous plan
-   along a reference: p50/p99 of the compiled call, and of the controller's whole cycle
-   (Python around it included). Beside it in the same run: Crocoddyl's box-FDDP on the same
-   horizon (rigid-body dynamics without friction, Euler at the same step, state and control
-   regularisation, torque bounds), one iteration per solve warm-started from the shifted
-   solution, as an MPC would run it each cycle (reference updates in Python included).
+   ``--knots`` knots of ``--step`` s, the box-constrained subproblem solved exactly: torque limits,
+   position ranges and speed limits), compiled to C, warm-started from the shifted previous plan
+   along a reference (a feasible one, and one where every joint moves and the torques saturate):
+   p50/p99 of the compiled call and of the controller's whole call, their difference the Python
+   overhead. Beside it in the same run, on the same horizon (rigid-body dynamics without friction,
+   Euler at the same step, state and control regularisation), one iteration per solve warm-started
+   from the shifted solution as an MPC would run it each cycle: Crocoddyl's box-FDDP (torque
+   bounds) and mim-solvers' SolverCSQP (torque bounds, and the joints' position ranges and speed
+   limits at the MPC's margin as constraints).
 2. Closed loop on the simulated plant, lock-step: computed torque against MPC on a feasible
-   reference (a 1 s quintic move of 0.3 rad on every joint) and on one that exceeds the torque
-   limits (shoulder lift and elbow 0.22 rad out and back in 0.14 s moves, twice, within the speed limits): tracking RMS per
-   joint, saturated commands, worst |tau| / effort. The momentum observer's collision reaction is
-   off (the limits make a saturating run look like a collision to it).
+   reference (a 1 s quintic move of 0.3 rad on every joint), on one that exceeds the torque
+   limits (shoulder lift and elbow 0.22 rad out and back in 0.14 s moves, twice, within the speed
+   limits) and on one where every joint moves (0.14 rad out and back in 0.09 s moves, twice; the
+   shoulder lift saturates): tracking RMS per joint and its ratio, saturated commands, worst
+   |tau| / effort and |dq| / speed limit. The momentum observer's collision reaction is off (the
+   limits make a saturating run look like a collision to it).
 3. A paced 1 kHz MPC run (wall clock): overruns.
 4. Offline, time-optimal point to point between two UR5 poses (``mbctl trajectory ocp``): its
    duration beside the best quintic within the same limits (bisection on its duration) and the
@@ -22,7 +27,9 @@
 
 Crocoddyl is not an mbctl dependency: ``pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1``
 (without ``--no-deps`` pip pulls example-robot-data-loaders, which downgrades example-robot-data,
-the package the UR5's URDF comes from).
+the package the UR5's URDF comes from); mim-solvers beside it: ``pip install --no-deps mim-solvers==0.3.0
+libmim-solvers==0.3.0 proxsuite`` (pinocchio and crocoddyl are imported first, or its library is not found).
+A peer that is absent is skipped with a line saying so.
 
 Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01]
 """
@@ -68,7 +75,7 @@ def mpc_update(robot, traj, spec: MpcSpec, calls: int) -> dict[str, tuple[float,
         start = time.perf_counter()
         mpc(traj.t[k], state)
         cycle.append(time.perf_counter() - start)
-    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:])}
+    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:]), "interior": mpc.unsettled}
 
 
 def crocoddyl_iteration(
@@ -156,11 +163,29 @@ def crocoddyl_iteration(
     return _percentiles(times[50:]), _percentiles(solves[50:])
 
 
+def _guarded(function, *args):  # noqa: ANN001, ANN202
+    """``function(*args)`` in a forked child process; a one-line reason when the child dies instead."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=lambda: queue.put(function(*args)))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        return f"its process ended with exit code {child.exitcode} (a crash of the solver): no comparison"
+    return queue.get(timeout=10)
+
+
 def closed_loop(robot, traj, law: str, tmp: Path) -> dict:
     summary = run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp / f"{law}.npz")
     log = np.load(tmp / f"{law}.npz")
     effort = np.array([j.limits.effort for j in robot.joints])
-    return {"rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)), "stop": summary.stop_reason}
+    speed = np.array([j.limits.velocity for j in robot.joints])
+    return {
+        "rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)),
+        "speed": float(np.max(np.abs(log["dq"]) / speed)), "stop": summary.stop_reason,
+    }  # fmt: skip
 
 
 def main() -> int:
@@ -177,28 +202,50 @@ def main() -> int:
     feasible = quintic_rest_to_rest(np.array([Q0, Q0 + 0.3]), [1.0], 1000.0, robot.joint_names)
     move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
     hard = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)
-    peak = np.abs(feedforward(robot, hard).dynamics.tau).max(axis=0)
-    print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls")
-    ours = mpc_update(robot, feasible, spec, args.calls)
-    print(f"  mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
-    print(f"  mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
-    croc = crocoddyl_iteration(robot, feasible, args.knots, args.step, min(args.calls, 1000))
-    if croc is None:
-        print("  crocoddyl is not installed (pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1): no comparison")
-    else:
-        (c50, c99), (s50, s99) = croc
-        print(f"  Crocoddyl box-FDDP, 1 iteration (no friction), reference update included p50 {c50:7.1f} us  p99 {c99:7.1f} us")
-        print(f"  Crocoddyl box-FDDP, the solve alone                                     p50 {s50:7.1f} us  p99 {s99:7.1f} us")
-        print(f"  ratio Crocoddyl solve alone / mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
-    print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad)")
+    all_move = np.array([0.14, 0.14, -0.14, 0.14, 0.14, 0.14])  # every joint, out and back
+    every = quintic_rest_to_rest(np.array([Q0, Q0 + all_move, Q0, Q0 + all_move, Q0]), [0.09] * 4, 1000.0, robot.joint_names)
+    print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls per reference")
+    for name, traj in (("feasible", feasible), ("all joints, saturating", every)):
+        ours = mpc_update(robot, traj, spec, args.calls)
+        print(f"  reference: {name}")
+        print(f"    mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
+        print(f"    mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
+        print(
+            f"    Python overhead of the call: p50 {ours['cycle'][0] - ours['update'][0]:5.1f} us; updates that needed the interior point: {ours['interior']}"
+        )
+        for solver, label, how in (
+            ("box-fddp", "Crocoddyl box-FDDP (torque bounds)", "pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1"),
+            ("csqp", "mim-solvers SolverCSQP (torque, position and speed bounds)", "pip install --no-deps mim-solvers==0.3.0 libmim-solvers==0.3.0 proxsuite"),
+        ):
+            # along the reference once at most (no jump back to its start), in a child process: SolverCSQP
+            # ends its process with an uncaught C++ exception (tryStep: step_error) on some references
+            peer = _guarded(crocoddyl_iteration, robot, traj, args.knots, args.step, min(args.calls, len(traj.t) - 1, 600), solver)
+            if peer is None:
+                print(f"    {label}: not installed ({how}): no comparison")
+                continue
+            if isinstance(peer, str):
+                print(f"    {label}: {peer}")
+                continue
+            (c50, c99), (s50, s99) = peer
+            print(f"    {label}, 1 iteration (no friction): solve alone p50 {s50:7.1f} us  p99 {s99:7.1f} us (with the reference update p50 {c50:7.1f} us)")
+            print(f"      ratio to the mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
+    print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad; ratio MPC / computed torque per joint)")
     limits = ", ".join(f"{j.limits.effort:.0f}" for j in robot.joints)
-    print(f"  saturating reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
+    for name, traj in (("saturating", hard), ("all joints", every)):
+        peak = np.abs(feedforward(robot, traj).dynamics.tau).max(axis=0)
+        print(f"  {name} reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, traj in (("feasible", feasible), ("saturating", hard)):
+        for name, traj in (("feasible", feasible), ("saturating", hard), ("all joints", every)):
+            results = {}
             for law in ("computed-torque", "mpc"):
-                r = closed_loop(robot, traj, law, Path(tmp))
+                r = results[law] = closed_loop(robot, traj, law, Path(tmp))
                 rms = " ".join(f"{1e3 * v:6.2f}" for v in r["rms"].values())
-                print(f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  ({r['stop']})")
+                print(
+                    f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  "
+                    f"|dq|/limit {r['speed']:.3f}  ({r['stop']})"
+                )
+            ratio = " ".join(f"{results['mpc']['rms'][j] / results['computed-torque']['rms'][j]:6.2f}" for j in robot.joint_names)
+            print(f"  {name:10s} {'ratio':15s}     [{ratio}]")
         paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
     print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
     print(f"   {paced.mpc}")

@@ -17,22 +17,22 @@ positions ``h² ddq / 2`` per step ahead of the motion, and the plan lagged behi
 acceleration to make up for it.
 
 **Problem.** Over ``N`` knots, ``min Σ_k ½|x_k - r_k|²_W + ½|u_k - u_ref,k|²_R + ½|x_N - r_N|²_W``
-subject to the model and ``|u| <= effort``, from the measured (estimated) state, with ``r`` the
-reference trajectory at the knots and ``u_ref`` the model's own input along it
-(:func:`reference_input_function`), so that a state on the reference has the reference as its plan.
+subject to the model, ``|u| <= effort`` and, at knots 1..N, the state's bounds (the controller's:
+the joints' position ranges and speed limits with the planners' margin), from the measured
+(estimated) state, with ``r`` the reference trajectory at the knots and ``u_ref`` the model's own
+input along it (:func:`reference_input_function`), so that a state on the reference has the
+reference as its plan.
 
 **Update** (one CasADi ``Function``, generated to C and called once per cycle): the previous plan's
-inputs, shifted by the time elapsed since it was made (:class:`~mbctl.ctrl.optimal.controller.MpcController`
-interpolates them between knots), are rolled out from the current state; then ``iterations`` Gauss–Newton iterations of the Riccati
-recursion over the stages (the stage-structured solve, ``O(N n³)``): with the stage Jacobians
-``A_k``, ``B_k`` of the step::
-
-    Q_u = R (u - u_ref) + Bᵀ V_x,   Q_uu = R + Bᵀ V_xx B,   Q_ux = Bᵀ V_xx A, ...
-    du = -Q_uu⁻¹ Q_u,   K = -Q_uu⁻¹ Q_ux
-
-followed by a forward pass through the nonlinear model with ``u_k = clip(ū_k + du_k + K_k (x_k -
-x̄_k), ±effort)``; an input held at its limit gets no feedback (its row of ``K`` is zeroed): the
-clamped iLQR of box-constrained DDP. The torque limits hold exactly on every planned input.
+inputs, shifted to the current time, are rolled out from the current state; then ``iterations``
+real-time (Gauss–Newton) iterations: every stage linearised once (``A_k``, ``B_k``, the cost's
+gradients), the box-constrained linear–quadratic subproblem solved exactly by
+:func:`~mbctl.ctrl.optimal.box_qp.solve` (Riccati recursion; active-set passes warm-started from
+the plan's own bounds, the interior point when they do not settle), and a forward pass through the
+nonlinear model with ``u_k = clip(û_k + K_k (x_k - x̂_k), ±effort)`` around the subproblem's
+solution ``(x̂, û)``; an input on its bound has a near-zero row of ``K`` (its stiff bound, or its
+barrier, dominates ``Q_uu``). Where no bound is met the subproblem is the unconstrained Riccati
+solve, and the update is the clamped iLQR's of before to round-off.
 """
 
 from __future__ import annotations
