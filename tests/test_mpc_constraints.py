@@ -68,6 +68,17 @@ def test_box_constrained_plan_is_the_dense_qp_optimum_where_clamping_is_not(spee
     assert too_fast or _cost(clamped) > _cost(U.ravel()) + 1e-3
 
 
+def test_a_state_past_its_speed_bound_gets_full_braking_not_a_failure():
+    """Starting at 0.5 m/s under a 0.2 m/s bound the torque limit cannot restore for 12 steps: the
+    plan is finite and brakes at the limit throughout (the bound held as closely as it can be)."""
+    weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]), terminal=10.0)
+    f = update_function(_double_integrator_step(), N, weights, np.array([0.5]), lower=np.array([-np.inf, -0.2]), upper=np.array([np.inf, 0.2]))
+    ref = np.tile(TARGET[:, None], (1, N + 1))
+    U, X, _, _, _ = (np.asarray(v) for v in f(np.array([0.0, 0.5]), np.zeros((1, N)), ref, np.zeros((1, N))))
+    np.testing.assert_allclose(U, -0.5, atol=1e-9)
+    np.testing.assert_allclose(X[1], 0.5 - 0.025 * np.arange(N + 1), atol=1e-9)
+
+
 # tau of the clamped Gauss-Newton update at cycles 10, 20, 29 of the run below (commit 1b28535, before the
 # exact constraints and the generated shift): its plan stayed within 0.19 of the torque limits there
 CLAMPED_UPDATE = np.array([
