@@ -75,8 +75,8 @@ def test_a_state_past_its_speed_bound_gets_full_braking_not_a_failure():
     f = update_function(_double_integrator_step(), N, weights, np.array([0.5]), lower=np.array([-np.inf, -0.2]), upper=np.array([np.inf, 0.2]))
     ref = np.tile(TARGET[:, None], (1, N + 1))
     U, X, _, _, _ = (np.asarray(v) for v in f(np.array([0.0, 0.5]), np.zeros((1, N)), ref, np.zeros((1, N))))
-    np.testing.assert_allclose(U, -0.5, atol=1e-9)
-    np.testing.assert_allclose(X[1], 0.5 - 0.025 * np.arange(N + 1), atol=1e-9)
+    np.testing.assert_allclose(U, -0.5, atol=1e-5)  # the stiff bound holds to lambda / rho
+    np.testing.assert_allclose(X[1], 0.5 - 0.025 * np.arange(N + 1), atol=1e-5)
 
 
 # tau of the clamped Gauss-Newton update at cycles 10, 20, 29 of the run below (commit 1b28535, before the
