@@ -2,11 +2,13 @@
 
 Each cycle (``state`` is the loop's estimate: positions and the estimated velocity):
 
-1. the previous plan's inputs are shifted to the current time (linear interpolation between its
-   knots, the last held), the reference states at the new knots ``t + k h`` and the model's inputs
-   along them are interpolated from tables made once per trajectory;
-2. the compiled update of :func:`~mbctl.ctrl.optimal.mpc.update_function` runs once (one crossing
-   into C) and its first input ``u0`` is applied as a correction of the feed-forward of now::
+1. the reference states at the new knots ``t + k h``, the model's inputs and the feed-forward along
+   them are interpolated from a table made once per trajectory, into the compiled call's buffer
+   (:class:`~mbctl.ctrl.optimal.mpc_cycle.ReferenceRows`);
+2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) shifts the previous
+   plan's inputs to the current time (linear interpolation between its knots, the last held), runs
+   the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
+   input ``u0`` as a correction of the feed-forward of now::
 
        tau = clip(tau_ff(t) + u0 - u_ref,0, ±effort)
 
@@ -83,6 +85,7 @@ class MpcController:
     Attributes:
         saturated_cycles: Cycles whose applied input sits on a torque limit.
         fallbacks: Cycles that applied the fallback.
+        unsettled: Updates whose subproblem needed the interior point (its active-set passes did not settle).
         solve_times: Wall time of every update (s).
     """
 
@@ -182,7 +185,8 @@ class MpcController:
         return np.clip(u_plan + M @ a, -self._effort, self._effort)
 
     def describe(self) -> dict[str, float | int | str]:
-        """Solve-time percentiles (µs), updates, iterations per update and fallbacks, for the run summary."""
+        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates that
+        needed the interior point (``interior_point``), for the run summary."""
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
             "solver": f"{self.spec.solver} (Gauss-Newton, exact box QP, {self.spec.knots} knots of {self.spec.step:g} s)",
