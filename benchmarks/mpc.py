@@ -1,17 +1,22 @@
-"""Model predictive control on the UR5: one update beside Crocoddyl's box-FDDP, and the closed loop.
+"""Model predictive control on the UR5: one update beside Crocoddyl's box-FDDP and mim-solvers' CSQP, and the closed loop.
 
 1. One MPC update (``mbctl.ctrl.optimal.mpc``: 6 DOF, ur5.toml's full Stribeck + viscous friction,
-   ``--knots`` knots of ``--step`` s), compiled to C, warm-started from the shifted previous plan
-   along a reference: p50/p99 of the compiled call, and of the controller's whole cycle
-   (Python around it included). Beside it in the same run: Crocoddyl's box-FDDP on the same
-   horizon (rigid-body dynamics without friction, Euler at the same step, state and control
-   regularisation, torque bounds), one iteration per solve warm-started from the shifted
-   solution, as an MPC would run it each cycle (reference updates in Python included).
+   ``--knots`` knots of ``--step`` s, the box-constrained subproblem solved exactly: torque limits,
+   position ranges and speed limits), compiled to C, warm-started from the shifted previous plan
+   along a reference (a feasible one, and one where every joint moves and the torques saturate):
+   p50/p99 of the compiled call and of the controller's whole call, their difference the Python
+   overhead. Beside it in the same run, on the same horizon (rigid-body dynamics without friction,
+   Euler at the same step, state and control regularisation), one iteration per solve warm-started
+   from the shifted solution as an MPC would run it each cycle: Crocoddyl's box-FDDP (torque
+   bounds) and mim-solvers' SolverCSQP (torque bounds, and the joints' position ranges and speed
+   limits at the MPC's margin as constraints).
 2. Closed loop on the simulated plant, lock-step: computed torque against MPC on a feasible
-   reference (a 1 s quintic move of 0.3 rad on every joint) and on one that exceeds the torque
-   limits (shoulder lift and elbow 0.22 rad out and back in 0.14 s moves, twice, within the speed limits): tracking RMS per
-   joint, saturated commands, worst |tau| / effort. The momentum observer's collision reaction is
-   off (the limits make a saturating run look like a collision to it).
+   reference (a 1 s quintic move of 0.3 rad on every joint), on one that exceeds the torque
+   limits (shoulder lift and elbow 0.22 rad out and back in 0.14 s moves, twice, within the speed
+   limits) and on one where every joint moves (0.14 rad out and back in 0.09 s moves, twice; the
+   shoulder lift saturates): tracking RMS per joint and its ratio, saturated commands, worst
+   |tau| / effort and |dq| / speed limit. The momentum observer's collision reaction is off (the
+   limits make a saturating run look like a collision to it).
 3. A paced 1 kHz MPC run (wall clock): overruns.
 4. Offline, time-optimal point to point between two UR5 poses (``mbctl trajectory ocp``): its
    duration beside the best quintic within the same limits (bisection on its duration) and the
@@ -22,7 +27,9 @@
 
 Crocoddyl is not an mbctl dependency: ``pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1``
 (without ``--no-deps`` pip pulls example-robot-data-loaders, which downgrades example-robot-data,
-the package the UR5's URDF comes from).
+the package the UR5's URDF comes from); mim-solvers beside it: ``pip install --no-deps mim-solvers==0.3.0
+libmim-solvers==0.3.0 proxsuite`` (pinocchio and crocoddyl are imported first, or its library is not found).
+A peer that is absent is skipped with a line saying so.
 
 Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01]
 """
@@ -48,6 +55,8 @@ from mbctl.hardware.interface import JointState
 from mbctl.hardware.session import SessionOptions, run_session
 
 ROOT = Path(__file__).resolve().parent.parent
+ATTEMPTS = 4
+"""Runs of a peer's timing before the benchmark gives up on it (SolverCSQP crashes at random calls)."""
 Q0 = np.array([0.0, -1.5, 1.2, -1.2, -1.57, 0.0])
 
 
@@ -68,21 +77,45 @@ def mpc_update(robot, traj, spec: MpcSpec, calls: int) -> dict[str, tuple[float,
         start = time.perf_counter()
         mpc(traj.t[k], state)
         cycle.append(time.perf_counter() - start)
-    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:])}
+    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:]), "interior": mpc.unsettled}
 
 
-def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """p50/p99 (us) of one warm-started box-FDDP iteration with the reference update, and of the solve alone."""
+def crocoddyl_iteration(
+    robot, traj, knots: int, step: float, calls: int, solver_name: str = "box-fddp"
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """p50/p99 (us) of one warm-started iteration with the reference update, and of the solve alone:
+    ``solver_name`` "box-fddp" (Crocoddyl's SolverBoxFDDP, torque bounds) or "csqp" (mim-solvers'
+    SolverCSQP, the torque bounds and the joints' position ranges and speed limits at the MPC's margin
+    as constraints). None when the package is absent."""
     try:
         import crocoddyl
+        import pinocchio  # noqa: F401  (before crocoddyl and mim_solvers: their libraries need its symbols)
+
+        if solver_name == "csqp":
+            import mim_solvers
     except ImportError:
         return None
+    from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
+
     model = robot.model
     state = crocoddyl.StateMultibody(model)
     actuation = crocoddyl.ActuationModelFull(state)
-    effort = np.array([j.limits.effort for j in robot.joints])
+    limits = run_limits(robot)
+    effort = limits.effort
+    speed = PLANNING_VELOCITY_MARGIN * limits.velocity
     tau_ff = feedforward(robot, traj).dynamics.tau
     nv = robot.nv
+
+    def constraints() -> crocoddyl.ConstraintModelManager | None:
+        if solver_name != "csqp":
+            return None
+        manager = crocoddyl.ConstraintModelManager(state, actuation.nu)
+        u_res = crocoddyl.ResidualModelControl(state, actuation.nu)
+        manager.addConstraint("tau", crocoddyl.ConstraintModelResidual(state, u_res, -effort, effort))
+        x_res = crocoddyl.ResidualModelState(state, np.zeros(state.nx), actuation.nu)
+        lower, upper = np.concatenate([limits.lower, -speed]), np.concatenate([limits.upper, speed])
+        manager.addConstraint("x", crocoddyl.ConstraintModelResidual(state, x_res, lower, upper))
+        return manager
 
     def running(x_ref: np.ndarray, u_ref: np.ndarray, terminal: bool = False):
         costs = crocoddyl.CostModelSum(state, actuation.nu)
@@ -92,9 +125,10 @@ def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tup
         if not terminal:
             u_res = crocoddyl.ResidualModelControl(state, u_ref)
             costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(np.full(nv, 1e-3)), u_res), 1.0)
-        dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs)
+        manager = constraints()
+        dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs, *([manager] if manager is not None else []))
         iam = crocoddyl.IntegratedActionModelEuler(dam, 0.0 if terminal else step)
-        if not terminal:
+        if not terminal and solver_name == "box-fddp":
             iam.u_lb, iam.u_ub = -effort, effort
         return iam
 
@@ -105,7 +139,11 @@ def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tup
     stride = int(round(step * 1000))
     models = [running(x_at(k * stride), tau_ff[min(k * stride, len(traj.t) - 1)]) for k in range(knots)]
     problem = crocoddyl.ShootingProblem(x_at(0), models, running(x_at(knots * stride), None, terminal=True))
-    solver = crocoddyl.SolverBoxFDDP(problem)
+    if solver_name == "csqp":
+        solver = mim_solvers.SolverCSQP(problem)
+        solver.with_callbacks = False
+    else:
+        solver = crocoddyl.SolverBoxFDDP(problem)
     solver.solve([x_at(0)] * (knots + 1), [tau_ff[0]] * knots, 10)
     times, solves = [], []
     for i in range(calls):
@@ -127,11 +165,47 @@ def crocoddyl_iteration(robot, traj, knots: int, step: float, calls: int) -> tup
     return _percentiles(times[50:]), _percentiles(solves[50:])
 
 
+def _references(robot) -> dict:  # noqa: ANN001
+    """The benchmark's references by name: feasible, saturating (lift and elbow), all joints."""
+    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
+    every = np.array([0.14, 0.14, -0.14, 0.14, 0.14, 0.14])  # every joint, out and back
+    names = robot.joint_names
+    return {
+        "feasible": quintic_rest_to_rest(np.array([Q0, Q0 + 0.3]), [1.0], 1000.0, names),
+        "saturating": quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, names),
+        "all joints": quintic_rest_to_rest(np.array([Q0, Q0 + every, Q0, Q0 + every, Q0]), [0.09] * 4, 1000.0, names),
+    }
+
+
+def _peer(config: Path, reference: str, solver: str, knots: int, step: float, calls: int):  # noqa: ANN202
+    """One peer's timing in a process of its own (``--peer``): SolverCSQP ends its process with an
+    uncaught C++ exception (tryStep: step_error) on some references. A one-line reason when the
+    child dies, None when the peer is not installed."""
+    import json
+    import subprocess
+
+    command = [sys.executable, __file__, "--peer", solver, "--reference", reference, "--config", str(config)]
+    command += ["--knots", str(knots), "--step", str(step), "--calls", str(calls)]
+    codes = []
+    for _ in range(ATTEMPTS):  # the crash comes at a different call each time, or not at all
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode == 0:
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            suffix = f" (after {len(codes)} crashed attempt(s): exit codes {codes})" if codes else ""
+            return None if result is None else (*tuple(tuple(v) for v in result), suffix)
+        codes.append(done.returncode)
+    return f"its process ended with exit codes {codes} in {ATTEMPTS} attempts (a crash of the solver: tryStep step_error): no comparison"
+
+
 def closed_loop(robot, traj, law: str, tmp: Path) -> dict:
     summary = run_session(robot, traj, SessionOptions(law=law, lockstep=True), tmp / f"{law}.npz")
     log = np.load(tmp / f"{law}.npz")
     effort = np.array([j.limits.effort for j in robot.joints])
-    return {"rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)), "stop": summary.stop_reason}
+    speed = np.array([j.limits.velocity for j in robot.joints])
+    return {
+        "rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)),
+        "speed": float(np.max(np.abs(log["dq"]) / speed)), "stop": summary.stop_reason,
+    }  # fmt: skip
 
 
 def main() -> int:
@@ -139,37 +213,67 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--knots", type=int, default=20)
     parser.add_argument("--step", type=float, default=0.01)
+    parser.add_argument("--peer", help=argparse.SUPPRESS)  # a child process timing one peer
+    parser.add_argument("--reference", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.peer:
+        import json
+
+        robot = load_robot(Path(args.config))
+        traj = _references(robot)[args.reference]
+        print(json.dumps(crocoddyl_iteration(robot, traj, args.knots, args.step, args.calls, args.peer)))
+        return 0
     config = Path(tempfile.mkdtemp()) / "ur5.toml"
     config.write_text((ROOT / "configs" / "ur5.toml").read_text().replace('reaction = "stop"', 'reaction = "none"'))
     robot = load_robot(config)
     spec = replace(MpcSpec(), knots=args.knots, step=args.step)
     print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min) on {os.cpu_count()} cores")
-    feasible = quintic_rest_to_rest(np.array([Q0, Q0 + 0.3]), [1.0], 1000.0, robot.joint_names)
-    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
-    hard = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)
-    peak = np.abs(feedforward(robot, hard).dynamics.tau).max(axis=0)
-    print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls")
-    ours = mpc_update(robot, feasible, spec, args.calls)
-    print(f"  mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
-    print(f"  mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
-    croc = crocoddyl_iteration(robot, feasible, args.knots, args.step, min(args.calls, 1000))
-    if croc is None:
-        print("  crocoddyl is not installed (pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1): no comparison")
-    else:
-        (c50, c99), (s50, s99) = croc
-        print(f"  Crocoddyl box-FDDP, 1 iteration (no friction), reference update included p50 {c50:7.1f} us  p99 {c99:7.1f} us")
-        print(f"  Crocoddyl box-FDDP, the solve alone                                     p50 {s50:7.1f} us  p99 {s99:7.1f} us")
-        print(f"  ratio Crocoddyl solve alone / mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
-    print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad)")
+    references = _references(robot)
+    feasible, hard, every = references["feasible"], references["saturating"], references["all joints"]
+    print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls per reference")
+    for name, traj in (("feasible", feasible), ("all joints", every)):
+        ours = mpc_update(robot, traj, spec, args.calls)
+        print(f"  reference: {name}")
+        print(f"    mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
+        print(f"    mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
+        print(
+            f"    Python overhead of the call: p50 {ours['cycle'][0] - ours['update'][0]:5.1f} us; updates that needed the interior point: {ours['interior']}"
+        )
+        for solver, label, how in (
+            ("box-fddp", "Crocoddyl box-FDDP (torque bounds)", "pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1"),
+            ("csqp", "mim-solvers SolverCSQP (torque, position and speed bounds)", "pip install --no-deps mim-solvers==0.3.0 libmim-solvers==0.3.0 proxsuite"),
+        ):
+            # along the reference once at most (no jump back to its start)
+            peer = _peer(config, name, solver, args.knots, args.step, min(args.calls, len(traj.t) - 1, 600))
+            if peer is None:
+                print(f"    {label}: not installed ({how}): no comparison")
+                continue
+            if isinstance(peer, str):
+                print(f"    {label}: {peer}")
+                continue
+            (c50, c99), (s50, s99), crashes = peer
+            print(
+                f"    {label}, 1 iteration (no friction): solve alone p50 {s50:7.1f} us  p99 {s99:7.1f} us (with the reference update p50 {c50:7.1f} us){crashes}"
+            )
+            print(f"      ratio to the mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
+    print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad; ratio MPC / computed torque per joint)")
     limits = ", ".join(f"{j.limits.effort:.0f}" for j in robot.joints)
-    print(f"  saturating reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
+    for name, traj in (("saturating", hard), ("all joints", every)):
+        peak = np.abs(feedforward(robot, traj).dynamics.tau).max(axis=0)
+        print(f"  {name} reference: feed-forward peak {', '.join(f'{v:.0f}' for v in peak)} N*m against {limits}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, traj in (("feasible", feasible), ("saturating", hard)):
+        for name, traj in (("feasible", feasible), ("saturating", hard), ("all joints", every)):
+            results = {}
             for law in ("computed-torque", "mpc"):
-                r = closed_loop(robot, traj, law, Path(tmp))
+                r = results[law] = closed_loop(robot, traj, law, Path(tmp))
                 rms = " ".join(f"{1e3 * v:6.2f}" for v in r["rms"].values())
-                print(f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  ({r['stop']})")
+                print(
+                    f"  {name:10s} {law:15s} rms [{rms}]  saturated {r['saturated']:4d}  worst |tau|/effort {r['worst']:.3f}  "
+                    f"|dq|/limit {r['speed']:.3f}  ({r['stop']})"
+                )
+            ratio = " ".join(f"{results['mpc']['rms'][j] / results['computed-torque']['rms'][j]:6.2f}" for j in robot.joint_names)
+            print(f"  {name:10s} {'ratio':15s}     [{ratio}]")
         paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
     print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
     print(f"   {paced.mpc}")

@@ -44,7 +44,7 @@ def test_one_iteration_on_a_linear_system_is_the_exact_optimum():
     t = np.arange(N + 1) * H
     ref = np.vstack([np.sin(t), np.cos(t)])
     uref = -np.sin(t[:-1])
-    U, X, u0, _ = (np.asarray(v) for v in f(x0, np.zeros((1, N)), ref, uref[None, :]))
+    U, X, u0, _, _ = (np.asarray(v) for v in f(x0, np.zeros((1, N)), ref, uref[None, :]))
     w = np.diag([100.0, 1.0])
     expected = _least_squares(x0, ref, uref, w, 0.01, 5.0 * w, N)
     np.testing.assert_allclose(U.ravel(), expected, rtol=1e-8, atol=1e-10)
@@ -58,7 +58,7 @@ def test_every_planned_input_keeps_to_the_torque_limit():
     weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]))
     f = update_function(_double_integrator_step(), N, weights, np.array([0.5]), iterations=3)
     ref = np.tile(np.array([[1.0], [0.0]]), (1, N + 1))  # a step the limit cannot follow
-    U, X, _, _ = (np.asarray(v) for v in f(np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N))))
+    U, X, _, _, _ = (np.asarray(v) for v in f(np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N))))
     assert np.max(np.abs(U)) <= 0.5 + 1e-12
     assert U[0, 0] == pytest.approx(0.5)  # full thrust toward the target first
     assert X[0, -1] > 0.0
@@ -110,7 +110,7 @@ def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
     r = cli("run", "scara", "--trajectory", tmp_path / "t.csv", "--lockstep", "--controller", "mpc", "--log", log, "--summary", summary)
     assert r.code == 0, r.err
     updates = 501 + round(EndSpec.hold_s * 1000)  # a warm-up call, the move, the end hold
-    assert f"mpc: riccati (clamped Gauss-Newton, 20 knots of 0.01 s); {updates} updates" in r.out and "fallbacks 0" in r.out
+    assert f"mpc: riccati (Gauss-Newton, exact box QP, 20 knots of 0.01 s); {updates} updates" in r.out and "fallbacks 0" in r.out
     import json
 
     report = json.loads(summary.read_text())["mpc"]
@@ -177,7 +177,8 @@ def test_lockstep_mpc_tracks_a_feasible_move_like_computed_torque(scara_referenc
 
 def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_reference):
     """The stage Jacobians from the inverse dynamics' derivatives equal CasADi's differentiation of
-    the step, and so does the whole update built on them."""
+    the step, and so does the whole update built on them, with the recursion on dense Jacobians or
+    on the held acceleration's blocks."""
     from mbctl.ctrl.optimal.mpc import linearisation_function, step_function
 
     robot, traj = scara_reference
@@ -196,5 +197,7 @@ def test_analytic_linearisation_agrees_with_differentiating_the_step(scara_refer
     plain = update_function(step, 5, weights, effort)
     fast = update_function(step, 5, weights, effort, linearisation=lin)
     args = (np.concatenate([traj.q[100], traj.dq[100]]), rng.uniform(-2, 2, (4, 5)), np.tile(np.concatenate([traj.q[150], traj.dq[150]])[:, None], (1, 6)), np.zeros((4, 5)))
-    for ours, theirs in zip(fast(*args), plain(*args)):
+    structured = update_function(step, 5, weights, effort, linearisation=lin, step_size=h)  # the recursion on (D, M⁻¹)
+    for ours, blocks, theirs in zip(fast(*args), structured(*args), plain(*args)):
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(blocks), np.asarray(theirs), rtol=1e-8, atol=1e-9)

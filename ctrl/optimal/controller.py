@@ -2,11 +2,13 @@
 
 Each cycle (``state`` is the loop's estimate: positions and the estimated velocity):
 
-1. the previous plan's inputs are shifted to the current time (linear interpolation between its
-   knots, the last held), the reference states at the new knots ``t + k h`` and the model's inputs
-   along them are interpolated from tables made once per trajectory;
-2. the compiled update of :func:`~mbctl.ctrl.optimal.mpc.update_function` runs once (one crossing
-   into C) and its first input ``u0`` is applied as a correction of the feed-forward of now::
+1. the reference states at the new knots ``t + k h``, the model's inputs and the feed-forward along
+   them are interpolated from a table made once per trajectory, into the compiled call's buffer
+   (:class:`~mbctl.ctrl.optimal.mpc_cycle.ReferenceRows`);
+2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) shifts the previous
+   plan's inputs to the current time (linear interpolation between its knots, the last held), runs
+   the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
+   input ``u0`` as a correction of the feed-forward of now::
 
        tau = clip(tau_ff(t) + u0 - u_ref,0, ±effort)
 
@@ -24,6 +26,7 @@ Each cycle (``state`` is the loop's estimate: positions and the estimated veloci
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -31,7 +34,9 @@ import numpy as np
 
 from mbctl.config.control import MpcSpec
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
 from mbctl.ctrl.optimal.mpc import MpcWeights, linearisation_function, reference_input_function, step_function, update_function
+from mbctl.ctrl.optimal.mpc_cycle import ReferenceRows, cycle_function
 from mbctl.ctrl.settings import control_settings
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.codegen import compile_function
@@ -80,6 +85,7 @@ class MpcController:
     Attributes:
         saturated_cycles: Cycles whose applied input sits on a torque limit.
         fallbacks: Cycles that applied the fallback.
+        unsettled: Updates whose subproblem needed the interior point (its active-set passes did not settle).
         solve_times: Wall time of every update (s).
     """
 
@@ -109,19 +115,28 @@ class MpcController:
         self._table = np.hstack([q, dq, self._tau_ref, tau_ff])
         self._kp, self._kd = np.asarray(gains.kp, dtype=float), np.asarray(gains.kd, dtype=float)
         step = step_function(robot, spec.step)
-        update = update_function(step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step))
+        limits = run_limits(robot)
+        # the planned speeds keep the planners' margin below the speed limit the run stops at
+        speed = PLANNING_VELOCITY_MARGIN * limits.velocity
+        update = update_function(
+            step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step),
+            lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]), step_size=spec.step,
+        )  # fmt: skip
         mass = SymbolicDynamics(robot).mass_matrix
-        self._update = compile_function(update, optimise_large=True) if compiled else _Interpreted(update)
+        cycle = cycle_function(update, self._effort)
+        self._update = compile_function(cycle, optimise_large=True) if compiled else _Interpreted(cycle)
         self._mass = compile_function(mass) if compiled else _Interpreted(mass)
         self._fail = fail
-        N = spec.knots
-        self._plan_u = np.tile(self._tau_ref[0][:, None], (1, N))  # start: holding the first sample's feed-forward
-        self._plan_x = np.tile(np.concatenate([q[0], dq[0]])[:, None], (1, N + 1))
+        N, f = spec.knots, self._update
+        f.inputs[2][...] = self._tau_ref[0][:, None]  # the first plan: holding the first sample's feed-forward
+        f.inputs[3][...] = np.concatenate([q[0], dq[0]])[:, None]
         self._plan_t: float | None = None
-        self._knots = np.arange(N + 1) * spec.step
+        self._rows = ReferenceRows(self.trajectory.t, self._table, spec.step, N, out=f.inputs[4])
+        self._at_limit = self._effort * (1 - 1e-9)
         self.cycles = 0
         self.saturated_cycles = 0
         self.fallbacks = 0
+        self.unsettled = 0
         self.solve_times: list[float] = []
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -129,58 +144,35 @@ class MpcController:
         q, dq, _ = self.trajectory.at(t)
         return q, dq
 
-    def _plan_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current plan's inputs shifted to start at ``t`` (nv, N), and its state at ``t``."""
-        s = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
-        N = self.spec.knots
-        pos = np.clip(np.arange(N) + s, 0.0, N - 1)
-        lo = np.floor(pos).astype(int)
-        hi = np.minimum(lo + 1, N - 1)
-        w = pos - lo
-        u = self._plan_u[:, lo] * (1 - w) + self._plan_u[:, hi] * w
-        k = min(int(np.floor(s)), N - 1)
-        f = min(s - k, 1.0)
-        x = self._plan_x[:, k] * (1 - f) + self._plan_x[:, k + 1] * f
-        return u, x, u[:, 0]
-
-    def _rows_at(self, times: np.ndarray) -> np.ndarray:
-        """The table's rows linearly interpolated at ``times`` (s), held beyond the ends (the trajectory
-        starts and ends at rest). Nearest samples would not do: a knot a sample off moves the reference
-        by ``dq`` x 1 ms between two knots the model's inputs take to be ``h`` apart."""
-        t = self.trajectory.t
-        k = np.clip(np.searchsorted(t, times, side="right") - 1, 0, len(t) - 2)
-        w = np.clip((times - t[k]) / (t[k + 1] - t[k]), 0.0, 1.0)[:, None]
-        return (1 - w) * self._table[k] + w * self._table[k + 1]
-
     def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
-        guess, x_plan, u_plan = self._plan_at(t)
-        nv = self.robot.nv
-        rows = self._rows_at(t + self._knots)
-        f = self._update
-        f.inputs[0][...] = np.concatenate([state.q, state.dq])
-        f.inputs[1][...] = guess
-        f.inputs[2][...] = rows[:, : 2 * nv].T
-        f.inputs[3][...] = rows[:-1, 2 * nv : 3 * nv].T
+        f, nv = self._update, self.robot.nv
+        x0 = f.inputs[0]
+        x0[:nv] = state.q
+        x0[nv:] = state.dq
+        f.inputs[1][0] = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
+        self._rows.at(t)
         start = time.perf_counter()
         f.eval()
         elapsed = time.perf_counter() - start
         self.solve_times.append(elapsed)
-        U, X, u0 = f.outputs[0], f.outputs[1], f.outputs[2]
-        failed = not (np.isfinite(U).all() and np.isfinite(X).all()) or (self._fail is not None and self._fail(self.cycles))
+        out = f.outputs
+        failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(self.cycles))
         late = self.period is not None and elapsed > self.spec.budget * self.period
         self.cycles += 1
         if failed or late:
             self.fallbacks += 1
-            tau = self._fallback(state, x_plan, u_plan)
+            tau = self._fallback(state, out[6], out[5])
         else:
             # u0 holds over the model's whole first step, so it carries that step's feed-forward (h/2
             # ahead of now); applied for one loop period, the plan's correction rides on the feed-forward of now
-            tau = np.clip(rows[0, 3 * nv :] + np.asarray(u0, dtype=float).ravel() - rows[0, 2 * nv : 3 * nv], -self._effort, self._effort)
+            tau = out[2].copy()
+        if out[4][0] < 0.5:
+            self.unsettled += 1
         if not failed:
-            self._plan_u[...] = U
-            self._plan_x[...] = X
+            f.inputs[2][...] = out[0]
+            f.inputs[3][...] = out[1]
             self._plan_t = t
-        if np.any(np.abs(tau) >= self._effort * (1 - 1e-9)):
+        if (np.abs(tau) >= self._at_limit).any():
             self.saturated_cycles += 1
         return tau
 
@@ -193,11 +185,12 @@ class MpcController:
         return np.clip(u_plan + M @ a, -self._effort, self._effort)
 
     def describe(self) -> dict[str, float | int | str]:
-        """Solve-time percentiles (µs), updates, iterations per update and fallbacks, for the run summary."""
+        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates that
+        needed the interior point (``interior_point``), for the run summary."""
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
-            "solver": f"{self.spec.solver} (clamped Gauss-Newton, {self.spec.knots} knots of {self.spec.step:g} s)",
-            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks,
+            "solver": f"{self.spec.solver} (Gauss-Newton, exact box QP, {self.spec.knots} knots of {self.spec.step:g} s)",
+            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, "interior_point": self.unsettled,
             "solve_us_p50": float(np.percentile(times, 50)), "solve_us_p99": float(np.percentile(times, 99)), "solve_us_max": float(times.max()),
         }  # fmt: skip
 

@@ -17,22 +17,22 @@ positions ``h² ddq / 2`` per step ahead of the motion, and the plan lagged behi
 acceleration to make up for it.
 
 **Problem.** Over ``N`` knots, ``min Σ_k ½|x_k - r_k|²_W + ½|u_k - u_ref,k|²_R + ½|x_N - r_N|²_W``
-subject to the model and ``|u| <= effort``, from the measured (estimated) state, with ``r`` the
-reference trajectory at the knots and ``u_ref`` the model's own input along it
-(:func:`reference_input_function`), so that a state on the reference has the reference as its plan.
+subject to the model, ``|u| <= effort`` and, at knots 1..N, the state's bounds (the controller's:
+the joints' position ranges and speed limits with the planners' margin), from the measured
+(estimated) state, with ``r`` the reference trajectory at the knots and ``u_ref`` the model's own
+input along it (:func:`reference_input_function`), so that a state on the reference has the
+reference as its plan.
 
 **Update** (one CasADi ``Function``, generated to C and called once per cycle): the previous plan's
-inputs, shifted by the time elapsed since it was made (:class:`~mbctl.ctrl.optimal.controller.MpcController`
-interpolates them between knots), are rolled out from the current state; then ``iterations`` Gauss–Newton iterations of the Riccati
-recursion over the stages (the stage-structured solve, ``O(N n³)``): with the stage Jacobians
-``A_k``, ``B_k`` of the step::
-
-    Q_u = R (u - u_ref) + Bᵀ V_x,   Q_uu = R + Bᵀ V_xx B,   Q_ux = Bᵀ V_xx A, ...
-    du = -Q_uu⁻¹ Q_u,   K = -Q_uu⁻¹ Q_ux
-
-followed by a forward pass through the nonlinear model with ``u_k = clip(ū_k + du_k + K_k (x_k -
-x̄_k), ±effort)``; an input held at its limit gets no feedback (its row of ``K`` is zeroed): the
-clamped iLQR of box-constrained DDP. The torque limits hold exactly on every planned input.
+inputs, shifted to the current time, are rolled out from the current state; then ``iterations``
+real-time (Gauss–Newton) iterations: every stage linearised once (``A_k``, ``B_k``, the cost's
+gradients), the box-constrained linear–quadratic subproblem solved exactly by
+:func:`~mbctl.ctrl.optimal.box_qp.solve` (Riccati recursion; active-set passes warm-started from
+the plan's own bounds, the interior point when they do not settle), and a forward pass through the
+nonlinear model with ``u_k = clip(û_k + K_k (x_k - x̂_k), ±effort)`` around the subproblem's
+solution ``(x̂, û)``; an input on its bound has a near-zero row of ``K`` (its stiff bound, or its
+barrier, dominates ``Q_uu``). Where no bound is met the subproblem is the unconstrained Riccati
+solve, and the update is the clamped iLQR's of before to round-off.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
+from mbctl.ctrl.optimal import box_qp
+from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS
 from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
+from mbctl.ctrl.optimal.riccati import LqStages
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.symbolic import SymbolicDynamics
 from mbctl.errors import InputError
@@ -106,7 +109,7 @@ def reference_input_function(robot: RobotModel, h: float, smoothing: float = SMO
 
 
 def linearisation_function(robot: RobotModel, h: float, smoothing: float = SMOOTHING) -> ca.Function:
-    """``(x, u, v) -> (x', A, B)``: :func:`step_function` and its Jacobians in ``x`` and ``u`` from
+    """``(x, u, v) -> (x', A, B, D, M⁻¹)``: :func:`step_function` and its Jacobians in ``x`` and ``u`` from
     the inverse dynamics' derivatives at the step's acceleration, ``∂ddq/∂x = -M⁻¹ ∂(M a + b)/∂x``
     (``a`` held), ``∂ddq/∂u = M⁻¹``, all from one factorisation of ``M``: a third fewer operations
     than differentiating through the solve (9 144 against 13 654 for the UR5)."""
@@ -123,11 +126,20 @@ def linearisation_function(robot: RobotModel, h: float, smoothing: float = SMOOT
     A = ca.vertcat(ca.horzcat(eye, h * eye), ca.horzcat(zero, eye)) + ca.vertcat(0.5 * h**2 * dx, h * dx)
     B = ca.vertcat(0.5 * h**2 * du, h * du)
     x_next = ca.vertcat(q + h * dq + 0.5 * h**2 * ddq, dq + h * ddq)
-    return ca.Function("step_linearised", [x, u, v], [x_next, A, B], ["x", "u", "v"], ["x_next", "A", "B"])
+    return ca.Function("step_linearised", [x, u, v], [x_next, A, B, dx, du], ["x", "u", "v"], ["x_next", "A", "B", "D", "Mi"])
 
 
 def update_function(
-    step: ca.Function, knots: int, weights: MpcWeights, effort: np.ndarray, iterations: int = 1, linearisation: ca.Function | None = None
+    step: ca.Function,
+    knots: int,
+    weights: MpcWeights,
+    effort: np.ndarray,
+    iterations: int = 1,
+    linearisation: ca.Function | None = None,
+    lower: np.ndarray | None = None,
+    upper: np.ndarray | None = None,
+    qp_iterations: int = IPM_ITERATIONS,
+    step_size: float | None = None,
 ) -> ca.Function:
     """The whole update as one function (see the module docstring)::
 
@@ -136,8 +148,11 @@ def update_function(
     ``x0`` (2nv,) the current state, ``U_guess`` (nv, N) the inputs to start from (the previous
     plan shifted to the current time), ``R_x`` (2nv, N+1) the reference states at the
     knots, ``U_ref`` (nv, N) its feed-forward torques; ``U``, ``X`` the new plan, ``u0`` its first
-    input, ``cost`` its objective. ``linearisation`` (:func:`linearisation_function`) gives the
-    stages' Jacobians; None: CasADi's differentiation of ``step``.
+    input, ``cost`` its objective. ``effort`` (nu,) bounds ``|u|``; ``lower``, ``upper`` (nx,) bound the
+    states of knots 1..N (positions, velocities; None or ±inf: no bound). ``linearisation``
+    (:func:`linearisation_function`) gives the stages' Jacobians; None: CasADi's differentiation of
+    ``step``. ``qp_iterations``: the subproblem's interior-point iterations when a bound is met
+    (:mod:`~mbctl.ctrl.optimal.box_qp`).
     """
     if iterations < 1:
         raise InputError(f"must be >= 1, got {iterations}", field="iterations")
@@ -146,8 +161,11 @@ def update_function(
     W = ca.DM(np.diag(np.concatenate([weights.q, weights.dq])))
     Wn = weights.terminal * W
     R = ca.DM(np.diag(weights.tau) if np.ndim(weights.tau) == 1 else np.asarray(weights.tau))
-    big = ca.DM(np.where(np.isfinite(effort), effort, 1e30))
-    backward, forward = _stage_functions(step, W, R, big, linearisation)
+    big = ca.DM(_finite(effort, nu))
+    x_lo = ca.DM(-_finite(None if lower is None else -np.asarray(lower, dtype=float), nx))
+    x_hi = ca.DM(_finite(upper, nx))
+    structured = linearisation is not None and step_size is not None
+    stage, forward = _stage_functions(step, W, R, big, linearisation, structured)
 
     x0 = ca.MX.sym("x0", nx)
     U_prev = ca.MX.sym("U_guess", nu, N)
@@ -158,18 +176,27 @@ def update_function(
     X = [x0]
     for k in range(N):
         X.append(_advance(step, X[k], U[k], Rx[:, k]))
+    settled = ca.MX(1)
     for _ in range(iterations):
-        ks, Ks = [None] * N, [None] * N
-        Vx = Wn @ (X[N] - Rx[:, N])
-        Vxx = Wn
-        for k in range(N - 1, -1, -1):
-            ks[k], Ks[k], Vx, Vxx = backward(X[k], U[k], Rx[:, k], Uref[:, k], Vx, Vxx)
+        A, B, q, r = [], [], [], []
+        for k in range(N):
+            a, b, qk, rk = stage(X[k], U[k], Rx[:, k], Uref[:, k])
+            A.append(a)
+            B.append(b)
+            q.append(qk)
+            r.append(rk)
+        q.append(Wn @ (X[N] - Rx[:, N]))
+        Ubar, Xbar = ca.horzcat(*U), ca.horzcat(*X)
+        dU, dX, K, solved = box_qp.solve(
+            LqStages(A, B, q, r, step_size if structured else None), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_iterations
+        )  # fmt: skip
         Xn, Un = [x0], []
         for k in range(N):
-            u, x_next = forward(Xn[k], X[k], U[k], ks[k], Ks[k], Rx[:, k])
+            u, x_next = forward(Xn[k], Xbar[:, k] + dX[:, k], Ubar[:, k] + dU[:, k], K[k], Rx[:, k])
             Un.append(u)
             Xn.append(x_next)
         X, U = Xn, Un
+        settled = settled * solved
     cost = 0
     for k in range(N):
         e, du = X[k] - Rx[:, k], U[k] - Uref[:, k]
@@ -177,9 +204,15 @@ def update_function(
     e = X[N] - Rx[:, N]
     cost = cost + 0.5 * e.T @ Wn @ e
     return ca.Function(
-        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost],
-        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost"],
+        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost, settled],
+        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost", "settled"],
     )  # fmt: skip
+
+
+def _finite(bound: np.ndarray | None, n: int) -> np.ndarray:
+    """An upper bound (n,) with no bound (None, inf) as :data:`~mbctl.ctrl.optimal.box_qp.BIG`."""
+    values = np.full(n, np.inf) if bound is None else np.broadcast_to(np.asarray(bound, dtype=float), (n,))
+    return np.where(np.isfinite(values), values, box_qp.BIG)
 
 
 def _advance(step: ca.Function, x, u, r):  # noqa: ANN001, ANN202  (SX or MX alike)
@@ -188,36 +221,27 @@ def _advance(step: ca.Function, x, u, r):  # noqa: ANN001, ANN202  (SX or MX ali
     return step(x, u, r[x.shape[0] // 2 :]) if step.n_in() == 3 else step(x, u)
 
 
-def _stage_functions(step: ca.Function, W: ca.DM, R: ca.DM, big: ca.DM, linearisation: ca.Function | None) -> tuple[ca.Function, ca.Function]:
-    """One stage of the Riccati recursion and of the forward pass as SX functions (straight-line C):
+def _stage_functions(
+    step: ca.Function, W: ca.DM, R: ca.DM, big: ca.DM, linearisation: ca.Function | None, structured: bool = False
+) -> tuple[ca.Function, ca.Function]:
+    """One stage's linearisation and one step of the forward pass as SX functions (straight-line C):
 
-    - ``backward(x, u, r, u_ref, V_x, V_xx) -> (du, K, V_x', V_xx')``, the stage linearised at ``(x, u)``;
-    - ``forward(x, x̄, ū, du, K, r) -> (u, x')``, ``u = clip(ū + du + K (x - x̄))``.
+    - ``stage(x, u, r, u_ref) -> (A, B, q, r_u)``, the step's Jacobians at ``(x, u)`` and the cost's
+      gradients ``W (x - r)``, ``R (u - u_ref)``;
+    - ``forward(x, x̂, û, K, r) -> (u, x')``, ``u = clip(û + K (x - x̂))`` with ``(x̂, û)`` the
+      subproblem's solution at the stage, and ``x'`` the nonlinear step.
     """
     nx, nu = step.size1_in(0), step.size1_in(1)
     x, u, r, ur = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("r", nx), ca.SX.sym("u_ref", nu)
-    Vx, Vxx = ca.SX.sym("V_x", nx), ca.SX.sym("V_xx", nx, nx)
     if linearisation is None:
         nxt = _advance(step, x, u, r)
         A, B = ca.jacobian(nxt, x), ca.jacobian(nxt, u)
     else:
-        _, A, B = linearisation(x, u, r[nx // 2 :])
-    Qx = W @ (x - r) + A.T @ Vx
-    Qu = R @ (u - ur) + B.T @ Vx
-    VB = Vxx @ B
-    Qxx = W + A.T @ Vxx @ A
-    Quu = R + B.T @ VB
-    Qux = VB.T @ A
-    # one factorisation for both right-hand sides
-    sol = -ca.solve(Quu, ca.horzcat(Qu, Qux))
-    target = u + sol[:, 0]
-    free = (target > -big) * (target < big)  # clamped inputs get no feedback
-    kk = ca.fmin(ca.fmax(target, -big), big) - u
-    KK = ca.diag(free) @ sol[:, 1:]
-    Vx_new = Qx + KK.T @ Quu @ kk + KK.T @ Qu + Qux.T @ kk
-    Vxx_new = Qxx + KK.T @ Quu @ KK + KK.T @ Qux + Qux.T @ KK
-    backward = ca.Function("stage_backward", [x, u, r, ur, Vx, Vxx], [kk, KK, Vx_new, 0.5 * (Vxx_new + Vxx_new.T)])
-    xbar, du, K = ca.SX.sym("x_bar", nx), ca.SX.sym("du", nu), ca.SX.sym("K", nu, nx)
-    u_new = ca.fmin(ca.fmax(u + du + K @ (x - xbar), -big), big)
-    forward = ca.Function("stage_forward", [x, xbar, u, du, K, r], [u_new, _advance(step, x, u_new, r)])
-    return backward, forward
+        _, A, B, D, Mi = linearisation(x, u, r[nx // 2 :])
+        if structured:
+            A, B = D, Mi
+    stage = ca.Function("stage_linearised", [x, u, r, ur], [A, B, W @ (x - r), R @ (u - ur)])
+    xhat, uhat, K = ca.SX.sym("x_hat", nx), ca.SX.sym("u_hat", nu), ca.SX.sym("K", nu, nx)
+    u_new = ca.fmin(ca.fmax(uhat + K @ (x - xhat), -big), big)
+    forward = ca.Function("stage_forward", [x, xhat, uhat, K, r], [u_new, _advance(step, x, u_new, r)])
+    return stage, forward
