@@ -151,7 +151,7 @@ def paced(args: argparse.Namespace, tmp: Path) -> None:
                     overruns = f"{s.overruns} ({100 * s.overrun_fraction:.2f}%)"
                     print(
                         f"{name:<7}{law:<17}{plant:<11}{'busy' if busy else 'quiet':<7}{overruns:>15}{s.period_error_p99_us:>14.1f}"
-                        f"{s.compute_p99_us:>16.1f}{rtf:>11.2f}  {getattr(s, "cycle", "python")}; {s.scheduling}; {s.stop_reason} ({s.cycles} cycles)",
+                        f"{s.compute_p99_us:>16.1f}{rtf:>11.2f}  {getattr(s, 'cycle', 'python')}; {s.scheduling}; {s.stop_reason} ({s.cycles} cycles)",
                         flush=True,
                     )
 
