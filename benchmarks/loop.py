@@ -105,7 +105,7 @@ def own_times(rate: float) -> tuple[float, dict[str, float]]:
     times = {
         "computed-torque law": p50_us(law.eval),
         "estimate step (model observer)": p50_us(step.step.eval),
-        "whole cycle (law + estimate + checks + row)": p50_us(cycle.function.eval),
+        "whole cycle (law + estimate + checks + row)": p50_us(cycle.functions[0].eval),
     }
     return rnea, times
 
