@@ -18,7 +18,9 @@ Backends:
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
   (``--plant canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
   ``SCHED_FIFO`` 79, one below the loop, where the OS grants it): nothing but the bus reaches the
-  command.
+  command;
+- ``canopen-process-lockstep``: the same, in lock-step (the emulator steps its plant once per SYNC,
+  ``--lockstep-period``).
 
 Printed: per joint the torque prediction RMS on the validation run (nominal, identified, ratio), the
 computed-torque tracking RMS (nominal, identified, ratio), the friction fitted against the truth, the
@@ -87,7 +89,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen"), default="lockstep")
+    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep"), default="lockstep")
     ap.add_argument("--rate", type=float, default=250.0, help="canopen: control rate, Hz (default 250: a loaded 2-core machine misses 1 ms SYNC replies)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
@@ -111,12 +113,14 @@ def main_() -> int:
         else:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             q0 = "0,-1.5708,0,0,0,0"
+            lockstep = args.backend == "canopen-process-lockstep"
+            timing = ["--lockstep-period", f"{1 / args.rate:g}"] if lockstep else ["--realtime-priority", "79"]
             emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(arm), "--bus", "canopen", "--interface", "udp_multicast",
-                                         "--channel", channel, "--q0", q0, "--realtime-priority", "79"], stdout=subprocess.PIPE, text=True)
+                                         "--channel", channel, "--q0", q0, *timing], stdout=subprocess.PIPE, text=True)
             try:
                 print(emulator.stdout.readline().strip())
                 code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--plant", "canopen", "--interface", "udp_multicast",
-                             "--channel", channel, "--rate", f"{args.rate:g}", *OPTIONS])
+                             "--channel", channel, "--rate", f"{args.rate:g}", *(["--lockstep"] if lockstep else []), *OPTIONS])
             finally:
                 emulator.terminate()
                 emulator.wait(timeout=20)

@@ -329,8 +329,13 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     Raises:
         InputError: If the robot is not at the trajectory's start (nothing is logged then).
     """
-    if options.lockstep and not (options.plant in ("sim", "ros2") or options.emulate):  # ROS 2: any node stepping once per command
-        raise InputError("lock-step needs the simulated plant, an emulated bus (--emulate) or ROS 2", field="--lockstep")
+    # ROS 2: any node stepping once per command; CANopen on a bus only emulators serve (mbctl emulate
+    # --lockstep-period in a process of its own): drives stepping once per SYNC. A real CAN bus never:
+    # its drives expect SYNC at their configured period.
+    emulator_bus = options.plant == "canopen" and options.interface in ("virtual", "udp_multicast")
+    if options.lockstep and not (options.plant in ("sim", "ros2") or options.emulate or emulator_bus):
+        raise InputError("lock-step needs the simulated plant, an emulated bus (--emulate, or CANopen drives that mbctl emulate --lockstep-period "
+                         "serves on a virtual or udp_multicast interface) or ROS 2", field="--lockstep")
     estimator = None
     if options.law == POSITION:
         check_position_mode(robot, options)

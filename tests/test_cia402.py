@@ -8,10 +8,12 @@ own process over udp_multicast on loopback.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +33,7 @@ from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, ca
 from mbctl.hardware.interface import CommandMode, CommunicationError, JointCommand, JointInterface, JointState
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
-from mbctl.hardware.session import CANOPEN_WATCHDOG_FAILURES
+from mbctl.hardware.session import CANOPEN_WATCHDOG_FAILURES, child_process
 from mbctl.hardware.sim import TruthPlant
 
 PERIOD_S = 1e-3
@@ -334,20 +336,31 @@ def _udp_available() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _udp_available(), reason="python-can's udp_multicast cannot open a multicast socket on loopback here")
 def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
-    """`mbctl run ur5 --bus canopen --emulate`: the emulator in its own process (udp_multicast on loopback)
-    and in this process (virtual bus) log the same lock-step run."""
+    """`mbctl run ur5 --bus canopen --emulate`: the emulator in its own process (udp_multicast on loopback),
+    in this process (virtual bus), and started by hand with `mbctl emulate --lockstep-period` log the
+    same lock-step run."""
     robot = load_robot("ur5")
     q_start = np.array([0.0, -1.2, 1.4, -1.6, -1.57, 0.0])
     write_trajectory(tmp_path / "traj.csv", quintic_rest_to_rest(np.array([q_start, q_start + 0.2]), [0.2], 1000.0, robot.joint_names))
     logs = {}
-    for name, extra in (("process", ["--interface", "udp_multicast"]), ("thread", [])):
-        r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--emulate", "--lockstep", *extra,
-                "--log", tmp_path / f"{name}.npz", "--summary", tmp_path / f"{name}.json")
+    channel = "239.74.163.251:43998"
+    # started by hand: the run reaches its drives over the bus only (as a commissioning run would, the
+    # arm's truth in a file only the emulator reads), lock-step because they step once per SYNC
+    by_hand = ["mbctl", "emulate", "ur5", "--bus", "canopen", "--interface", "udp_multicast", "--channel", channel,
+               "--lockstep-period", "0.001", "--q0", ",".join(map(str, q_start))]  # fmt: skip
+    runs = (("process", ["--emulate", "--interface", "udp_multicast"]), ("thread", ["--emulate"]), ("by hand", ["--interface", "udp_multicast", "--channel", channel]))
+    for name, extra in runs:
+        with contextlib.ExitStack() as stack:
+            if name == "by hand":
+                stack.enter_context(child_process([str(Path(sys.executable).with_name("mbctl")), *by_hand[1:]], "emulating", "mbctl emulate"))
+            r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--lockstep", *extra,
+                    "--log", tmp_path / f"{name}.npz", "--summary", tmp_path / f"{name}.json")
         s = json.loads((tmp_path / f"{name}.json").read_text())
         assert r.code == 0 and s["stop_reason"] == "completed" and s["plant"] == "canopen", r.err
         logs[name] = np.load(tmp_path / f"{name}.npz")
     held = round(EndSpec.hold_s * 1000)  # the end hold's cycles follow the trajectory's
     assert np.array_equal(logs["process"]["q"], logs["thread"]["q"]) and logs["process"]["q"].shape == (200 + held, 6)
+    assert np.array_equal(logs["by hand"]["q"], logs["thread"]["q"])
 
 
 @pytest.mark.parametrize(
@@ -356,6 +369,7 @@ def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
         (["--plant", "dynamixel", "--bus", "canopen"], "--bus"),
         (["--interface", "virtual"], "--interface"),
         (["--plant", "dynamixel", "--emulate"], "drives.bus"),
+        (["--bus", "canopen", "--interface", "socketcan", "--lockstep"], "--lockstep"),  # a real bus is never lock-stepped
     ],
 )
 def test_contradictory_run_options_are_refused(cli, tmp_path, args, field):

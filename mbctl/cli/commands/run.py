@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
-    p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
+    p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus (--emulate, or drives mbctl emulate --lockstep-period serves on a udp_multicast bus) or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
     p.add_argument("--python-cycle", action="store_true", help="run the cycle between read and write in Python, the reference implementation (default: a compiled law's cycle is one generated C call)")
     p.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority (by default asked for, and reported)")
     defaults = OverrunPolicy()
