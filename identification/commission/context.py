@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -11,17 +12,20 @@ from pathlib import Path
 
 import numpy as np
 
+from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError, InputError, MbctlError
 from mbctl.fileio import atomic_output
 from mbctl.hardware.loop import RunSummary
-from mbctl.hardware.session import SessionOptions
+from mbctl.hardware.session import SessionOptions, open_backend, run_session
 from mbctl.identification.commission.envelope import Envelope, Margins, envelope_robot, start_pose
 
 __all__ = ["STEPS", "CommissionSettings", "Commission", "StepStopped", "write_json", "read_json"]
 
 STEPS = ("preflight", "friction", "excitation", "identify", "verify", "report")
 FRICTION_LAWS = ("stribeck", "coulomb-viscous", "lugre")
+START_SETTLED = 1e-3
+"""How far (rad, m) from the start pose a joint may be before a step moves the arm back first."""
 
 
 class StepStopped(MbctlError):
@@ -165,6 +169,29 @@ class Commission:
         """A progress line: to the step's log and to ``progress``."""
         self.lines.append(line)
         self.progress(line)
+
+    def bring_to_start(self, step: str) -> None:
+        """Move the arm back to the start pose if a run left it elsewhere: a short run of computed torque
+        (nominal model) along a quintic from where the drives report it, at most half its joints'
+        speed limits, then the end hold. Drives stay where the last run left them (under their brakes
+        after the hand-over) and a run starts only within 0.05 rad of its trajectory's start; the
+        simulated plant and an emulator started per run begin at the trajectory's start anyway."""
+        if self.options.plant == "sim" or self.options.emulate:
+            return
+        robot = self.run_robot
+        with open_backend(robot, self.options, self.q0) as backend:
+            here = self.q0.copy()
+            here[[robot.joint(n).idx_v for n in robot.actuated_names]] = backend.read().q
+        gap = np.abs(here - self.q0)
+        if gap.max() <= START_SETTLED:
+            return
+        speed = np.array([j.limits.velocity if np.isfinite(j.limits.velocity) else 1.0 for j in robot.joints])
+        duration = max(1.0, float(np.max(1.875 * gap / (0.5 * speed))))  # quintic peak speed 1.875 d / T
+        worst = robot.joint_names[int(gap.argmax())]
+        self.say(f"{step}: back to the start pose ({worst} {gap.max():.3g} away), {duration:.1f} s")
+        traj = quintic_rest_to_rest(np.vstack([here, self.q0]), [duration], self.options.rate_hz, robot.joint_names)
+        summary = run_session(robot, traj, dataclasses.replace(self.options, law="computed-torque"), self.step_dir(step) / "to_start.npz")
+        self.check_run(step, "the move back to the start pose", summary)
 
     def check_run(self, step: str, what: str, summary: RunSummary) -> None:
         """Raise :class:`StepStopped` unless the run completed; ``KeyboardInterrupt`` if a signal stopped

@@ -56,6 +56,7 @@ def excitation(c: Commission, results: dict[str, dict]) -> dict:
     folder = c.step_dir("excitation")
     traj, info = design(c, "excitation", c.settings.seed, c.settings.period_s)
     write_trajectory(folder / "trajectory.csv", traj)
+    c.bring_to_start("excitation")
     c.say(f"excitation: running {traj.duration:.1f} s closed loop (computed torque, nominal model)")
     summary = run_session(c.run_robot, traj, dataclasses.replace(c.options, law="computed-torque"), folder / "run.npz")
     c.check_run("excitation", "the excitation run", summary)

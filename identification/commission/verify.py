@@ -85,6 +85,7 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
     runs = {}
     options = dataclasses.replace(c.options, law="computed-torque")
     for label, robot in (("nominal", c.run_robot), ("identified", envelope_robot(identified, c.envelope, detect_collisions=s.detect_collisions))):
+        c.bring_to_start("verify")
         c.say(f"verify: {traj.duration:.1f} s closed loop, computed torque on the {label} model")
         summary = run_session(robot, traj, options, folder / f"{label}.npz", plant_robot=c.run_robot)  # the same arm for both models
         if label == "nominal":  # nothing to compare with
