@@ -219,3 +219,42 @@ def test_the_command_line_knows_the_steps():
     from mbctl.identification.commission import STEPS
 
     assert CLI_STEPS == STEPS
+
+
+def test_a_step_moves_an_arm_left_off_the_start_pose_back_first(arm, tmp_path, monkeypatch):
+    """Drives stay where a run left them: a step reads them, and only where a joint is off the start
+    pose runs a quintic from there back to it (with the model it is given) before its own run."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import mbctl.identification.commission.context as context
+    from mbctl.hardware.loop import RunSummary
+    from mbctl.hardware.session import SessionOptions
+    from mbctl.identification.commission import Commission, CommissionSettings
+
+    robot = load_robot(arm)
+    c = Commission(robot, SessionOptions(plant="canopen", interface="udp_multicast", lockstep=True), CommissionSettings(), tmp_path)
+    where, runs = [c.q0 + [0.0, 0.3]], []
+
+    @contextlib.contextmanager
+    def backend(*args):
+        yield SimpleNamespace(read=lambda: SimpleNamespace(q=where[0]))
+
+    def run(model, traj, options, log):
+        runs.append((model, traj, options.law))
+        return RunSummary(stop_reason="completed")
+
+    monkeypatch.setattr(context, "open_backend", backend)
+    monkeypatch.setattr(context, "run_session", run)
+    c.bring_to_start("verify", c.run_robot)
+    (model, traj, law), = runs
+    assert model is c.run_robot and law == "computed-torque"
+    assert traj.q[0] == pytest.approx(c.q0 + [0.0, 0.3]) and traj.q[-1] == pytest.approx(c.q0)
+    assert np.abs(traj.dq).max(axis=0)[1] <= 0.5 * robot.joints[1].limits.velocity + 1e-9  # at most half the speed limit
+    where[0] = c.q0 + 5e-4
+    c.bring_to_start("verify")
+    assert len(runs) == 1  # within a milliradian: no move
+    c.options = SessionOptions(plant="sim", lockstep=True)
+    where[0] = c.q0 + 1.0
+    c.bring_to_start("verify")
+    assert len(runs) == 1  # the simulated plant starts each run at its trajectory's start

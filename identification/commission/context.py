@@ -170,15 +170,16 @@ class Commission:
         self.lines.append(line)
         self.progress(line)
 
-    def bring_to_start(self, step: str) -> None:
+    def bring_to_start(self, step: str, model: RobotModel | None = None) -> None:
         """Move the arm back to the start pose if a run left it elsewhere: a short run of computed torque
-        (nominal model) along a quintic from where the drives report it, at most half its joints'
-        speed limits, then the end hold. Drives stay where the last run left them (under their brakes
-        after the hand-over) and a run starts only within 0.05 rad of its trajectory's start; the
-        simulated plant and an emulator started per run begin at the trajectory's start anyway."""
+        (``model``, default the nominal one) along a quintic from where the drives report it, at most
+        half its joints' speed limits, then the end hold. Drives stay where the last run left them
+        (under their brakes after the hand-over) and a run starts only within 0.05 rad of its
+        trajectory's start; the simulated plant and an emulator started per run begin at the
+        trajectory's start anyway."""
         if self.options.plant == "sim" or self.options.emulate:
             return
-        robot = self.run_robot
+        robot = model or self.run_robot
         with open_backend(robot, self.options, self.q0) as backend:
             here = self.q0.copy()
             here[[robot.joint(n).idx_v for n in robot.actuated_names]] = backend.read().q
