@@ -86,11 +86,6 @@ class CycleLayout:
         """Entries of ``m``."""
         return sum(size for _, size in self.memory.values())
 
-    @property
-    def row_size(self) -> int:
-        """Entries of the log row (:func:`~mbctl.hardware.loop_support.log_columns`)."""
-        return 4 + (8 if self.log_estimates else 6) * self.n + 4
-
     def part(self, m: np.ndarray | ca.SX, name: str) -> np.ndarray | ca.SX:
         """The entries of ``name`` in the memory ``m``."""
         start, size = self.memory[name]

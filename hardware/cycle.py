@@ -104,12 +104,14 @@ class PythonCycle:
     Args:
         controller: Torques (or goal positions) from the time and the state.
         limits: Safety limits of the actuated joints.
-        columns: The log's columns (:func:`~mbctl.hardware.loop_support.log_columns`).
+        names: The actuated joints, in the backend's order.
+        columns: How many columns the log has (:func:`~mbctl.hardware.loop_support.log_columns`).
         reference: Desired positions and velocities, for the tracking errors (None: none).
         estimator: The estimate step (None: the controller sees the measurement).
         torque_mode: The outputs are torques (False: goal positions, which must lie in the ranges).
         delay: Cycles between writing a command and the drives applying it.
         sample_clock: Estimates step by the backend's sample instants (``state.t``), else by ``t``.
+        logs_estimates: The log has the ``dq_hat`` and ``tau_ext`` columns.
     """
 
     def __init__(
