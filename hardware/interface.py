@@ -153,6 +153,16 @@ class JointInterface(abc.ABC):
     hand_over_possible: bool = True
     """False when :meth:`hand_over` has no safe state to give the arm to (the loop then holds
     until the user stops the run)."""
+    effort_source: str = ""
+    """Where :attr:`JointState.effort` is a torque the drives measured or applied at the sample's
+    instant, what it is, in words (``"torque actual value 0x6077"``, ``"tau_J, the joint torque
+    sensors"``): the momentum observer then takes it as the torque acting on the arm, which no delay
+    between a write and its effect can shift. ``""``: the effort is no such measurement (absent,
+    zeros, or the command echoed), and the observer takes the commands written."""
+    effort_after_friction: bool = False
+    """The measured effort is the link side's, after the joint's own friction (a joint torque sensor
+    behind the gearbox, as Franka's ``tau_J``): the observer's model then leaves joint friction out.
+    False: a drive torque (motor current times the torque constant), which friction still opposes."""
 
     @abc.abstractmethod
     def open(self) -> None:
