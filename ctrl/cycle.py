@@ -4,19 +4,30 @@ safety checks, the chatter and tracking counters and the log row, from a measure
 ``(y, r, s, m, p_law, p_est, c) -> (tau, row, m_next, status)`` with ``n`` joints:
 
 - ``y`` (3n): measured positions (rad, m), velocities (rad/s, m/s) and drive efforts (N·m, N);
-- ``r`` (6n): the reference ``(q_d, dq_d, ddq_d)`` at the two loop-rate samples around ``t``;
-- ``s`` (6): ``t`` (s since the start), the sample instant ``t_s`` (s, the estimator's clock), the
-  weight ``w`` of the second sample (the reference is ``(1 - w) r_0 + w r_1``), 1 where the cycle
-  counts in the tracking errors, the cycle's index ``k`` and the backend's command delay ``d``
-  (cycles, at most :data:`SENT_CAPACITY` - 1: the observer is fed the command written ``d + 1``
-  cycles before);
+- ``r`` (6n): the reference ``(q_d, dq_d, ddq_d)`` at the two loop-rate samples around the law's
+  instant (the instant the command will act: :mod:`mbctl.hardware.sample_timing`);
+- ``s`` (:data:`S_SIZE`, named by :data:`S`): ``t`` (s since the start), the sample instant ``t_s`` (s,
+  the estimator's clock), the weight ``w`` of the second reference sample (the reference is ``(1 - w)
+  r_0 + w r_1``), 1 where the cycle counts in the tracking errors, the cycle's index ``k``, the delay
+  ``d`` of the command that acted since the last sample (cycles, at most :data:`SENT_CAPACITY` - 1: the
+  command written ``d + 1`` cycles before), the prediction horizon ``H`` (s), 1 where the observer takes
+  the measured effort as the torque that acted (else the command ``d``), 1 where the commands next to
+  ``d`` may have acted instead (their spread widens the detection threshold), the sample's instant on
+  the loop's clock ``t_sample``, the friction share ``f`` of the estimate step
+  (:mod:`mbctl.ctrl.estimation.step`) and the ``lead`` of the law's instant over ``t_sample`` (s);
 - ``m``: the memory carried from one cycle to the next (:class:`CycleLayout`): the estimator's
   states and last sample time, the commands written the last :data:`SENT_CAPACITY` cycles, the LuGre
   bristle states, the chatter and saturation counters, the collision flags and the held position,
-  the tracking error sums;
+  the tracking error sums, the last prediction and thresholds;
 - ``p_law``, ``p_est``: the robot's numbers of the law (:func:`~mbctl.ctrl.compiled_laws.law_function`)
   and of the estimator (:func:`~mbctl.ctrl.estimation.estimator.step_function`);
 - ``c`` (5n): lower and upper positions, velocity and effort limits, the chatter's reversal step.
+
+The law sees the state predicted ``H`` after the sample (a sample read again: the last prediction
+carried on at its velocity, ``q + (H - H_last) dq``) and the reference at its own instant; the log's
+reference is the one at the sample's instant, ``lead`` earlier, by a second-order Taylor step from
+the law's (``q_d - lead dq_d + lead^2 ddq_d / 2``; off by ``lead^3`` times the jerk over 6: 1e-6 rad
+for a jerk of 100 rad/s^3 and a lead of 4 ms).
 
 ``status`` is ``(code, new_detection)``: code 0 (go on), 1 a joint outside its position or velocity
 limits, 3 a non-finite command, 4 a collision with reaction ``stop`` (the row is logged, its ``tau``
@@ -43,13 +54,17 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.estimation.estimator import HOLD_HZ
+from mbctl.ctrl.estimation.step import OBSERVER_STATES
 from mbctl.dynamics.friction.laws import LuGre
 
-__all__ = ["FOUND", "SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle", "build_cycle_around"]
+__all__ = ["FOUND", "S", "S_SIZE", "SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle", "build_cycle_around"]
 
 STATUS_BREACH, STATUS_INVALID, STATUS_DETECTED = 1, 3, 4
 SENT_CAPACITY = 4
-"""Commands the cycle keeps for the observer: backends whose drives apply a command up to 3 cycles late."""
+"""Commands the cycle keeps for the observer: the command that acted may have been written up to 4 cycles before."""
+S = ("t", "t_est", "w", "tracking", "k", "d", "horizon", "measured", "spread", "t_sample", "f", "lead")
+"""The entries of the cycle's input ``s``, in order (module docstring)."""
+S_SIZE = len(S)
 
 
 @dataclass(frozen=True)
@@ -71,9 +86,10 @@ class CycleLayout:
     @classmethod
     def of(cls, n: int, estimating: bool, log_estimates: bool) -> CycleLayout:
         sizes = {
-            "x": 3 * n, "o": 5 * n, "t_est": 1, "g": n, "m": n, "sent": SENT_CAPACITY * n, "z": n, "t_law": 1,
+            "x": 3 * n, "o": OBSERVER_STATES * n, "t_est": 1, "g": n, "m": n, "sent": SENT_CAPACITY * n, "z": n, "t_law": 1,
             "tau_last": n, "step_last": n, "step_sq": n, "reversals": n, "steps": 1, "saturated": 1, "law_saturated": 1,
             "detected": 1, "holding": 1, "q_hold": n, "sq_error": n, "max_error": 1, "tracked": 1,
+            "pred": 2 * n, "pred_h": 1, "threshold": n, "ratio_max": 1,
         }  # fmt: skip
         memory, at = {}, 0
         for name, size in sizes.items():
@@ -94,35 +110,52 @@ class CycleLayout:
 
 def _inputs(layout: CycleLayout) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
     n = layout.n
-    return ca.SX.sym("y", 3 * n), ca.SX.sym("r", 6 * n), ca.SX.sym("s", 6), ca.SX.sym("c", 5 * n)
+    return ca.SX.sym("y", 3 * n), ca.SX.sym("r", 6 * n), ca.SX.sym("s", S_SIZE), ca.SX.sym("c", 5 * n)
 
 
 def _parameters(name: str, f: ca.Function | None) -> ca.SX:
-    """The numbers input of a law or an estimate step (its 7th input; empty for none)."""
-    return ca.SX.sym(name, f.size1_in(6) if f is not None and f.n_in() == 7 else 0)
+    """The numbers input of a law or an estimate step (its input ``p``; empty for none)."""
+    return ca.SX.sym(name, f.size1_in("p") if f is not None and "p" in f.name_in() else 0)
 
 
 def _estimate(layout: CycleLayout, estimate: ca.Function | None, reaction: str, y, s, m, p_est, c) -> tuple[dict, dict]:  # noqa: ANN001
-    """The estimate step and the collision check (once: the first detection is the one reported):
-    the memory after it (name -> expression) and what the rest of the cycle needs of it."""
+    """The estimate step, the prediction and the collision check (once: the first detection is the one
+    reported): the memory after it (name -> expression) and what the rest of the cycle needs of it."""
     n = layout.n
     part = lambda name: layout.part(m, name)  # noqa: E731
     out = {name: part(name) for name in layout.memory}
-    q, dq_meas = y[:n], y[n : 2 * n]
-    t_sample, delay = s[1], s[5]
+    q, dq_meas, effort = y[:n], y[n : 2 * n], y[2 * n :]
+    at = {name: s[i] for i, name in enumerate(S)}
     new_detection, stopping = ca.SX(0), ca.SX(0)
     dq_hat, tau_ext, q_hat = dq_meas, ca.SX.nan(n), q
+    q_law, dq_law = q, dq_meas
     if estimate is not None:
         x, o, t_est, sent = part("x"), part("o"), part("t_est"), part("sent")
-        h = t_sample - t_est
+        h = at["t_est"] - t_est
         stepped = h > 0
-        applied = sum((delay == SENT_CAPACITY - 1 - j) * sent[j * n : (j + 1) * n] for j in range(SENT_CAPACITY))
-        args = [x, o, q, dq_meas, applied, ca.if_else(stepped, h, 1.0)] + ([p_est] if p_est.numel() else [])
-        x1, o1, _, _, _, g1, m1, worst = estimate(*args)
+        d = at["d"]
+
+        def command(delay):  # noqa: ANN001, ANN202  the command written delay + 1 cycles before (zeros out of the queue)
+            return sum((delay == SENT_CAPACITY - 1 - j) * sent[j * n : (j + 1) * n] for j in range(SENT_CAPACITY))
+
+        applied = command(d)
+        spread = [ca.fabs(command(d + e) - applied) * (d + e >= 0) * (d + e <= SENT_CAPACITY - 1) for e in (-1, 1)]
+        bound = (1 - at["measured"]) * at["spread"] * ca.fmax(*spread)
+        tau_in = ca.if_else(at["measured"], effort, applied)
+        args = [x, o, q, dq_meas, tau_in, ca.if_else(stepped, h, 1.0), bound, at["f"], at["horizon"], sent[(SENT_CAPACITY - 1) * n :]]
+        x1, o1, _, _, _, g1, m1, worst, q_pred, dq_pred, threshold = estimate(*args + ([p_est] if p_est.numel() else []))
         out["x"], out["o"] = ca.if_else(stepped, x1, x), ca.if_else(stepped, o1, o)
-        out["t_est"] = ca.if_else(stepped, t_sample, t_est)
+        out["t_est"] = ca.if_else(stepped, at["t_est"], t_est)
         out["g"], out["m"] = ca.if_else(stepped, g1, part("g")), ca.if_else(stepped, m1, part("m"))
         q_hat, dq_hat, tau_ext = out["x"][:n], out["x"][n : 2 * n], out["o"][2 * n : 3 * n]
+        pred = part("pred")
+        # a sample read again: the last prediction carried on to this cycle's horizon
+        q_law = ca.if_else(stepped, q_pred, pred[:n] + (at["horizon"] - part("pred_h")) * pred[n:])
+        dq_law = ca.if_else(stepped, dq_pred, pred[n:])
+        out["pred"] = ca.if_else(stepped, ca.vertcat(q_pred, dq_pred), pred)
+        out["pred_h"] = ca.if_else(stepped, at["horizon"], part("pred_h"))
+        out["threshold"] = ca.if_else(stepped, threshold, part("threshold"))
+        out["ratio_max"] = ca.if_else(stepped, ca.fmax(part("ratio_max"), worst), part("ratio_max"))
         new_detection = (1 - part("detected")) * stepped * (worst > 1)
         out["detected"] = part("detected") + new_detection
         if reaction == "stop":
@@ -134,13 +167,14 @@ def _estimate(layout: CycleLayout, estimate: ca.Function | None, reaction: str, 
     tau_hold = out["g"] + out["m"] * (wn * wn * (out["q_hold"] - q_hat) - 2.0 * wn * dq_hat)
     lower, upper, vmax = c[:n], c[n : 2 * n], c[2 * n : 3 * n]
     breach = ca.mmax(ca.vertcat((q < lower) + (q > upper) + (ca.fabs(dq_hat) > vmax), ca.SX(0)))
-    found = {"dq_hat": dq_hat, "tau_ext": tau_ext, "tau_hold": tau_hold, "stopping": stopping, "holding": out["holding"],
-             "breach": breach, "new_detection": new_detection}  # fmt: skip
+    found = {"dq_hat": dq_hat, "tau_ext": tau_ext, "tau_hold": tau_hold, "q_law": q_law, "dq_law": dq_law, "stopping": stopping,
+             "holding": out["holding"], "breach": breach, "new_detection": new_detection}  # fmt: skip
     return out, found
 
 
-FOUND = (("dq_hat", 1), ("tau_ext", 1), ("tau_hold", 1), ("stopping", 0), ("holding", 0), ("breach", 0), ("new_detection", 0))
-"""What the estimate part hands to the rest of the cycle: name and whether it is per joint (else one value)."""
+FOUND = (("dq_hat", 1), ("tau_ext", 1), ("tau_hold", 1), ("q_law", 1), ("dq_law", 1), ("stopping", 0), ("holding", 0), ("breach", 0), ("new_detection", 0))
+"""What the estimate part hands to the rest of the cycle: name and whether it is per joint (else one value);
+``q_law``, ``dq_law``: the state the law sees (the prediction, or the measurement without an estimator)."""
 
 
 def _finish(layout: CycleLayout, y, r, s, c, m, out: dict, found: dict, tau) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:  # noqa: ANN001
@@ -149,9 +183,12 @@ def _finish(layout: CycleLayout, y, r, s, c, m, out: dict, found: dict, tau) -> 
     n = layout.n
     part = lambda name: layout.part(m, name)  # noqa: E731
     q, dq_meas, effort = y[:n], y[n : 2 * n], y[2 * n :]
-    t, w, tracking, k = s[0], s[2], s[3], s[4]
+    at = {name: s[i] for i, name in enumerate(S)}
+    t, w, tracking, k, lead = at["t"], at["w"], at["tracking"], at["k"], at["lead"]
     ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
-    q_d, dq_d = ref[:n], ref[n : 2 * n]
+    # the reference at the sample's instant, lead before the law's (module docstring)
+    q_d = ref[:n] - lead * ref[n : 2 * n] + 0.5 * lead * lead * ref[2 * n :]
+    dq_d = ref[n : 2 * n] - lead * ref[2 * n :]
     effort_max, reverse_by = c[3 * n : 4 * n], c[4 * n :]
     stopping = found["stopping"]
     go = 1 - stopping
@@ -180,7 +217,7 @@ def _finish(layout: CycleLayout, y, r, s, c, m, out: dict, found: dict, tau) -> 
     out["max_error"] = ca.if_else(tracking, ca.fmax(part("max_error"), ca.mmax(ca.fabs(error))), part("max_error"))
     out["tracked"] = part("tracked") + tracking
 
-    columns = [t, ca.SX.nan(), ca.SX.nan(), 1.0, q, dq_meas, q_d, dq_d, ca.if_else(stopping, ca.SX.nan(n), tau), effort]
+    columns = [t, ca.SX.nan(), ca.SX.nan(), 1.0, at["t_sample"], q, dq_meas, q_d, dq_d, ca.if_else(stopping, ca.SX.nan(n), tau), effort]
     if layout.log_estimates:
         columns += [found["dq_hat"], found["tau_ext"]]
     row = ca.vertcat(*columns, ca.SX.nan(4))
@@ -212,12 +249,12 @@ def build_cycle(
     t, w = s[0], s[2]
     ref = (1 - w) * r[: 3 * n] + w * r[3 * n :]
     q_d, dq_d, ddq_d = ref[:n], ref[n : 2 * n], ref[2 * n :]
-    dq_hat = found["dq_hat"]
+    q_law, dq_law = found["q_law"], found["dq_law"]
     z, dt = part("z"), t - part("t_law")
-    v = dq_hat if measured_friction else dq_d
+    v = dq_law if measured_friction else dq_d
     laws = dict(lugre)
     z_new = ca.vertcat(*(laws[i].z_step(z[i], v[i], dt) if i in laws else z[i] for i in range(n)))
-    tau_law, _, flags = law(*[y[:n], dq_hat, q_d, dq_d, ddq_d, z_new] + ([p_law] if p_law.numel() else []))
+    tau_law, _, flags = law(*[q_law, dq_law, q_d, dq_d, ddq_d, z_new] + ([p_law] if p_law.numel() else []))
     law_ran = (1 - found["stopping"]) * (1 - found["holding"])
     out["z"] = ca.if_else(law_ran, z_new, z)
     out["t_law"] = ca.if_else(law_ran, t, part("t_law"))

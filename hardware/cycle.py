@@ -12,13 +12,16 @@ pacing, the timings and the log.
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 
+from mbctl.ctrl.cycle import SENT_CAPACITY
 from mbctl.hardware.interface import JointState
-from mbctl.hardware.loop_support import PHASES, SafetyLimits, limit_breach
+from mbctl.hardware.loop_support import HEAD, PHASES, SafetyLimits, limit_breach
+from mbctl.hardware.sample_timing import SampleTiming
 from mbctl.hardware.summary import RunSummary, chatter_warnings, reversal_threshold
 
 __all__ = ["Controller", "Cycle", "Estimator", "PythonCycle", "Reference", "StopRun"]
@@ -36,22 +39,36 @@ class Estimator(Protocol):
     Attributes:
         dq_hat: Velocities of the last estimate (rad/s, m/s), logged.
         tau_ext: External joint torques of the last estimate (N·m, N), logged.
+        threshold: The detection thresholds of the last estimate (N·m, N; inf: none).
+        q_pred, dq_pred: The state predicted to the instant the next command acts.
+        friction_share: 1 when the torque input is a drive torque that the model's friction opposes,
+            0 for a joint torque sensor's (behind the friction).
         reaction: What a detection does: ``"stop"``, ``"hold"`` or ``"none"``.
     """
 
     dq_hat: np.ndarray
     tau_ext: np.ndarray
+    threshold: np.ndarray
+    q_pred: np.ndarray
+    dq_pred: np.ndarray
+    friction_share: float
     reaction: str
 
     def reset(self, t: float, state: JointState) -> None:
         """Start from this measurement (the warm-up's), taken at time ``t`` (s)."""
 
-    def __call__(self, t: float, state: JointState, tau_applied: np.ndarray) -> JointState:
-        """The estimated state after this measurement, taken at time ``t`` (s; the step is the
-        time since the last measurement), given the torques applied since then (N·m, N)."""
+    def __call__(self, t: float, state: JointState, tau: np.ndarray, bound: np.ndarray | float = 0.0, horizon: float = 0.0,
+                 tau_next: np.ndarray | None = None) -> JointState:  # fmt: skip
+        """The estimated state after this measurement, taken at time ``t`` (s; the step is the time
+        since the last measurement), given the torque that acted since then (N·m, N) and how far the
+        torque that really acted may be from it; then the state predicted ``horizon`` seconds on under
+        ``tau_next``."""
 
     def detection(self, t: float) -> str:
         """A description of the collision detected at the last call (``""``: none)."""
+
+    def describe_detection(self, t: float, tau_ext: np.ndarray, threshold: np.ndarray) -> str:
+        """The detection at ``t`` of ``tau_ext`` beyond ``threshold``, in one line."""
 
     def hold(self, q_hold: np.ndarray) -> np.ndarray:
         """Torques of the compliant hold (N·m, N) about the positions ``q_hold``, at the last estimate."""
@@ -78,9 +95,13 @@ class Cycle(Protocol):
             (the cycle is logged, nothing is written); else ``""``.
         detected: The first collision detected (``""``: none), and ``holding`` whether the arm is in the
             compliant hold since.
+        timing: The samples' and commands' instants.
+        measured_torque: The observer takes the drives' measured torque as acting (else the commands).
     """
 
     row: np.ndarray
+    timing: SampleTiming
+    measured_torque: bool
     stopping: str
     detected: str
     holding: bool
@@ -101,6 +122,10 @@ class Cycle(Protocol):
 class PythonCycle:
     """The cycle in Python around any controller and estimator (see the module docstring).
 
+    With an estimator, the law sees the state predicted to the instant its command will act and the
+    reference at that instant (:mod:`mbctl.hardware.sample_timing`); the log and the tracking errors
+    compare each sample with the reference at its own instant.
+
     Args:
         controller: Torques (or goal positions) from the time and the state.
         limits: Safety limits of the actuated joints.
@@ -109,7 +134,9 @@ class PythonCycle:
         reference: Desired positions and velocities, for the tracking errors (None: none).
         estimator: The estimate step (None: the controller sees the measurement).
         torque_mode: The outputs are torques (False: goal positions, which must lie in the ranges).
-        delay: Cycles between writing a command and the drives applying it.
+        timing: The samples' and commands' instants (:class:`~mbctl.hardware.sample_timing.SampleTiming`).
+        measured_torque: The observer takes the drives' measured torque (``state.effort``) as acting,
+            else the command the timing says acted.
         sample_clock: Estimates step by the backend's sample instants (``state.t``), else by ``t``.
         logs_estimates: The log has the ``dq_hat`` and ``tau_ext`` columns.
     """
@@ -124,7 +151,8 @@ class PythonCycle:
         estimator: Estimator | None,
         *,
         torque_mode: bool,
-        delay: int,
+        timing: SampleTiming,
+        measured_torque: bool,
         sample_clock: bool,
         logs_estimates: bool,
     ):
@@ -135,13 +163,18 @@ class PythonCycle:
         self._nan = np.full(n, np.nan)
         self._logs_estimates = logs_estimates
         self._sample_clock = sample_clock
-        # the torques the drives applied between the last two samples: the command written 1 + delay cycles ago
-        self._sent = collections.deque([np.zeros(n)] * (delay + 1), maxlen=delay + 1)
+        self.timing, self.measured_torque = timing, measured_torque
+        # the commands written the last SENT_CAPACITY cycles, oldest first (a law may hand out its own buffer: copies)
+        self._sent = collections.deque([np.zeros(n)] * SENT_CAPACITY, maxlen=SENT_CAPACITY)
+        self._t_est = math.nan  # the estimator's clock at its last step
+        self._t_previous = 0.0  # the loop-clock instant of the sample before the last new one
+        self._pred_q, self._pred_dq, self._pred_h = np.zeros(n), np.zeros(n), 0.0
         self._started = False  # the estimator starts from the run's first sample
         self.stopping = self.detected = ""
         self.holding = False
         self._q_hold: np.ndarray | None = None
         self.saturated = 0
+        self.ratio_max = 0.0  # the largest |tau_ext| / threshold of the run
         self._sq_error, self._max_error, self._tracked = np.zeros(n), 0.0, 0
         # torque steps, accumulated in place: sum of squares and reversals per joint
         self._tau_last, self._step_last, self._step, self._back = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
@@ -154,23 +187,33 @@ class PythonCycle:
 
     def warm_up(self, state: JointState) -> None:
         saturated = self.saturated
+        self.timing.sample(0.0, self._sample_time(0.0, state))
         if self.estimator is not None:
             ts = self._sample_time(0.0, state)
             self.estimator.reset(ts, state)
             state = self.estimator(ts, state, np.zeros(self.n))
-        self._control(0.0, state)
+        self._control(0.0, state, state)
         self.saturated = saturated
         self._fill_row(0.0, state, np.zeros(self.n))
+        self.timing.reset()
 
     def step(self, k: int, t: float, state: JointState | None, tracking: bool) -> np.ndarray | None:
         measured, tau = state, None
+        if state is not None:
+            self.timing.sample(t, self._sample_time(t, state), state.t_host)
+        t_law, law_state = t, state
         if state is not None and self.estimator is not None:
             state = self._estimate(t, state)
+            timing = self.timing
+            t_law = timing.t_sample + timing.horizon
+            q_law = self._pred_q + (timing.horizon - self._pred_h) * self._pred_dq  # a sample read again: its prediction carried on
+            law_state = JointState(t=state.t, q=q_law, dq=self._pred_dq, effort=state.effort)
         if state is not None and not self.stopping:
-            tau = self._control(t, state)
+            tau = self._control(t_law, state, law_state)
             if self.torque_mode:
                 self._count_step(k, tau)
-            self._sent.append(tau.copy())  # a law may hand out its own output buffer
+            self._sent.append(tau.copy())
+            self.timing.written()
         logged = self._nan if self.stopping or not self.torque_mode else (tau if tau is not None else np.zeros(self.n))
         q_ref = self._fill_row(t, measured, logged)
         if self.reference is not None and state is not None and tracking:
@@ -182,12 +225,25 @@ class PythonCycle:
 
     def _estimate(self, t: float, state: JointState) -> JointState:
         """The estimate step and the detection's reaction (the run's first sample starts the estimator)."""
-        estimator = self.estimator
+        estimator, timing, sent = self.estimator, self.timing, self._sent
         ts = self._sample_time(t, state)
-        if not self._started:
+        if not self._started:  # from the first sample at which the loop's commands act (timing.acting)
             estimator.reset(ts, state)
-            self._started = True
-        state = estimator(ts, state, self._sent[0])
+            self._started, self._t_est, self._t_previous = timing.acting(), ts, timing.t_sample
+            self._pred_q[:], self._pred_dq[:], self._pred_h = state.q, state.dq, 0.0
+        stepped = ts > self._t_est
+        if self.measured_torque:
+            tau, bound = state.effort, 0.0
+        else:
+            d = timing.acted(self._t_previous)
+            tau, bound = sent[-1 - d], 0.0
+            if timing.measured:  # the neighbours may have acted instead: their spread widens the threshold
+                bound = np.max([np.abs(sent[-1 - j] - tau) for j in (d - 1, d + 1) if 0 <= j < SENT_CAPACITY], axis=0)
+        state = estimator(ts, state, tau, bound, timing.horizon, sent[-1])
+        if stepped:
+            self._t_est, self._t_previous = ts, timing.t_sample
+            self._pred_q[:], self._pred_dq[:], self._pred_h = estimator.q_pred, estimator.dq_pred, timing.horizon
+            self.ratio_max = max(self.ratio_max, float(np.max(np.abs(estimator.tau_ext) / estimator.threshold)))
         if not self.detected:
             self.detected = estimator.detection(t)
             if self.detected and estimator.reaction == "stop":
@@ -196,16 +252,16 @@ class PythonCycle:
                 self._q_hold, self.holding = state.q.copy(), True
         return state
 
-    def _control(self, t: float, state: JointState) -> np.ndarray:
-        """Safety checks, then the controller's torques limited to the effort limits (goal positions
-        must lie in the joints' ranges)."""
+    def _control(self, t: float, state: JointState, law_state: JointState) -> np.ndarray:
+        """Safety checks on ``state``, then the controller's torques at ``t`` for ``law_state``, limited to
+        the effort limits (goal positions must lie in the joints' ranges)."""
         limits = self.limits
         breach = limit_breach(self.names, limits, state)
         if breach:
             raise StopRun(f"limit breach: {breach}")
         try:
             # after a detection with reaction "hold": the estimator's compliant hold, checked and limited alike
-            tau = np.asarray(self.controller(t, state) if self._q_hold is None else self.estimator.hold(self._q_hold), dtype=float)
+            tau = np.asarray(self.controller(t, law_state) if self._q_hold is None else self.estimator.hold(self._q_hold), dtype=float)
         except Exception as exc:  # noqa: BLE001  any controller failure must stop the robot
             raise StopRun(f"exception in controller: {exc.__class__.__name__}: {exc}") from None
         if tau.shape != (self.n,) or not np.isfinite(tau).all():
@@ -224,15 +280,17 @@ class PythonCycle:
 
     def _fill_row(self, t: float, state: JointState | None, tau: np.ndarray) -> np.ndarray:
         n, row, nan_n = self.n, self.row, self._nan
+        t_sample = self.timing.t_sample if state is not None else np.nan
         q_ref = dq_ref = nan_n
         if self.reference is not None:
-            q_ref, dq_ref = self.reference(t)
-        row[0], row[1], row[2], row[3] = t, np.nan, np.nan, float(state is not None)
+            q_ref, dq_ref = self.reference(t_sample if state is not None else t)
+        at = len(HEAD)
+        row[:at] = t, np.nan, np.nan, float(state is not None), t_sample
         values = (state.q, state.dq, q_ref, dq_ref, tau, state.effort) if state is not None else (nan_n, nan_n, q_ref, dq_ref, tau, nan_n)
-        row[4 : 4 + 6 * n] = np.concatenate(values)
+        row[at : at + 6 * n] = np.concatenate(values)
         if self._logs_estimates:
-            row[4 + 6 * n : 4 + 7 * n] = self.estimator.dq_hat if state is not None else nan_n
-            row[4 + 7 * n : 4 + 8 * n] = self.estimator.tau_ext if state is not None else nan_n
+            row[at + 6 * n : at + 7 * n] = self.estimator.dq_hat if state is not None else nan_n
+            row[at + 7 * n : at + 8 * n] = self.estimator.tau_ext if state is not None else nan_n
         row[len(row) - len(PHASES) :] = np.nan
         return q_ref
 
@@ -252,6 +310,8 @@ class PythonCycle:
     def finish(self, summary: RunSummary, names: Sequence[str]) -> None:
         record(summary, names, self.limits, self._sq_error, self._max_error, self._tracked, self._step_sq, self._reversals, self._steps)
         summary.collision = self.detected
+        detects = self.estimator is not None and np.isfinite(self.estimator.threshold).any()
+        summary.tau_ext_ratio_max = self.ratio_max if detects else math.nan
 
 
 def record(

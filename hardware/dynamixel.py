@@ -108,6 +108,8 @@ class DynamixelBus(JointInterface):
         clock: Time source for :attr:`JointState.t` (s).
     """
 
+    effort_source = "present current x torque constant x gear ratio"
+
     def __init__(
         self,
         joint_names: Sequence[str],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import math
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -117,12 +118,16 @@ class JointState:
         q: Positions (rad or m).
         dq: Velocities (rad/s or m/s).
         effort: Measured or current-derived effort (N·m or N).
+        t_host: The same instant on the host's monotonic clock (``time.perf_counter``, s) where the
+            backend knows it (stamps on a clock the host shares or maps: ROS time on this machine, a
+            plant process's ticks); NaN where it does not (the loop then estimates the clocks' offset).
     """
 
     t: float
     q: np.ndarray
     dq: np.ndarray
     effort: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    t_host: float = math.nan
 
 
 class JointInterface(abc.ABC):
@@ -153,6 +158,12 @@ class JointInterface(abc.ABC):
     hand_over_possible: bool = True
     """False when :meth:`hand_over` has no safe state to give the arm to (the loop then holds
     until the user stops the run)."""
+    sample_period_s: float | None = None
+    """The robot's own update period (s) where it keeps its own time and applies the latest command at
+    each update (a ros2_control arm's update rate, Franka's 1 ms); None: the loop's period (drives that
+    sample at the loop's SYNC, or the loop's own steps)."""
+    command_latency_s: float = 0.0
+    """Time a written command takes to reach the robot (s), on top of the update it then waits for."""
     effort_source: str = ""
     """Where :attr:`JointState.effort` is a torque the drives measured or applied at the sample's
     instant, what it is, in words (``"torque actual value 0x6077"``, ``"tau_J, the joint torque

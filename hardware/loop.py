@@ -77,6 +77,7 @@ from mbctl.hardware.loop_support import PHASES, SafetyLimits, log_columns, no_gc
 from mbctl.hardware.overrun import OverrunMonitor, OverrunPolicy
 from mbctl.hardware.realtime import DEFAULT_PRIORITY, realtime_priority
 from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.sample_timing import SampleTiming
 from mbctl.hardware.summary import RunSummary, chatter_warnings, spread
 
 __all__ = ["Controller", "Estimator", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "chatter_warnings", "run_loop", "log_columns", "run_footprint"]
@@ -195,7 +196,7 @@ def run_loop(
         except (DriveFault, CommunicationError) as exc:
             raise StopRun(f"enabling torque failed: {exc}") from None
 
-        t0 = clock.now()
+        t0 = cycle.timing.t0 = clock.now()
         deadline = t0
         last_start = None
         last_log = math.nan
@@ -254,7 +255,7 @@ def run_loop(
             if cycle.stopping:
                 raise StopRun(cycle.stopping)
 
-            deadline += period
+            deadline += period + cycle.timing.shift  # the phase lock's move (sample_timing), 0 without one
             if config.paced:
                 now = clock.now()
                 overran = now > deadline
@@ -288,6 +289,9 @@ def run_loop(
     _timing(summary, period, periods[:kept], computes[:kept], phases[:kept])
     cycle.finish(summary, backend.joint_names)
     summary.cycle = "python" if isinstance(cycle, PythonCycle) else "compiled"
+    summary.sample_timing = cycle.timing.report()
+    if estimator is not None:
+        summary.observer_torque = describe_observer_torque(backend, cycle.measured_torque, cycle.timing)
     summary.comm_errors = dict(collections.Counter(comm_errors())) if comm_errors else {}
     summary.saturated = cycle.saturated + (saturation_count() if saturation_count else 0)
     return summary
@@ -300,13 +304,41 @@ def _cycle(
     """The compiled cycle where it applies (and ``config.compiled_cycle``), else the Python one."""
     names, torque_mode = backend.joint_names, config.command is CommandMode.TORQUE
     logs_estimates = estimator is not None and len(log.columns) == len(log_columns(names, estimation=True))
-    common = dict(sample_clock=backend.sample_clock, delay=backend.command_delay_cycles)
+    timing = SampleTiming(1.0 / config.rate_hz, backend.sample_period_s, measured=config.paced and backend.sample_clock,
+                          delay_cycles=backend.command_delay_cycles, latency_s=backend.command_latency_s, cycles=cycles)  # fmt: skip
+    measured = observer_torque(backend, estimator)
+    common = dict(sample_clock=backend.sample_clock, timing=timing, measured_torque=measured)
     if config.compiled_cycle and torque_mode:
         cycle = compiled_cycle(controller, limits, names, reference, estimator, logs_estimates=logs_estimates,
                                paced=config.paced, rate_hz=config.rate_hz, cycles=cycles, **common)  # fmt: skip
         if cycle is not None:
             return cycle
     return PythonCycle(controller, limits, names, len(log.columns), reference, estimator, torque_mode=torque_mode, logs_estimates=logs_estimates, **common)
+
+
+def observer_torque(backend: JointInterface, estimator: Estimator | None) -> bool:
+    """Whether the observer takes the drives' measured torque as the torque acting on the arm: the
+    backend measures one (:attr:`~mbctl.hardware.interface.JointInterface.effort_source`) and the
+    estimator's settings ask for it. Sets the estimator's friction share for that torque (0 behind the
+    joint's friction, a joint torque sensor's; else 1)."""
+    if estimator is None:
+        return False
+    settings = getattr(getattr(estimator, "estimator", None), "settings", None)
+    measured = bool(backend.effort_source) and getattr(settings, "torque", "measured") == "measured"
+    estimator.friction_share = 0.0 if measured and backend.effort_after_friction else 1.0
+    return measured
+
+
+def describe_observer_torque(backend: JointInterface, measured: bool, timing: SampleTiming) -> str:
+    """The summary's account of the torque the observer took as acting on the arm."""
+    if measured:
+        side = "a joint torque sensor's, behind the friction (the model's friction left out)" if backend.effort_after_friction else "a drive torque"
+        return f"measured: {backend.effort_source} ({side})"
+    if timing.measured:
+        return ("the commands, each from the update its sample's age says it reached (paced: the spread of the commands "
+                "written just before and after widens the detection threshold)")
+    cycles = 1 + backend.command_delay_cycles
+    return f"the commands, each acting from the sample after the one it was computed on{f' plus {cycles - 1} cycle(s)' if cycles > 1 else ''}"
 
 
 def _timing(summary: RunSummary, period: float, periods: np.ndarray, computes: np.ndarray, phases: np.ndarray) -> None:

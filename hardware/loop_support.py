@@ -15,8 +15,10 @@ from mbctl.ctrl.limits import run_limits
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.interface import JointState
 
-__all__ = ["PHASES", "ESTIMATE_GROUPS", "SafetyLimits", "limit_breach", "log_columns", "run_footprint", "no_gc_pauses"]
+__all__ = ["HEAD", "PHASES", "ESTIMATE_GROUPS", "SafetyLimits", "limit_breach", "log_columns", "run_footprint", "no_gc_pauses"]
 
+HEAD = ("t", "period", "compute", "read_ok", "t_sample")
+"""The log's columns before the joints' groups (:func:`log_columns`)."""
 PHASES = ("read", "control", "write", "log")
 """The timed phases of a cycle, in order."""
 ESTIMATE_GROUPS = ("dq_hat", "tau_ext")
@@ -44,13 +46,14 @@ class SafetyLimits:
 def log_columns(joint_names: Sequence[str], estimation: bool = False) -> list[str]:
     """Columns of the run log: times, one column per joint for each quantity, phase durations.
 
-    ``t`` (s since the start), ``period`` and ``compute`` (s), ``read_ok`` (1/0), then
-    ``q``, ``dq``, ``q_ref``, ``dq_ref``, ``tau``, ``effort`` per joint (with ``estimation``
+    ``t`` (s since the start), ``period`` and ``compute`` (s), ``read_ok`` (1/0), ``t_sample``
+    (the instant the sample was measured, on the loop's clock: ``t`` less its age, s), then
+    ``q``, ``dq``, ``q_ref``, ``dq_ref`` (the reference at ``t_sample``), ``tau``, ``effort`` per joint (with ``estimation``
     also ``dq_hat`` and ``tau_ext``: the estimated velocity and external torque), then
     ``phase.read``, ``phase.control``, ``phase.write`` (s, NaN when skipped) and
     ``phase.log``: the time spent logging the *previous* cycle (NaN in the first row).
     """
-    cols = ["t", "period", "compute", "read_ok"]
+    cols = list(HEAD)
     for group in ("q", "dq", "q_ref", "dq_ref", "tau", "effort") + (ESTIMATE_GROUPS if estimation else ()):
         cols += [f"{group}.{j}" for j in joint_names]
     return cols + [f"phase.{p}" for p in PHASES]
@@ -68,7 +71,7 @@ def run_footprint(duration_s: float, rate_hz: float, joints: int, estimation: bo
     """
     product = duration_s * rate_hz
     cycles = float(round(product)) if math.isfinite(product) else math.inf
-    columns = 4 + (6 + 2 * estimation) * joints + len(PHASES)
+    columns = len(HEAD) + (6 + 2 * estimation) * joints + len(PHASES)
     return cycles, cycles * 8.0 * (2 + len(PHASES) + 3 * joints + columns), cycles * 16.0 * columns
 
 

@@ -4,8 +4,10 @@ The control process and the plant exchange the latest command and the latest
 measurement through shared memory, so a read or a write costs microseconds and the
 plant's physics is not charged to the controller's budget. The child process runs a
 lock-step :class:`~mbctl.hardware.sim.SimPlant` at absolute deadlines
-``t0 + k*period``: each period it takes the latest command, advances one period
-and publishes the measurement.
+``t0 + k*period`` as a robot's update does: it advances one period under the command it took at
+the last deadline, publishes the measurement of that instant, and takes the newest command, which
+acts over the next period. A command computed from the measurement of one deadline therefore acts
+from the next one on (the loop's prediction horizon, :mod:`mbctl.hardware.sample_timing`).
 
 With torque off (before :meth:`PlantProcess.enable`, after :meth:`~PlantProcess.disable`)
 the joints are held, as by brakes, and the plant's time stands still; enabled, it
@@ -140,25 +142,29 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
         measure()
         clock = WallClock(spin_s)
         enabled = False
+        latched = None  # the command taken at the last tick: it acts over the period that follows
         status[_READY] = 1.0
         t0 = clock.now()
         k = 0
         parent = os.getppid()
         while status[_STOP] == 0.0 and os.getppid() == parent:  # an orphaned plant stops too
             clock.sleep_until(t0 + (k + 1) * period_s)
-            values = _snapshot(command)
-            if values[0] and not enabled:
-                plant.enable()
-            elif not values[0] and enabled:
-                plant.disable()
-            enabled = bool(values[0])
             k += 1
-            if not enabled:
-                continue  # held, as by brakes: the robot does not move with torque off
-            start = time.perf_counter()
-            plant.write(JointCommand.position(values[2:]) if values[1] else JointCommand.torque(values[2:]))
-            cost = time.perf_counter() - start
-            measure()
+            stepped = enabled  # held, as by brakes, while torque was off: the robot does not move then
+            if stepped:
+                start = time.perf_counter()
+                plant.write(JointCommand.position(latched[2:]) if latched[1] else JointCommand.torque(latched[2:]))
+                cost = time.perf_counter() - start
+                measure()
+            # as a robot's update does: the newest command, applied from this instant to the next tick
+            latched = _snapshot(command)
+            if latched[0] and not enabled:
+                plant.enable()
+            elif not latched[0] and enabled:
+                plant.disable()
+            enabled = bool(latched[0])
+            if not stepped:
+                continue
             costs[cost_bin(cost)] += 1
             status[_STEPS] += 1
             status[_SATURATED] = plant.saturated
@@ -195,6 +201,7 @@ class PlantProcess(JointInterface):
     """
 
     sample_clock = True  # measurements carry the plant time they were sampled at
+    effort_source = "the torque the simulated plant applied ([plant] effort noise added)"
 
     def __init__(
         self,
@@ -210,7 +217,7 @@ class PlantProcess(JointInterface):
     ):
         self.truth = truth
         self.joint_names = truth.actuated_names
-        self.period_s = period_s
+        self.period_s = self.sample_period_s = period_s
         self.config = config or PlantConfig()
         self.q0 = q0
         self.max_lag_s = max_lag_s

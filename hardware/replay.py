@@ -20,6 +20,7 @@ import numpy as np
 from mbctl.hardware.clock import LoopClock, WallClock
 from mbctl.hardware.interface import JointCommand, JointInterface
 from mbctl.hardware.loop import log_columns
+from mbctl.hardware.loop_support import HEAD
 from mbctl.hardware.runlog import RunLog
 
 __all__ = ["replay_positions"]
@@ -64,8 +65,8 @@ def replay_positions(backend: JointInterface, goals: np.ndarray, period_s: float
                     backend.enable()
                     enabled = True
                 backend.write(JointCommand.position(goal))
-            row[:4] = (k * period_s, period_s, np.nan, 1.0)
-            row[4 : 4 + 6 * n] = np.concatenate([state.q, state.dq, goal, nan_n, nan_n, state.effort if len(state.effort) == n else nan_n])
+            row[: len(HEAD)] = (k * period_s, period_s, np.nan, 1.0, k * period_s)
+            row[len(HEAD) : len(HEAD) + 6 * n] = np.concatenate([state.q, state.dq, goal, nan_n, nan_n, state.effort if len(state.effort) == n else nan_n])
             log.append(row)
     finally:
         backend.disable()

@@ -238,6 +238,7 @@ class SimPlant(JointInterface):
     """
 
     sample_clock = True  # measurements carry the plant time they were sampled at
+    effort_source = "the torque the simulated plant applied ([plant] effort noise added)"
 
     def __init__(
         self,

@@ -56,7 +56,13 @@ class RunSummary:
     ``torque_step_rms``: RMS change of each joint's torque command per cycle (N·m, N; from the
     second cycle on: the first step is torque coming on); ``torque_step_reversals``: the
     fraction of cycles that reverse the command (:func:`chatter_warnings`); ``chatter``: a
-    warning per chattering command. ``collision``: the collision detected, if any. ``mpc``: the
+    warning per chattering command. ``collision``: the collision detected, if any;
+    ``observer_torque``: the torque the momentum observer took as acting on the arm (the drives'
+    measurement, or the commands and how their timing was found); ``tau_ext_ratio_max``: the largest
+    ``|tau_ext_i| / threshold_i`` of the run (a detection at 1; NaN without thresholds);
+    ``sample_timing``: the samples' age when read and the horizon to the instant a command acts, p50,
+    p99 and max (µs; :mod:`mbctl.hardware.sample_timing`; empty where the backend keeps no time of its
+    own, and in lock-step). ``mpc``: the
     model predictive controller's report (solver, updates, iterations per update, fallbacks,
     solve-time percentiles in µs); empty for the other laws. ``end``: how the run ended for the
     drives (the end hold and the hand-over after a clean finish, or torque off after a stop).
@@ -90,6 +96,9 @@ class RunSummary:
     torque_step_reversals: dict[str, float] = field(default_factory=dict)
     chatter: list[str] = field(default_factory=list)
     collision: str = ""
+    observer_torque: str = ""
+    tau_ext_ratio_max: float = math.nan
+    sample_timing: dict[str, float] = field(default_factory=dict)
     mpc: dict[str, float | int | str] = field(default_factory=dict)
     end: str = ""
     cycle: str = ""

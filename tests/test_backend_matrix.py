@@ -109,9 +109,10 @@ def test_every_backend_completes_with_the_shipped_observer(cli, moves, tmp_path,
     if not paced and backend != "canopen-udp":  # lock-step is deterministic (UDP multicast may reorder)
         r, python, python_log, _ = _run(cli, moves, tmp_path, backend, paced, "--python-cycle")
         assert python["cycle"] == "python" and python["cycles"] == s["cycles"], python["stop_reason"]
-        # over ROS 2, round-off in a command (1e-12 N·m) grows to 1e-7 rad in the emulated plant a
-        # hundred cycles in (the Python cycle repeats itself exactly): compared at a coarser tolerance
-        _same_logs(log, python_log, 1e-4 if backend == "ros2" else 1e-9)
+        # over ROS 2, round-off in a command (1e-14 N·m) grows in the emulated plant where the UR5's wrist 3
+        # (1e-4 kg m² behind 1.4 N·m of stiction) reverses under stick-slip: 2e-7 rad at once, 2e-4 rad at
+        # the end (the Python cycle repeats itself exactly): compared at a coarser tolerance
+        _same_logs(log, python_log, 1e-3 if backend == "ros2" else 1e-9)
         for key in ("tracking_rms", "torque_step_rms"):
             assert np.allclose(list(s[key].values()), list(python[key].values()), rtol=1e-3, atol=1e-9), key
 

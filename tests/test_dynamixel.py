@@ -53,7 +53,7 @@ def make_bus(watchdog_s: float = 0.1) -> BusConfig:
     return BusConfig(port=None, baudrate=4000000, latency_s=20e-3, return_delay_s=0.0, bus_watchdog_s=watchdog_s, units=units)
 
 
-def wait_until(condition, timeout_s: float = 1.0) -> bool:
+def wait_until(condition, timeout_s: float = 5.0) -> bool:
     """Poll ``condition``: a sync write gets no reply, so the emulator applies it a moment later."""
     import time
 

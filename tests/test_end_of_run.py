@@ -81,7 +81,8 @@ def test_dynamixel_clean_finish_leaves_the_servos_holding_in_position_mode(tmp_p
         servos = emulator.servos
         goals = lambda: bus.units.q_from_counts(np.array([s.get("goal_position") for s in servos], dtype=float))  # noqa: E731
         assert wait_until(lambda: np.allclose(goals(), log["q"][-1], atol=2e-3)), goals()  # a sync write: applied a moment later
-        assert all(s.torque_on and s.get("operating_mode") == 3 and s.get("bus_watchdog") == 0 for s in servos)
+        holding = lambda: all(s.torque_on and s.get("operating_mode") == 3 and s.get("bus_watchdog") == 0 for s in servos)  # noqa: E731
+        assert wait_until(holding), [(s.torque_on, s.get("operating_mode"), s.get("bus_watchdog")) for s in servos]  # the emulator's thread applies the writes
     assert summary.end.startswith("held the last reference for 0.02 s, then the servos hold their last positions")
 
 

@@ -92,7 +92,7 @@ def test_one_compiled_step_serves_robots_that_differ_in_their_numbers(robots):
     for k in range(1, 20):
         q, tau = UR5_MOVE[0] + 0.01 * rng.normal(size=6), 20 * rng.normal(size=6)
         b.update(k * 1e-3, q, np.zeros(6), tau)
-        x, o, _, dq_hat, tau_ext, *_ = reference(reference.inputs[0].copy(), reference.inputs[1].copy(), q, np.zeros(6), tau, 1e-3)
+        x, o, _, dq_hat, tau_ext, *_ = reference(reference.inputs[0].copy(), reference.inputs[1].copy(), q, np.zeros(6), tau, 1e-3, np.zeros(6), 1.0, 0.0, tau)
         reference.inputs[0][:], reference.inputs[1][:] = x, o
         assert np.allclose(b.dq_hat, dq_hat, rtol=1e-9, atol=1e-9) and np.allclose(b.tau_ext, tau_ext, rtol=1e-9, atol=1e-9)
 

@@ -318,12 +318,14 @@ class SpyEstimator:
 
     def __init__(self, n):
         self.dq_hat, self.tau_ext, self.times = np.zeros(n), np.zeros(n), []
+        self.q_pred, self.dq_pred, self.threshold, self.friction_share = np.zeros(n), np.zeros(n), np.full(n, np.inf), 1.0
 
     def reset(self, t, state):
         self.times.append(("reset", t))
 
-    def __call__(self, t, state, tau_applied):
+    def __call__(self, t, state, tau, bound=0.0, horizon=0.0, tau_next=None):
         self.times.append(("step", t))
+        self.q_pred, self.dq_pred = state.q, state.dq
         return state
 
     def detection(self, t):

@@ -83,9 +83,12 @@ class StateEstimator:
     Attributes:
         q_hat, dq_hat: Estimated positions (rad, m) and velocities (rad/s, m/s).
         tau_ext: Observed external joint torques (N·m, N).
+        threshold: The detection threshold of the last step per DOF (N·m, N; inf: none): the settings'
+            plus the filtered error bound of the torque input (:mod:`mbctl.ctrl.estimation.step`).
+        q_pred, dq_pred: The state predicted to the instant the next command acts.
         worst: ``max |tau_ext_i| / threshold_i`` of the last step (> 1: a detection).
 
-    The three arrays are the compiled function's output buffers: the next :meth:`update`
+    The arrays are the compiled function's output buffers: the next :meth:`update`
     overwrites them in place (copy what you keep).
     """
 
@@ -94,15 +97,28 @@ class StateEstimator:
         self.settings = estimation_settings(robot) if settings is None else settings
         self.model = EstimationModel(robot)
         self._f = _step_function(robot, self.settings, period_s, compiled)
-        q, dq = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv)
-        self._momentum = ca.Function("momentum", [q, dq], list(self.model.momentum(q, dq)[:2]))
+        q, dq, f = ca.SX.sym("q", robot.nv), ca.SX.sym("dq", robot.nv), ca.SX.sym("f")
+        self._momentum = ca.Function("momentum", [q, dq, f], list(self.model.momentum(q, dq, f)[:2]))
         outputs = self._f.outputs
         self.q_hat, self.dq_hat, self.tau_ext, self._g, self._m, self._worst = outputs[2], outputs[3], outputs[4], outputs[5], outputs[6], outputs[7]
+        self.q_pred, self.dq_pred, self.threshold = outputs[8], outputs[9], outputs[10]
         self._x, self._o = self._f.inputs[0], self._f.inputs[1]
         self._x_next, self._o_next = outputs[0], outputs[1]
-        self._q_in, self._dq_in, self._tau_in, self._h_in = self._f.inputs[2:6]
+        self._q_in, self._dq_in, self._tau_in, self._h_in, self._bound_in, self._f_in, self._horizon_in, self._next_in = self._f.inputs[2:10]
+        self._f_in[0] = 1.0
+        self.threshold[:] = self.settings.threshold
         self.worst = 0.0
         self._t = math.nan
+
+    @property
+    def friction_share(self) -> float:
+        """The share of the model's joint friction acting beyond the torque input (1: a drive torque; 0:
+        a joint torque sensor's, measured behind the friction)."""
+        return float(self._f_in[0])
+
+    @friction_share.setter
+    def friction_share(self, value: float) -> None:
+        self._f_in[0] = value
 
     @property
     def compiled(self) -> bool:
@@ -117,34 +133,45 @@ class StateEstimator:
     def initial(self, q: np.ndarray, dq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The step's states ``(x, o)`` started from the measurement ``(q, dq)``
         (:func:`~mbctl.ctrl.estimation.step.initial_state`)."""
-        return initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum)
+        return initial_state(self.model, np.asarray(q, dtype=float), np.asarray(dq, dtype=float), self._momentum, self.friction_share)
 
     def reset(self, t: float, q: np.ndarray, dq: np.ndarray) -> None:
         """Start from a measurement at time ``t`` (s): estimates equal to it, no external torque."""
         x, o = self.initial(q, dq)
         self._x[:], self._o[:] = x, o
         self.q_hat[:], self.dq_hat[:] = q, dq
+        self.q_pred[:], self.dq_pred[:] = q, dq
         self.tau_ext[:] = 0.0
+        self.threshold[:] = self.settings.threshold
         self.worst = 0.0
         self._t = t
 
-    def update(self, t: float, q: np.ndarray, dq: np.ndarray, tau: np.ndarray) -> float:
-        """One step to the measurement ``(q, dq)`` at ``t`` (s), ``tau`` (N·m, N) applied since
-        the last one; returns :attr:`worst`."""
+    def update(
+        self, t: float, q: np.ndarray, dq: np.ndarray, tau: np.ndarray, bound: np.ndarray | float = 0.0,
+        horizon: float = 0.0, tau_next: np.ndarray | None = None,
+    ) -> float:  # fmt: skip
+        """One step to the measurement ``(q, dq)`` at ``t`` (s), ``tau`` (N·m, N) applied since the
+        last one, at most ``bound`` (N·m, N) from the torque that really acted; then the state predicted
+        ``horizon`` seconds on under ``tau_next`` (default ``tau``) into :attr:`q_pred`, :attr:`dq_pred`.
+        Returns :attr:`worst`. A repeated time is no step (the prediction is left as it was)."""
         h = t - self._t
         if not h > 0:
             return self.worst
         self._t = t
         self._q_in[:], self._dq_in[:], self._tau_in[:] = q, dq, tau
-        self._h_in[0] = h
+        self._bound_in[:] = bound
+        self._h_in[0], self._horizon_in[0] = h, horizon
+        self._next_in[:] = tau if tau_next is None else tau_next
         self._f.eval()
         self._x[:], self._o[:] = self._x_next, self._o_next
         self.worst = float(self._worst[0])
         return self.worst
 
-    def detected_joint(self, tau_ext: np.ndarray | None = None) -> int:
-        """DOF index with the largest ``|tau_ext| / threshold`` (of the last estimate, or of ``tau_ext``)."""
-        return int(np.argmax(np.abs(self.tau_ext if tau_ext is None else tau_ext) / self.settings.threshold))
+    def detected_joint(self, tau_ext: np.ndarray | None = None, threshold: np.ndarray | None = None) -> int:
+        """DOF index with the largest ``|tau_ext| / threshold`` (of the last estimate and its thresholds, or of
+        the ones given)."""
+        tau_ext = self.tau_ext if tau_ext is None else tau_ext
+        return int(np.argmax(np.abs(tau_ext) / (self.threshold if threshold is None else threshold)))
 
     def hold_torque(self, q_hold: np.ndarray) -> np.ndarray:
         """The compliant hold's torques (N·m, N) at the last estimate (see the module docstring)."""

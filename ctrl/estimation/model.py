@@ -85,22 +85,24 @@ class EstimationModel:
             D[i] = slope
         return D
 
-    def velocity_increment(self, q: ca.SX, dq: ca.SX, tau: ca.SX, h: ca.SX) -> ca.SX:
-        """``dv`` over ``h`` seconds under generalized forces ``tau``: ``(M + h D) dv = h (tau - bias + Q_f)``."""
+    def velocity_increment(self, q: ca.SX, dq: ca.SX, tau: ca.SX, h: ca.SX, f: ca.SX | float = 1.0) -> ca.SX:
+        """``dv`` over ``h`` seconds under generalized forces ``tau``: ``(M + h f D) dv = h (tau - bias + f Q_f)``,
+        ``f`` the share of the joint friction that acts beyond ``tau`` (0 where ``tau`` is measured behind it)."""
         M = self.sd.mass_matrix_of(q)
-        rhs = h * (tau - self.sd.bias_of(q, dq) + self.friction_force(dq))
-        return ca.solve(M + h * ca.diag(self.friction_slope(dq)), rhs)
+        rhs = h * (tau - self.sd.bias_of(q, dq) + f * self.friction_force(dq))
+        return ca.solve(M + h * f * ca.diag(self.friction_slope(dq)), rhs)
 
-    def momentum(self, q: ca.SX, dq: ca.SX) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
-        """``(p, beta, g, m)``: momentum ``M dq``, ``beta = C^T dq - g + Q_f`` (so ``dp/dt = tau + beta +
-        tau_ext``), gravity ``g(q)`` and the diagonal ``m`` of ``M(q)``."""
-        return tuple(self._momentum_function(q, dq, self._parameters))
+    def momentum(self, q: ca.SX, dq: ca.SX, f: ca.SX | float = 1.0) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX]:
+        """``(p, beta, g, m)``: momentum ``M dq``, ``beta = C^T dq - g + f Q_f`` (so ``dp/dt = tau + beta +
+        tau_ext``; ``f`` as in :meth:`velocity_increment`), gravity ``g(q)`` and the diagonal ``m`` of ``M(q)``."""
+        p, beta, friction, g, m = self._momentum_function(q, dq, self._parameters)
+        return p, beta + f * friction, g, m
 
     @cached_property
     def _momentum_function(self) -> ca.Function:
-        """``(q, dq, parameters) -> (p, beta, g, m)`` on symbols (the gradient needs them), called on expressions."""
+        """``(q, dq, parameters) -> (p, C^T dq - g, Q_f, g, m)`` on symbols (the gradient needs them), called on expressions."""
         q, dq = ca.SX.sym("q", self.nv), ca.SX.sym("dq", self.nv)
         M = self.sd.mass_matrix_of(q)
         g = self.sd.gravity_of(q)
         ct_dq = ca.gradient(0.5 * ca.dot(dq, ca.mtimes(M, dq)), q)
-        return ca.Function("momentum", [q, dq, self._parameters], [ca.mtimes(M, dq), ct_dq - g + self.friction_force(dq), g, ca.diag(M)])
+        return ca.Function("momentum", [q, dq, self._parameters], [ca.mtimes(M, dq), ct_dq - g, self.friction_force(dq), g, ca.diag(M)])

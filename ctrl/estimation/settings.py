@@ -42,6 +42,8 @@ class EstimationSettings:
         reaction: ``"stop"``, ``"hold"`` or ``"none"``.
         file: The robot TOML, for errors.
         observer_cutoff_hz: Cutoff of the observer's own velocity low-pass (Hz; inf: none).
+        torque: The torque the observer takes as acting: ``"measured"`` (the drives' where the backend
+            measures one, else the commands) or ``"commanded"``.
     """
 
     velocity: str
@@ -51,6 +53,7 @@ class EstimationSettings:
     reaction: str
     file: Path | None = None
     observer_cutoff_hz: float = math.inf
+    torque: str = "measured"
 
     def describe(self) -> str:
         """One line for the run summary."""
@@ -58,7 +61,7 @@ class EstimationSettings:
             "measured": "the backend's velocity as measured",
             "first-order": f"first-order filtered difference of positions, cutoff {self.cutoff_hz:g} Hz",
             "alpha-beta": f"alpha-beta tracking filter, bandwidth {self.cutoff_hz:g} Hz",
-            "model": f"model-based observer (dynamics driven by the commanded torque), bandwidth {self.cutoff_hz:g} Hz",
+            "model": f"model-based observer (dynamics driven by the torque that acted), bandwidth {self.cutoff_hz:g} Hz",
         }[self.velocity]
         detect = f"reaction {self.reaction}" if np.isfinite(self.threshold).any() else "detection off (no [control.collision])"
         filtered = f", its velocity low-passed at {self.observer_cutoff_hz:g} Hz" if math.isfinite(self.observer_cutoff_hz) else ""
@@ -84,7 +87,7 @@ def estimation_settings(robot: RobotModel, *, threshold: float | dict[str, float
         values = np.where(np.isnan(values), default, values)
     return EstimationSettings(
         velocity=spec.velocity, cutoff_hz=spec.velocity_cutoff_hz, gain=collision.gain, threshold=values, reaction=collision.reaction, file=file,
-        observer_cutoff_hz=collision.velocity_cutoff_hz,
+        observer_cutoff_hz=collision.velocity_cutoff_hz, torque=collision.torque,
     )
 
 

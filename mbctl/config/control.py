@@ -11,6 +11,7 @@ gain = 200.0                             # 1/s: K, the observer's bandwidth
 threshold = { j1 = 5.0 }                 # N·m (N): one number, or by joint (default: break-away friction + 1 % of the effort limit)
 reaction = "stop"                        # stop (torque off) | hold (compliant hold) | none (log only)
 velocity_cutoff_hz = 10.0                # Hz: optional low-pass of the velocity the observer uses
+torque = "measured"                      # measured (the drives' torque where the backend reports one) | commanded
 [control.computed-torque]                # e'' + kd e' + kp e = 0
 kp = 400.0                               # 1/s²: one number for every actuated joint, or by joint name
 kd = 40.0                                # 1/s
@@ -59,6 +60,7 @@ __all__ = [
     "CONTROL_KEYS",
     "FRICTION_VELOCITIES",
     "REACTIONS",
+    "OBSERVER_TORQUES",
     "VELOCITY_ESTIMATORS",
     "CollisionSpec",
     "END_ACTIONS",
@@ -89,7 +91,8 @@ VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
 first-order filtered difference of positions, an alpha-beta tracking filter, or an observer on the
 robot's dynamics driven by the commanded torque."""
 REACTIONS = ("stop", "hold", "none")
-COLLISION_KEYS = ("gain", "threshold", "reaction", "velocity_cutoff_hz")
+OBSERVER_TORQUES = ("measured", "commanded")
+COLLISION_KEYS = ("gain", "threshold", "reaction", "velocity_cutoff_hz", "torque")
 GAIN_KEYS = ("kp", "kd")
 TASK_KEYS = ("frame", "axes", "kp", "kd", "nullspace")
 NULLSPACE_KEYS = ("objective", "kp", "kd", "posture")
@@ -132,12 +135,15 @@ class TaskSpaceSpec:
 class CollisionSpec:
     """The momentum observer: ``gain`` K (1/s), detection ``threshold`` on ``|tau_ext|`` (N·m, N;
     one number, by joint, or None for the default), ``reaction`` on a detection, the cutoff (Hz) of
-    a low-pass on the velocity it uses (inf: none)."""
+    a low-pass on the velocity it uses (inf: none), and the ``torque`` it takes as acting on the arm:
+    ``measured`` (the drives' measured torque where the backend reports one, else the commands) or
+    ``commanded``."""
 
     gain: float = 200.0
     threshold: PerJoint | None = None
     reaction: str = "stop"
     velocity_cutoff_hz: float = math.inf
+    torque: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,7 @@ def _collision(t: Table) -> CollisionSpec:
         threshold=_positive_per_joint(t, "threshold") if "threshold" in t else None,
         reaction=t.string("reaction", "stop", choices=REACTIONS),
         velocity_cutoff_hz=_positive(t, "velocity_cutoff_hz", "Hz") if "velocity_cutoff_hz" in t else math.inf,
+        torque=t.string("torque", "measured", choices=OBSERVER_TORQUES),
     )
 
 
