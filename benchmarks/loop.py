@@ -40,6 +40,7 @@ from mbctl.hardware.compiled_cycle import compiled_cycle
 from mbctl.hardware.estimate import LoopEstimator
 from mbctl.hardware.interface import JointState
 from mbctl.hardware.loop_support import SafetyLimits
+from mbctl.hardware.sample_timing import SampleTiming
 from mbctl.hardware.session import SessionOptions, run_session
 
 # one there-and-back motion per robot (rad, m), 1.5 s per segment
@@ -99,8 +100,9 @@ def own_times(rate: float) -> tuple[float, dict[str, float]]:
     step = estimator.estimator
     step.reset(0.0, traj.q[0], traj.dq[0])
     step.update(1.0 / rate, traj.q[0], traj.dq[0], np.zeros(robot.nv))  # its buffers hold a step now
-    cycle = compiled_cycle(tracking, SafetyLimits.of(robot), robot.joint_names, tracking.reference, estimator,
-                           logs_estimates=True, delay=0, sample_clock=False, paced=False, rate_hz=rate, cycles=10)  # fmt: skip
+    timing = SampleTiming(1.0 / rate, None, measured=False, delay_cycles=0)
+    cycle = compiled_cycle(tracking, SafetyLimits.of(robot), robot.joint_names, tracking.reference, estimator, logs_estimates=True,
+                           timing=timing, measured_torque=True, sample_clock=False, paced=False, rate_hz=rate, cycles=10)  # fmt: skip
     cycle.warm_up(JointState(t=0.0, q=traj.q[0], dq=traj.dq[0], effort=np.zeros(robot.nv)))
     times = {
         "computed-torque law": p50_us(law.eval),

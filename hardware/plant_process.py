@@ -24,7 +24,7 @@ Shared memory, float64 words, each block guarded by a sequence counter (odd whil
 the writer is inside; a reader retries until it sees the same even count before
 and after copying)::
 
-    measurement  [seq, t, q(n), dq(n), effort(n)]          plant  -> control
+    measurement  [seq, t, t_host, q(n), dq(n), effort(n)]  plant  -> control
     command      [seq, enabled, mode, value(n)]            control -> plant
 
 (``mode`` 0: ``value`` are drive torques, N·m or N; 1: goal positions, rad, of a plant
@@ -81,7 +81,7 @@ class _Layout:
 
     def __init__(self, n: int):
         self.n = n
-        self.measurement = slice(0, 2 + 3 * n)
+        self.measurement = slice(0, 3 + 3 * n)
         self.command = slice(self.measurement.stop, self.measurement.stop + 3 + n)
         self.status = slice(self.command.stop, self.command.stop + _STATUS)
         self.size = self.status.stop
@@ -135,11 +135,11 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
             status[_FAILED] = 1.0
             return {"error": f"{exc.__class__.__name__}: {exc}"}
 
-        def measure() -> None:
+        def measure(t_host: float) -> None:
             s = plant.read()
-            _publish(measurement, np.concatenate([[s.t], s.q, s.dq, s.effort]))
+            _publish(measurement, np.concatenate([[s.t, t_host], s.q, s.dq, s.effort]))
 
-        measure()
+        measure(time.perf_counter())
         clock = WallClock(spin_s)
         enabled = False
         latched = None  # the command taken at the last tick: it acts over the period that follows
@@ -155,7 +155,7 @@ def _step_until_stopped(shm: SharedMemory, truth: RobotModel, period_s: float, c
                 start = time.perf_counter()
                 plant.write(JointCommand.position(latched[2:]) if latched[1] else JointCommand.torque(latched[2:]))
                 cost = time.perf_counter() - start
-                measure()
+                measure(t0 + k * period_s)  # the state of this deadline's instant on the host's clock
             # as a robot's update does: the newest command, applied from this instant to the next tick
             latched = _snapshot(command)
             if latched[0] and not enabled:
@@ -327,7 +327,7 @@ class PlantProcess(JointInterface):
             raise CommunicationError("port", f"the simulated plant stopped: {self._child_report().get('error', 'its process exited')}")
         values = _snapshot(self._measurement)
         n = self._layout.n
-        return JointState(t=float(values[0]), q=values[1 : 1 + n], dq=values[1 + n : 1 + 2 * n], effort=values[1 + 2 * n :])
+        return JointState(t=float(values[0]), q=values[2 : 2 + n], dq=values[2 + n : 2 + 2 * n], effort=values[2 + 2 * n :], t_host=float(values[1]))
 
     def write(self, command: JointCommand) -> None:
         """Send drive torques, or goal positions (rad) when every actuated joint has a servo;

@@ -48,7 +48,7 @@ import math
 
 import numpy as np
 
-__all__ = ["LOCK_CREEP", "LOCK_MARGIN", "LOCK_SEEK", "OFFSET_CREEP", "SampleTiming"]
+__all__ = ["LOCK_CREEP", "LOCK_MARGIN", "LOCK_SEEK", "OFFSET_CREEP", "STALE_PERIODS", "STEP_SAMPLES", "SampleTiming"]
 
 LOCK_SEEK = 0.02
 """How much earlier each deadline comes while the phase lock looks for the samples' arrival (share of the loop's period)."""
@@ -56,6 +56,10 @@ LOCK_CREEP = 1e-3
 """... and once it has found it: a read misses the arrival about once every ``LOCK_MARGIN / LOCK_CREEP`` cycles."""
 LOCK_MARGIN = 0.3
 """How much later the next deadline comes after a read that missed the arrival (share of the robot's period)."""
+STALE_PERIODS = 3
+"""Robot periods beyond which a sample is stale: the prediction looks no further ahead, and new samples that
+all look older (``STEP_SAMPLES`` in a row) mean the robot's clock stepped back (its stamps are re-learned)."""
+STEP_SAMPLES = 10
 OFFSET_CREEP = 1e-3
 """s/s: how fast the estimate of the clock offset may grow between two quick deliveries (a robot's
 clock drifts by at most a few hundred ppm against the host's, NTP slews the system clock by at most 500)."""
@@ -89,28 +93,23 @@ class SampleTiming:
         self.measured = measured
         self.delay_cycles = delay_cycles
         self.latency_s = latency_s
-        self.offset = math.nan
         self.t0 = 0.0
-        self.t_sample = self.horizon = self.age = 0.0
-        self._t_seen = math.nan  # loop time of the last offset update (s)
-        self._t_s_last = math.nan  # the last new sample's own stamp
-        self._acts = [-math.inf] * commands  # action instants of the commands written, oldest first (loop clock)
-        self._first_act = math.inf  # the first command's
         self.ages, self.horizons = np.full(cycles, np.nan), np.full(cycles, np.nan)
         self.locks = measured and sample_period_s is not None and sample_period_s <= 1.01 * period_s
-        self.shift = 0.0  # the move of the next deadline the phase lock asks for (s)
-        self._found, self._t_s_lock, self._age_last = False, math.nan, math.inf
-        self._k = 0
+        self._commands = commands
+        self.reset()
 
     def reset(self) -> None:
         """Forget what was measured (after the loop's warm-up, whose ``t`` is no loop time)."""
-        self.offset = self._t_seen = self._t_s_last = math.nan
+        self.offset = math.nan
         self.t_sample = self.horizon = self.age = 0.0
-        self._acts = [-math.inf] * len(self._acts)
-        self._first_act = math.inf
-        self._k = 0
-        self.shift = 0.0
+        self._t_seen = self._t_s_last = math.nan  # loop time of the last offset update (s), the stamp it had
+        self._acts = [-math.inf] * self._commands  # action instants of the commands written, oldest first (loop clock)
+        self._first_act = math.inf  # the first command's
+        self.shift = 0.0  # the move of the next deadline the phase lock asks for (s)
         self._found, self._t_s_lock, self._age_last = False, math.nan, math.inf
+        self._old, self.clock_steps = 0, 0  # new samples in a row that all look stale; the clock steps found
+        self._k = 0
 
     def sample(self, t: float, t_s: float, t_host: float = math.nan) -> None:
         """A sample stamped ``t_s`` (the backend's clock; ``t_host`` on the host's, NaN if unknown) read
@@ -118,6 +117,7 @@ class SampleTiming:
         if not self.measured:
             self.t_sample, self.age, self.horizon = t, 0.0, 0.0
             return
+        p = self.sample_period_s
         if t_host == t_host:  # known on the host's clock
             self.age = max(0.0, t - (t_host - self.t0))
         else:
@@ -126,10 +126,14 @@ class SampleTiming:
                 creep = 0.0 if math.isnan(self._t_seen) else OFFSET_CREEP * (t - self._t_seen)
                 self.offset = lag if math.isnan(self.offset) else min(self.offset + creep, lag)
                 self._t_seen, self._t_s_last = t, t_s
+                # new samples keep coming yet all look old: the robot's clock stepped back, not its samples
+                self._old = self._old + 1 if lag - self.offset > STALE_PERIODS * p else 0
+                if self._old >= STEP_SAMPLES:
+                    self.offset, self._old = lag, 0
+                    self.clock_steps += 1
             self.age = lag - self.offset
         self.t_sample = t - self.age
-        p = self.sample_period_s
-        self.horizon = p * max(1, math.ceil((self.age + self.latency_s) / p - 1e-6))
+        self.horizon = p * min(max(1, math.ceil((self.age + self.latency_s) / p - 1e-6)), STALE_PERIODS)
         if self.locks:
             missed = t_s == self._t_s_lock or self.age - self._age_last > 0.5 * p
             self._found = self._found or missed
@@ -140,13 +144,16 @@ class SampleTiming:
             self._k += 1
 
     def report(self) -> dict[str, float]:
-        """The samples' age and the commands' horizon (µs): p50, p99 and max of each ({} when nothing was measured)."""
+        """The samples' age and the commands' horizon (µs): p50, p99 and max of each, and the steps of the robot's
+        clock re-learned where there were any ({} when nothing was measured)."""
         if not self._k:
             return {}
         out = {}
         for name, values in (("age", self.ages[: self._k]), ("horizon", self.horizons[: self._k])):
             v = values * 1e6
             out |= {f"{name}_p50_us": float(np.percentile(v, 50)), f"{name}_p99_us": float(np.percentile(v, 99)), f"{name}_max_us": float(v.max())}
+        if self.clock_steps:
+            out["clock_steps"] = float(self.clock_steps)
         return out
 
     def written(self) -> None:

@@ -139,7 +139,7 @@ def test_the_clock_offset_follows_drift_and_ignores_slow_deliveries():
     timing = SampleTiming(1e-3, None, measured=True, delay_cycles=0, cycles=10)
     timing.sample(0.0, 5.0)
     timing.sample(1e-3 + 4e-4, 5.0 + 1e-3)  # delivered 0.4 ms later than the first
-    assert timing.age == pytest.approx(4e-4)
+    assert timing.age == pytest.approx(4e-4, abs=2e-6)  # less the offset's creep over 1.4 ms
     for k in range(2, 2000):  # the robot's clock 500 ppm slow: its stamps fall behind
         timing.sample(k * 1e-3, 5.0 + k * 1e-3 * (1 - 5e-4))
     assert timing.age < 1e-5
@@ -152,3 +152,16 @@ def test_lockstep_and_host_read_times_measure_nothing():
     timing.sample(0.25, 99.0, 42.0)
     assert (timing.t_sample, timing.age, timing.horizon, timing.acted(0.24)) == (0.25, 0.0, 0.0, 1)
     assert not math.isnan(timing.t_sample)
+
+
+def test_a_robot_clock_that_steps_back_is_learned_again():
+    """Stamps 24 ms behind from one sample on (a plant that gave up lost time; a robot's clock reset) while
+    samples keep coming every period: the prediction looks at most 3 periods ahead meanwhile, and after
+    10 such samples the offset is learned again (samples read fresh, the step counted)."""
+    timing = SampleTiming(1e-3, 1e-3, measured=True, delay_cycles=0, cycles=60)
+    for k in range(40):
+        timing.sample(k * 1e-3, k * 1e-3 - (0.024 if k >= 20 else 0.0))
+        if k == 20:
+            assert timing.age == pytest.approx(0.024, abs=1e-5) and timing.horizon == pytest.approx(3e-3)
+    assert timing.age == pytest.approx(0.0, abs=1e-9) and timing.horizon == pytest.approx(1e-3)
+    assert timing.report()["clock_steps"] == 1
