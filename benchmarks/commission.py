@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -47,6 +48,18 @@ from mbctl.cli import main
 
 SCALE = {"shoulder_pan_joint": 1.5, "shoulder_lift_joint": 1.8, "elbow_joint": 2.0, "wrist_1_joint": 1.6, "wrist_2_joint": 1.7, "wrist_3_joint": 1.9}
 OPTIONS = ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", "wrist_3_joint=30"]
+
+
+def options(rate: float | None) -> list[str]:
+    """The command's options at ``rate`` (Hz; None: the command's default, 1 kHz in lock-step).
+
+    Below 500 Hz wrist 3 (0.017 kg m², no rotor inertia in the URDF) needs more than the default
+    sweep: 30 Hz is more than a 4 ms loop holds (w T <= 0.4 allows 15.9 Hz at 250 Hz), and at
+    15 Hz it sticks and slips below 0.1 rad/s, so 16 speeds instead of 10 leave enough above that
+    for the Stribeck fit."""
+    if rate is None or rate >= 500:
+        return list(OPTIONS)
+    return ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", f"wrist_3_joint={min(30.0, 0.4 * rate / (2 * math.pi)):.3g}", "--speeds", "16"]
 
 
 def arm_file(folder: Path) -> Path:
@@ -90,7 +103,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep"), default="lockstep")
-    ap.add_argument("--rate", type=float, default=250.0, help="canopen: control rate, Hz (default 250: a loaded 2-core machine misses 1 ms SYNC replies)")
+    ap.add_argument("--rate", type=float, help="control rate, Hz (default: 250 for canopen and canopen-process-lockstep, where a loaded 2-core machine misses 1 ms SYNC replies; else the command's own, 1 kHz)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
     import tomllib
@@ -100,27 +113,30 @@ def main_() -> int:
         arm = arm_file(folder)
         truth = {name: tomllib.loads(arm.read_text())["plant"]["joints"][name]["friction"] for name in SCALE}
         out = args.out or folder / "out"
-        print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}")
+        rate = args.rate if args.rate is not None else (250.0 if args.backend in ("canopen", "canopen-process-lockstep") else None)
+        given = ["--rate", f"{rate:g}"] if rate is not None else []
+        opts = [*given, *options(rate)]
+        print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}; options {' '.join(opts)}")
         start = time.perf_counter()
         if args.backend == "lockstep":
-            code = main(["commission", str(arm), "--out", str(out), "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--lockstep", *opts])
         elif args.backend == "ros2-lockstep":
             os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # traffic stays on this machine
             os.environ.setdefault("ROS_DOMAIN_ID", str(random.randrange(100, 200)))
-            code = main(["commission", str(arm), "--out", str(out), "--plant", "ros2", "--emulate", "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--bus", "ros2", "--emulate", "--lockstep", *opts])
         elif args.backend == "canopen-lockstep":
-            code = main(["commission", str(arm), "--out", str(out), "--plant", "canopen", "--emulate", "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--bus", "canopen", "--emulate", "--lockstep", *opts])
         else:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             q0 = "0,-1.5708,0,0,0,0"
             lockstep = args.backend == "canopen-process-lockstep"
-            timing = ["--lockstep-period", f"{1 / args.rate:g}"] if lockstep else ["--realtime-priority", "79"]
+            timing = ["--lockstep-period", f"{1 / rate:g}"] if lockstep else ["--realtime-priority", "79"]
             emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(arm), "--bus", "canopen", "--interface", "udp_multicast",
                                          "--channel", channel, "--q0", q0, *timing], stdout=subprocess.PIPE, text=True)
             try:
                 print(emulator.stdout.readline().strip())
-                code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--plant", "canopen", "--interface", "udp_multicast",
-                             "--channel", channel, "--rate", f"{args.rate:g}", *(["--lockstep"] if lockstep else []), *OPTIONS])
+                code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--bus", "canopen", "--interface", "udp_multicast",
+                             "--channel", channel, *(["--lockstep"] if lockstep else []), *opts])
             finally:
                 emulator.terminate()
                 emulator.wait(timeout=20)
