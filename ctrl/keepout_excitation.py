@@ -5,10 +5,12 @@ The excitation design (:func:`mbctl.ctrl.excitation.design_excitation`) knows jo
 where the links go: a UR5's design about the middle of its ranges (every joint at 0: the arm
 stretched out flat) swings the forearm 0.34 m below its mounting plane. Here it is designed about a
 pose ``c`` (the middle of the ranges by default) on a copy of the robot whose position ranges are
-``[c - w, c + w]`` (within its own), with ``w`` first as wide as the ranges allow around ``c``,
-then :data:`SHRINK` times narrower after each design that :mod:`mbctl.ctrl.keepout` refuses, at
-most :data:`ATTEMPTS` designs. A robot without a keep-out gets one design: on its own ranges when no
-pose is given (as ``design_excitation`` alone), about ``c`` when one is.
+``[c - w, c + w]`` (within its own). ``w`` starts as wide as the ranges allow around ``c``, is made
+:data:`SHRINK` times narrower until every corner of the box ``c ± w`` and :data:`SAMPLES` random poses
+in it are clear of the keep-out (forward kinematics only: cheap), and then again after each design
+that :mod:`mbctl.ctrl.keepout` refuses, at most :data:`ATTEMPTS` designs. A robot without a keep-out
+gets one design: on its own ranges when no pose is given (as ``design_excitation`` alone), about
+``c`` when one is.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SHRINK = 0.6
 """Factor on the half ranges ``w`` after a design that enters the keep-out."""
 ATTEMPTS = 8
 """Designs tried before giving up (the last at 0.6^7 = 2.8 % of the first half ranges)."""
+SAMPLES = 256
+"""Random poses (seeded) checked in a box before a design is made in it."""
 UNBOUNDED_HALF = math.pi
 """Half range (rad, m) about the pose where a joint has no position limit (as the design's ±pi)."""
 
@@ -66,6 +70,21 @@ def _middle(robot: RobotModel) -> np.ndarray:
     return np.array([0.5 * (j.limits.lower + j.limits.upper) if math.isfinite(j.limits.lower + j.limits.upper) else 0.0 for j in robot.joints])
 
 
+def _clear_box(robot: RobotModel, centre: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``w`` made :data:`SHRINK` times narrower until the box's corners and :data:`SAMPLES` random poses
+    in it are clear (at most :data:`ATTEMPTS` - 1 times: the designs need the rest)."""
+    moving = np.flatnonzero(w > 0)
+    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * len(moving))).reshape(len(moving), -1).T if len(moving) <= 10 else np.empty((0, len(moving)))
+    unit = np.vstack([corners, np.random.default_rng(0).uniform(-1.0, 1.0, (SAMPLES, len(moving)))])
+    for _ in range(ATTEMPTS - 1):
+        poses = np.tile(centre, (len(unit), 1))
+        poses[:, moving] += unit * w[moving]
+        if keepout_violation(robot, np.arange(len(poses), dtype=float), poses, "a pose") is None:
+            break
+        w = SHRINK * w
+    return w
+
+
 def excitation_clear_of_keepout(
     robot: RobotModel,
     design: Callable[[RobotModel], Excitation],
@@ -98,6 +117,8 @@ def excitation_clear_of_keepout(
     upper = np.array([j.limits.upper for j in robot.joints])
     w = np.minimum(centre - lower, upper - centre)
     w = np.where(np.isfinite(w), w, UNBOUNDED_HALF)
+    if checks:
+        w = _clear_box(robot, centre, w)
     found: KeepoutViolation | None = None
     for attempt in range(1, (ATTEMPTS if checks else 1) + 1):
         result = design(narrowed(robot, centre, w))
