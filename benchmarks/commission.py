@@ -16,7 +16,7 @@ Backends:
   topics, ``/clock``), stepping once per command (needs ``pip install -e ".[ros2]"``);
 - ``canopen``: ``mbctl emulate ARM.toml --bus canopen --interface udp_multicast`` in its own process,
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
-  (``--plant canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
+  (``--bus canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
   ``SCHED_FIFO`` 79, one below the loop, where the OS grants it): nothing but the bus reaches the
   command;
 - ``canopen-process-lockstep``: the same, in lock-step (the emulator steps its plant once per SYNC,
@@ -27,7 +27,7 @@ computed-torque tracking RMS (nominal, identified, ratio), the friction fitted a
 wall time and the arm time (what a user waits for on hardware). Targets: torque prediction at most a
 tenth of the nominal's and tracking at least 3 times better, every joint.
 
-Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen] [--rate HZ] [--out DIR]
+Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen|canopen-process-lockstep] [--rate HZ] [--out DIR]
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ SCALE = {"shoulder_pan_joint": 1.5, "shoulder_lift_joint": 1.8, "elbow_joint": 2
 OPTIONS = ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", "wrist_3_joint=30"]
 
 
-def options(rate: float | None) -> list[str]:
-    """The command's options at ``rate`` (Hz; None: the command's default, 1 kHz in lock-step).
+def options(rate: float) -> list[str]:
+    """The command's options at ``rate`` (Hz).
 
     Below 500 Hz wrist 3 (0.017 kg m², no rotor inertia in the URDF) needs more than the default
     sweep: 30 Hz is more than a 4 ms loop holds (w T <= 0.4 allows 15.9 Hz at 250 Hz), and at
     15 Hz it sticks and slips below 0.1 rad/s, so 16 speeds instead of 10 leave enough above that
     for the Stribeck fit."""
-    if rate is None or rate >= 500:
+    if rate >= 500:
         return list(OPTIONS)
     return ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", f"wrist_3_joint={min(30.0, 0.4 * rate / (2 * math.pi)):.3g}", "--speeds", "16"]
 
@@ -103,7 +103,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep"), default="lockstep")
-    ap.add_argument("--rate", type=float, help="control rate, Hz (default: 250 for canopen and canopen-process-lockstep, where a loaded 2-core machine misses 1 ms SYNC replies; else the command's own, 1 kHz)")
+    ap.add_argument("--rate", type=float, help="control rate, Hz (default: 250 for canopen and canopen-process-lockstep, where a loaded 2-core machine misses 1 ms SYNC replies; else 1000)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
     import tomllib
@@ -113,9 +113,8 @@ def main_() -> int:
         arm = arm_file(folder)
         truth = {name: tomllib.loads(arm.read_text())["plant"]["joints"][name]["friction"] for name in SCALE}
         out = args.out or folder / "out"
-        rate = args.rate if args.rate is not None else (250.0 if args.backend in ("canopen", "canopen-process-lockstep") else None)
-        given = ["--rate", f"{rate:g}"] if rate is not None else []
-        opts = [*given, *options(rate)]
+        rate = args.rate if args.rate is not None else (250.0 if args.backend in ("canopen", "canopen-process-lockstep") else 1000.0)
+        opts = ["--rate", f"{rate:g}", *options(rate)]
         print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}; options {' '.join(opts)}")
         start = time.perf_counter()
         if args.backend == "lockstep":

@@ -228,7 +228,7 @@ def test_cli_writes_the_csv_whole(robots, tmp_path, cli):
     out.write_text("old\n")
     r = cli(
         "trajectory", "excitation", "ur5", "--harmonics", "3", "--period", "4", "--rate", "100", "--grid", "36",
-        "--joints", "shoulder_pan_joint,shoulder_lift_joint,elbow_joint", "--out", out,
+        "--joints", "shoulder_pan_joint,shoulder_lift_joint,elbow_joint", "--about", "shoulder_lift_joint=-1.5708", "--out", out,
     )
     assert r.code == 0, r.err
     assert "condition number" in r.out and "held: wrist_1_joint = 0" in r.out

@@ -2,8 +2,9 @@
 
 Steps, each kept in ``DIR/<step>/`` (``result.json`` when it finished, ``step.log``, its run logs):
 
-1. ``preflight``: the envelope (limits with the margins), a hold test at the start pose with the
-   nominal model's computed torque (stops beyond ``--hold-drift``), the drives and sensing;
+1. ``preflight``: the envelope (limits with the margins), the rate and the start pose (``--start`` or
+   ``[identification] start``: there is no default), a hold test at the start pose with the nominal
+   model's computed torque (stops beyond ``--hold-drift``), the drives and sensing;
 2. ``friction``: each joint in turn, the constant-speed sweep (and ``--presliding``) of
    ``identify run`` inside the envelope, the others held; a law fitted per joint with intervals;
 3. ``excitation``: a Fourier trajectory optimised for the base parameters inside the envelope, run
@@ -13,9 +14,12 @@ Steps, each kept in ``DIR/<step>/`` (``result.json`` when it finished, ``step.lo
    model; the identified robot is written to ``DIR/<robot>_commissioned.toml`` only if it is better;
 6. ``report``: ``DIR/report.json`` and ``DIR/report.html`` with its figures.
 
-``--from STEP`` resumes: the earlier steps' results are read from DIR. A safety stop or Ctrl-C leaves
-the arm torque off (the loop's own exit path), keeps the finished steps and prints the command that
-resumes. Exit codes: 0 done (adopted or not), 1 a step stopped, 2 bad input, 130 interrupted.
+Every planned motion is checked against the robot's ``[keepout]`` before it runs (the start pose and
+the sweeps before anything moves). ``--from STEP`` resumes: the earlier steps' results are read from
+DIR, and refused if another robot file, backend, rate, envelope or start pose shaped them; a run's
+earlier files from STEP on are moved into ``DIR/superseded/<n>/`` first. A safety stop or Ctrl-C
+leaves the arm torque off (the loop's own exit path), keeps the finished steps and prints the command
+that resumes. Exit codes: 0 done (adopted or not), 1 a step stopped, 2 bad input, 130 interrupted.
 Library: :mod:`mbctl.identification.commission`.
 """
 
