@@ -22,7 +22,7 @@ measured anyway.
   ``w² e + 2 zeta w e'`` times ``M(q_hold)``, so that one joint's correction does not drive the
   others through the arm's inertia coupling. With each joint's own inertia, a held joint meets
   the tested one's loop through ``M⁻¹``, whose diagonal can be several times ``1/M_ii`` (the UR5's
-  elbow with the upper arm upright: 4.8 times); at a 4 ms period that pushes the pair past the
+  elbow with the upper arm upright: 6.1 times); at a 4 ms period that pushes the pair past the
   sampled loop's stability limit and they chatter at half the rate. Where a joint's torque
   exceeds the level the loop saturates it at, the others are given the coupling of the
   acceleration it will actually have, not of the one it asked for:
