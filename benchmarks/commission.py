@@ -16,7 +16,7 @@ Backends:
   topics, ``/clock``), stepping once per command (needs ``pip install -e ".[ros2]"``);
 - ``canopen``: ``mbctl emulate ARM.toml --bus canopen --interface udp_multicast`` in its own process,
   serving the arm file, and the command on the *nominal* ``configs/ur5.toml`` over the bus, paced
-  (``--plant canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
+  (``--bus canopen --interface udp_multicast``, 250 Hz by default; the emulator serves under
   ``SCHED_FIFO`` 79, one below the loop, where the OS grants it): nothing but the bus reaches the
   command;
 - ``canopen-process-lockstep``: the same, in lock-step (the emulator steps its plant once per SYNC,
@@ -27,13 +27,14 @@ computed-torque tracking RMS (nominal, identified, ratio), the friction fitted a
 wall time and the arm time (what a user waits for on hardware). Targets: torque prediction at most a
 tenth of the nominal's and tracking at least 3 times better, every joint.
 
-Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen] [--rate HZ] [--out DIR]
+Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen|canopen-process-lockstep] [--rate HZ] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -47,6 +48,18 @@ from mbctl.cli import main
 
 SCALE = {"shoulder_pan_joint": 1.5, "shoulder_lift_joint": 1.8, "elbow_joint": 2.0, "wrist_1_joint": 1.6, "wrist_2_joint": 1.7, "wrist_3_joint": 1.9}
 OPTIONS = ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", "wrist_3_joint=30"]
+
+
+def options(rate: float) -> list[str]:
+    """The command's options at ``rate`` (Hz).
+
+    Below 500 Hz wrist 3 (0.017 kg m², no rotor inertia in the URDF) needs more than the default
+    sweep: 30 Hz is more than a 4 ms loop holds (w T <= 0.4 allows 15.9 Hz at 250 Hz), and at
+    15 Hz it sticks and slips below 0.1 rad/s, so 16 speeds instead of 10 leave enough above that
+    for the Stribeck fit."""
+    if rate >= 500:
+        return list(OPTIONS)
+    return ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", f"wrist_3_joint={min(30.0, 0.4 * rate / (2 * math.pi)):.3g}", "--speeds", "16"]
 
 
 def arm_file(folder: Path) -> Path:
@@ -90,7 +103,7 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep"), default="lockstep")
-    ap.add_argument("--rate", type=float, default=250.0, help="canopen: control rate, Hz (default 250: a loaded 2-core machine misses 1 ms SYNC replies)")
+    ap.add_argument("--rate", type=float, help="control rate, Hz (default: 250 for canopen and canopen-process-lockstep, where a loaded 2-core machine misses 1 ms SYNC replies; else 1000)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
     import tomllib
@@ -100,27 +113,29 @@ def main_() -> int:
         arm = arm_file(folder)
         truth = {name: tomllib.loads(arm.read_text())["plant"]["joints"][name]["friction"] for name in SCALE}
         out = args.out or folder / "out"
-        print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}")
+        rate = args.rate if args.rate is not None else (250.0 if args.backend in ("canopen", "canopen-process-lockstep") else 1000.0)
+        opts = ["--rate", f"{rate:g}", *options(rate)]
+        print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}; options {' '.join(opts)}")
         start = time.perf_counter()
         if args.backend == "lockstep":
-            code = main(["commission", str(arm), "--out", str(out), "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--lockstep", *opts])
         elif args.backend == "ros2-lockstep":
             os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # traffic stays on this machine
             os.environ.setdefault("ROS_DOMAIN_ID", str(random.randrange(100, 200)))
-            code = main(["commission", str(arm), "--out", str(out), "--plant", "ros2", "--emulate", "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--bus", "ros2", "--emulate", "--lockstep", *opts])
         elif args.backend == "canopen-lockstep":
-            code = main(["commission", str(arm), "--out", str(out), "--plant", "canopen", "--emulate", "--lockstep", *OPTIONS])
+            code = main(["commission", str(arm), "--out", str(out), "--bus", "canopen", "--emulate", "--lockstep", *opts])
         else:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             q0 = "0,-1.5708,0,0,0,0"
             lockstep = args.backend == "canopen-process-lockstep"
-            timing = ["--lockstep-period", f"{1 / args.rate:g}"] if lockstep else ["--realtime-priority", "79"]
+            timing = ["--lockstep-period", f"{1 / rate:g}"] if lockstep else ["--realtime-priority", "79"]
             emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(arm), "--bus", "canopen", "--interface", "udp_multicast",
                                          "--channel", channel, "--q0", q0, *timing], stdout=subprocess.PIPE, text=True)
             try:
                 print(emulator.stdout.readline().strip())
-                code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--plant", "canopen", "--interface", "udp_multicast",
-                             "--channel", channel, "--rate", f"{args.rate:g}", *(["--lockstep"] if lockstep else []), *OPTIONS])
+                code = main(["commission", str(bundled_config("ur5")), "--out", str(out), "--bus", "canopen", "--interface", "udp_multicast",
+                             "--channel", channel, *(["--lockstep"] if lockstep else []), *opts])
             finally:
                 emulator.terminate()
                 emulator.wait(timeout=20)

@@ -18,6 +18,15 @@ measured anyway.
 - Every other joint is held where it was at the start by the same PID (reference
   fixed, gravity feed-forward).
 - Gains scale with each joint's inertia (:class:`mbctl.identification.plan.ControlGains`).
+  ``coupled=True`` scales them with the whole mass matrix instead: the PD's accelerations
+  ``w² e + 2 zeta w e'`` times ``M(q_hold)``, so that one joint's correction does not drive the
+  others through the arm's inertia coupling. With each joint's own inertia, a held joint meets
+  the tested one's loop through ``M⁻¹``, whose diagonal can be several times ``1/M_ii`` (the UR5's
+  elbow with the upper arm upright: 6.1 times); at a 4 ms period that pushes the pair past the
+  sampled loop's stability limit and they chatter at half the rate. Where a joint's torque
+  exceeds the level the loop saturates it at, the others are given the coupling of the
+  acceleration it will actually have, not of the one it asked for:
+  ``tau_F += M_FS M_SS⁻¹ (sat(tau_S) - tau_S)`` (``S`` the saturated joints, ``F`` the rest).
 - Presliding tests switch the tested joint to open-loop torque (the holding torque
   plus a profile) and back to position hold, bumplessly: the integral is reset so
   that the torque is continuous at each switch. A ramp through break-away ends
@@ -39,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from mbctl.ctrl.limits import effort_levels
 from mbctl.dynamics.friction.laws import LuGre
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.interface import JointInterface, JointState
@@ -95,6 +105,8 @@ class ExperimentController:
         gains: PID scaling.
         presliding: Torque levels of the presliding phases (needed if the timeline has any).
         friction_feedforward: Add the joint's TOML friction law at the reference velocity.
+        coupled: Scale the PD with the mass matrix ``M(q_hold)`` of the actuated joints instead of
+            its diagonal (module docstring); the integral stays per joint.
     """
 
     def __init__(
@@ -106,6 +118,7 @@ class ExperimentController:
         presliding: PreslidingPlan | None = None,
         *,
         friction_feedforward: bool = True,
+        coupled: bool = False,
     ):
         self.robot = robot
         self.names = robot.actuated_names
@@ -117,7 +130,10 @@ class ExperimentController:
         self._law = robot.joint(joint).friction.law if (friction_feedforward and robot.joint(joint).friction) else None
         self._idx = np.array([robot.joint(n).idx_v for n in self.names], dtype=int)
         n = len(self.names)
+        self.coupled = coupled
         self.kp = self.kd = self.ki = np.zeros(n)
+        self.Kp = self.Kd = self.M = np.zeros((n, n))  # coupled: M and the PD's gains through it (N·m/rad, N·m·s/rad)
+        self._effort = effort_levels(robot)[self._idx]  # where the loop saturates (N·m, N)
         self.q_hold: np.ndarray | None = None
         self.integral = np.zeros(n)
         self._phase = -1
@@ -138,12 +154,16 @@ class ExperimentController:
         self._q_capture = float(self.q_hold[self.k])
         q = np.zeros(self.robot.nv)
         q[self._idx] = self.q_hold
-        M = pin.crba(self.robot.model, self._data, self.robot.configuration(q))
-        J = np.diag(M)[self._idx]
+        M = pin.crba(self.robot.model, self._data, self.robot.configuration(q))[np.ix_(self._idx, self._idx)]
+        M = np.triu(M) + np.triu(M, 1).T  # crba fills the upper triangle
+        J = np.diag(M).copy()
         w = 2 * math.pi * self.gains.bandwidth_hz
         self.kp = J * w**2
         self.kd = 2 * self.gains.damping * J * w
         self.ki = self.gains.integral * self.kp * w
+        self.M = M
+        self.Kp = M * w**2
+        self.Kd = M * (2 * self.gains.damping * w)
 
     def _feedforward(self, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
         qf, dqf, ddqf = (np.zeros(self.robot.nv) for _ in range(3))
@@ -189,12 +209,16 @@ class ExperimentController:
         ff = self._feedforward(q_ref, dq_ref, ddq_ref)
         e = q_ref - state.q
         ed = dq_ref - state.dq
+        if torque_mode:  # the tested joint's row is replaced below: no damping demand of it reaches the others
+            ed[k] = 0.0
         self.integral += self.ki * e * dt
-        tau = ff + self.kp * e + self.kd * ed + self.integral
+        tau = ff + (self.Kp @ e + self.Kd @ ed if self.coupled else self.kp * e + self.kd * ed) + self.integral
         label = TEST_NONE
         if torque_mode:  # e[k] = 0: the tested joint's integral stays frozen
             profile, label = self._profile(phase, t, state)
             tau[k] = self._u0 + profile
+        if self.coupled:
+            tau = self._saturated(tau)
         self._last_tau = tau
         self._last_ff = ff
         self._ref = (q_ref, dq_ref)
@@ -202,6 +226,18 @@ class ExperimentController:
         self.labels.append(label)
         self.dq_ref.append(float(dq_ref[k]))
         return tau
+
+    def _saturated(self, tau: np.ndarray) -> np.ndarray:
+        """``tau`` saturated at the loop's levels, the unsaturated joints given the coupling of the
+        saturated ones' actual accelerations (module docstring)."""
+        over = np.abs(tau) > self._effort
+        if not over.any():
+            return tau
+        clipped = np.clip(tau, -self._effort, self._effort)
+        free = ~over
+        out = clipped.copy()
+        out[free] += self.M[np.ix_(free, over)] @ np.linalg.solve(self.M[np.ix_(over, over)], clipped[over] - tau[over])
+        return np.clip(out, -self._effort, self._effort)
 
     def _hold_here(self, state: JointState, previous: Phase) -> None:
         """Bumpless switch from torque mode to holding the present position."""

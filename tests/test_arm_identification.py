@@ -55,7 +55,7 @@ def simulated_runs(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("armsim")
     traj = d / "exc.csv"
-    assert main(["trajectory", "excitation", "ur5", "--harmonics", "4", "--period", "10", "--out", str(traj)]) == 0
+    assert main(["trajectory", "excitation", "ur5", "--harmonics", "4", "--period", "10", "--about", "shoulder_lift_joint=-1.5708", "--out", str(traj)]) == 0
     out = {}
     for name, payload in (("truth", ""), ("payload", 'payload = { frame = "tool0", mass = 2.0, com = [0.01, 0.0, 0.06] }')):
         (d / f"{name}.toml").write_text(TRUTH.replace("{payload}", payload))

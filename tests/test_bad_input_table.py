@@ -81,9 +81,47 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "sweep: a grid axis of a billion values": lambda tmp: _study(tmp, "samples = 2", '[parameters."joints.wrist_1_joint.friction.fc"]\nrange = [0.1, 1.0, 1000000000]'),
     "run: a closed loop of 1e9 s": lambda tmp: ["run", *_scara(tmp)[1:4], "--lockstep", "--duration", "1e9", "--log", str(tmp / "out" / "run.npz"), "--summary", str(tmp / "out" / "run.json")],
     "identify: a rate of 1e12 Hz": lambda tmp: ["identify", "run", "friction_rig", "--joint", "j1", "--rate", "1e12", "--out", str(tmp / "out" / "LOG.csv")],
+    # commissioning (mbctl commission) and the keep-out
+    "commission: no start pose": lambda tmp: ["commission", "friction_rig", "--out", str(tmp / "out" / "c"), "--lockstep"],
+    "commission: the all-zeros start of a UR5 on its mounting plane": lambda tmp: ["commission", _ur5(tmp), "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "shoulder_pan_joint=0"],
+    "commission: a sweep that goes below the mounting plane": lambda tmp: ["commission", _ur5(tmp), "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "shoulder_lift_joint=-0.3"],
+    "commission: a joint given twice": lambda tmp: ["commission", "friction_rig", "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "j1=0.1,j1=0.2"],
+    "commission: an unknown joint's bandwidth": lambda tmp: ["commission", "friction_rig", "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "j1=0", "--bandwidth", "wrist=30"],
+    "commission: a bandwidth the rate cannot hold": lambda tmp: ["commission", "friction_rig", "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "j1=0", "--rate", "250", "--bandwidth", "j1=30"],
+    "commission: resuming with other margins": lambda tmp: _resume(tmp, "ur5.toml", "--torque-margin", "0.3"),
+    "commission: resuming in another robot's folder": lambda tmp: _resume(tmp, "other.toml"),
+    "trajectory: a move below the mounting plane": lambda tmp: ["trajectory", "quintic", _ur5(tmp), "--waypoints", "0,-1.5708,0,0,0,0; 0,0.5,0,0,0,0", "--durations", "2", "--out", str(tmp / "out" / "traj.csv")],
+    "trajectory: a keep-out box inside out": lambda tmp: ["trajectory", "quintic", _ur5(tmp, "[keepout]\nboxes = [{ min = [0, 0, 0], max = [1, -1, 1] }]\n"), "--waypoints", "0,-1.5708,0,0,0,0; 0,-1,0,0,0,0", "--durations", "2", "--out", str(tmp / "out" / "traj.csv")],
+    "trajectory optimal: --torque-margin, a fraction used": lambda tmp: ["trajectory", "optimal", "scara", "--waypoints", "0,0,0,0; 0.1,0.1,0.1,0.01", "--torque-margin", "0.9", "--out", str(tmp / "out" / "traj.csv")],
     "a trajectory file larger than the budget": lambda tmp: ["--memory-budget", "1K", *_scara(tmp)],
     "a budget that is not a size": lambda tmp: ["--memory-budget", "lots", *_scara(tmp)],
 }
+
+
+def _ur5(tmp: Path, keepout: str | None = None) -> str:
+    """The bundled UR5 copied to ``tmp/ur5.toml`` (its ``[keepout]`` table replaced by ``keepout``)."""
+    text = bundled_config("ur5").read_text()
+    if keepout is not None:
+        text = text[: text.index("[keepout]")] + keepout
+    (tmp / "ur5.toml").write_text(text)
+    return str(tmp / "ur5.toml")
+
+
+def _resume(tmp: Path, robot: str, *options: str) -> list[str]:
+    """``commission ROBOT --from friction`` into a folder whose pre-flight the bundled UR5 (copied to
+    ``tmp/ur5.toml``, with the default margins) finished."""
+    from mbctl.dynamics.model.robot import load_robot
+    from mbctl.hardware.session import SessionOptions
+    from mbctl.identification.commission import Commission, CommissionSettings
+    from mbctl.identification.commission.context import write_json
+    from mbctl.identification.commission.record import record
+
+    _ur5(tmp)
+    (tmp / "other.toml").write_text((tmp / "ur5.toml").read_text() + "# another arm's file\n")
+    c = Commission(load_robot(tmp / "ur5.toml"), SessionOptions(lockstep=True), CommissionSettings(start={"shoulder_lift_joint": -1.5708}), tmp / "out" / "c")
+    (tmp / "out" / "c" / "preflight").mkdir(parents=True)
+    write_json(tmp / "out" / "c" / "preflight" / "result.json", {"shaped_by": record(c, "preflight")})
+    return ["commission", str(tmp / robot), "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "shoulder_lift_joint=-1.5708", *options, "--from", "friction"]
 
 
 def _study(tmp: Path, samples: str, extra: str = "") -> list[str]:

@@ -37,6 +37,7 @@ from mbctl.hardware.session import CANOPEN_WATCHDOG_FAILURES, child_process
 from mbctl.hardware.sim import TruthPlant
 
 PERIOD_S = 1e-3
+UPRIGHT = np.array([0.0, -1.5708, 0.0, 0.0, 0.0, 0.0])  # the UR5 with its upper arm upright: clear of its mounting plane ([keepout])
 _channels = itertools.count()
 
 
@@ -375,7 +376,7 @@ def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
 def test_contradictory_run_options_are_refused(cli, tmp_path, args, field):
     """One line naming the option (or the table), exit 2, nothing written."""
     robot = load_robot("ur5")
-    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.tile(UPRIGHT, (2, 1)), [0.01], 1000.0, robot.joint_names))
     r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", *args, "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
     assert r.code == 2 and field in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not (tmp_path / "r.npz").exists()
@@ -385,7 +386,7 @@ def test_a_rate_beyond_the_bus_is_refused(cli, tmp_path):
     """Six drives at 1 kHz need 2 ms of a 1 Mbit/s bus per 1 ms cycle: refused before anything opens (exit 2);
     at 400 Hz the check passes and the run goes on to open the bus (no can0 here: a hardware error, exit 1)."""
     robot = load_robot("ur5")
-    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.tile(UPRIGHT, (2, 1)), [0.01], 1000.0, robot.joint_names))
     base = ("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
     r = cli(*base, "--rate", "1000")
     assert r.code == 2 and "--rate" in r.err and "200 %" in r.err and "lower the rate to 498 Hz" in r.err, r.err
@@ -411,7 +412,7 @@ def test_udp_multicast_with_the_tables_can0_channel_names_both(cli, tmp_path):
     """`mbctl run ur5 --bus canopen --interface udp_multicast` without --channel: the TOML's socketcan channel
     cannot be a multicast group; refused naming --channel and drives.channel, exit 2."""
     robot = load_robot("ur5")
-    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.tile(UPRIGHT, (2, 1)), [0.01], 1000.0, robot.joint_names))
     r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--interface", "udp_multicast",
             "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")  # fmt: skip
     assert r.code == 2 and "--channel" in r.err and "'can0' (drives.channel)" in r.err and len(r.err.strip().splitlines()) == 1, r.err
@@ -422,7 +423,7 @@ def test_no_emulator_listening_is_one_line(tmp_path):
     """`mbctl run ur5 --bus canopen --interface udp_multicast` with nothing on the channel: the SDO timeout as one
     line (a hardware error, exit 1), without canopen's abort log or python-can's shutdown warning."""
     robot = load_robot("ur5")
-    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)), [0.01], 1000.0, robot.joint_names))
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.tile(UPRIGHT, (2, 1)), [0.01], 1000.0, robot.joint_names))
     r = _mbctl("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--interface", "udp_multicast",
                "--channel", "239.74.163.251:43997", "--no-realtime", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")  # fmt: skip
     assert r.returncode == 1 and "No SDO response" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -55,7 +55,7 @@ friction = { law = "stribeck", fc = 1.0, fs = 1.3, vs = 0.05, delta = 2.0, fv = 
 """
 
 # short sweeps and excitation: the whole command in about 10 s of computing
-FAST = ("--lockstep", "--speeds", "8", "--max-leg", "1", "--period", "5", "--hold-drift", "0.05")
+FAST = ("--lockstep", "--start", "j1=0", "--speeds", "8", "--max-leg", "1", "--period", "5", "--hold-drift", "0.05")
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_worse_model_is_not_written_back(arm, commissioned, tmp_path, cli):
 
 def test_resume_needs_the_earlier_results(arm, tmp_path, cli):
     """--from a later step in an empty folder is one line naming the missing result, exit 2."""
-    r = cli("commission", arm, "--out", tmp_path / "out", "--from", "identify", "--lockstep")
+    r = cli("commission", arm, "--out", tmp_path / "out", "--from", "identify", "--lockstep", "--start", "j1=0")
     assert r.code == 2
     assert r.err.count("\n") == 1 and "preflight/result.json" in r.err and "--from preflight" in r.err
 
@@ -177,7 +177,7 @@ def test_ctrl_c_keeps_the_finished_steps_and_resumes(arm, tmp_path):
 
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "mbctl.cli", "commission", str(arm), "--out", str(out), "--lockstep", "--hold-drift", "0.05"]
+    cmd = [sys.executable, "-m", "mbctl.cli", "commission", str(arm), "--out", str(out), "--lockstep", "--start", "j1=0", "--hold-drift", "0.05"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 300  # waits for an event (the pre-flight's result), generous on a loaded machine
     while not (out / "preflight" / "result.json").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -233,7 +233,7 @@ def test_a_step_moves_an_arm_left_off_the_start_pose_back_first(arm, tmp_path, m
     from mbctl.identification.commission import Commission, CommissionSettings
 
     robot = load_robot(arm)
-    c = Commission(robot, SessionOptions(plant="canopen", interface="udp_multicast", lockstep=True), CommissionSettings(), tmp_path)
+    c = Commission(robot, SessionOptions(plant="canopen", interface="udp_multicast", lockstep=True), CommissionSettings(start={"j1": 0.0}), tmp_path)
     where, runs = [c.q0 + [0.0, 0.3]], []
 
     @contextlib.contextmanager

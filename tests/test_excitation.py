@@ -205,7 +205,7 @@ def test_bad_options_are_refused(robots, options, field):
 def test_cli_refuses_bad_options_in_one_line_and_writes_nothing(tmp_path, cli):
     """Exit 2, one line naming the option, no file; an existing output stays as it was."""
     out = tmp_path / "exc.csv"
-    base = ["trajectory", "excitation", "ur5", "--rate", "100", "--out", out]
+    base = ["trajectory", "excitation", "ur5", "--about", "shoulder_lift_joint=-1.5708", "--rate", "100", "--out", out]
     for args, option in [
         (["--harmonics", "0", "--period", "4"], "--harmonics"),
         (["--harmonics", "3", "--period", "0"], "--period"),
@@ -228,7 +228,7 @@ def test_cli_writes_the_csv_whole(robots, tmp_path, cli):
     out.write_text("old\n")
     r = cli(
         "trajectory", "excitation", "ur5", "--harmonics", "3", "--period", "4", "--rate", "100", "--grid", "36",
-        "--joints", "shoulder_pan_joint,shoulder_lift_joint,elbow_joint", "--out", out,
+        "--joints", "shoulder_pan_joint,shoulder_lift_joint,elbow_joint", "--about", "shoulder_lift_joint=-1.5708", "--out", out,
     )
     assert r.code == 0, r.err
     assert "condition number" in r.out and "held: wrist_1_joint = 0" in r.out

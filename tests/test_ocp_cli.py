@@ -74,8 +74,8 @@ def test_time_optimal_ur5(cli, robots, tmp_path):
         (("--from", SCARA[0], "--to", "9,0,0,0"), "--to: q.j1 = 9 rad in the end pose is above the upper limit 2.9 rad"),
         (("--from", "0,-3,0,0", "--to", SCARA[1]), "--from: q.j2 = -3 rad in the start pose is below the lower limit -2.5 rad"),
         (("--from", SCARA[0], "--to", SCARA[0]), "--to: is the start pose: a move of zero length"),
-        (("--from", SCARA[0], "--to", SCARA[1], "--torque-margin", "1.5"), "--torque-margin: must be in (0, 1]"),
-        (("--from", SCARA[0], "--to", SCARA[1], "--velocity-margin", "0"), "--velocity-margin: must be in (0, 1]"),
+        (("--from", SCARA[0], "--to", SCARA[1], "--torque-scaling", "1.5"), "--torque-scaling: must be in (0, 1]"),
+        (("--from", SCARA[0], "--to", SCARA[1], "--velocity-scaling", "0"), "--velocity-scaling: must be in (0, 1]"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):

@@ -142,7 +142,7 @@ def test_ocp_plans_to_the_control_effort(cli, configs, tmp_path):
         out = tmp_path / f"{name}.csv"
         r = cli("trajectory", "ocp", config, "--from", "0,0,0,0", "--to", "1,1,1,0.1", "--knots", "20", "--out", out)
         assert r.code == 0, r.err
-        assert f"torque margin {PLANNING_TORQUE_MARGIN:g}, velocity margin {PLANNING_MOVE_VELOCITY_MARGIN:g}" in r.out
+        assert f"torque scaling {PLANNING_TORQUE_MARGIN:g}, velocity scaling {PLANNING_MOVE_VELOCITY_MARGIN:g}" in r.out
         robot = load_robot(config)
         peaks[name] = float(np.abs(feedforward(robot, read_trajectory(out, robot.joint_names)).dynamics.tau[:, 0]).max())
     assert peaks["bundled"] > 30.0

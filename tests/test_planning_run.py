@@ -9,7 +9,7 @@ import pytest
 
 MOVE = "0,-1.6,1.6,-1.5,-1.57,0; 0.6,-0.7,0.4,-1.0,-1.2,0.6"  # 0.43 s with the default margins
 FROM, TO = "0,-1.5,1.2,-1.2,-1.57,0", "0.5,-1.0,0.8,-1.0,-1.3,0.4"  # 0.19 s, minimum time
-EXACT = ("--torque-margin", "1", "--velocity-margin", "1")
+EXACT = ("--torque-scaling", "1", "--velocity-scaling", "1")
 
 
 def _run(cli, config, trajectory, tmp_path) -> tuple[int, str]:

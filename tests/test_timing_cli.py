@@ -18,7 +18,7 @@ def test_optimal_writes_a_trajectory_within_the_limits(cli, robots, tmp_path, na
     """The CSV starts and ends at rest on the waypoints, and its feed-forward torques keep within 0.1 % of the
     margin-scaled limits."""
     out, png = tmp_path / "t.csv", tmp_path / "t.png"
-    r = cli("trajectory", "optimal", name, "--waypoints", waypoints, "--grid", grid, "--torque-margin", "0.9", "--out", out, "--plot", png)
+    r = cli("trajectory", "optimal", name, "--waypoints", waypoints, "--grid", grid, "--torque-scaling", "0.9", "--out", out, "--plot", png)
     assert r.code == 0, r.err
     assert "active limits" in r.out and "worst |value| / limit" in r.out and png.stat().st_size > 0
     robot = robots[name]
@@ -47,8 +47,8 @@ def test_optimal_from_a_path_csv_with_overrides(cli, robots, tmp_path):
     ("args", "parts"),
     [
         (["--waypoints", UR5, "--velocity-limit", "nope=1"], ["--velocity-limit", "no joint 'nope'"]),
-        (["--waypoints", UR5, "--torque-margin", "-0.5"], ["--torque-margin", "must be in (0, 1]"]),
-        (["--waypoints", UR5, "--velocity-margin", "0"], ["--velocity-margin", "must be in (0, 1]"]),
+        (["--waypoints", UR5, "--torque-scaling", "-0.5"], ["--torque-scaling", "must be in (0, 1]"]),
+        (["--waypoints", UR5, "--velocity-scaling", "0"], ["--velocity-scaling", "must be in (0, 1]"]),
         (["--waypoints", "0,0; 1,1"], ["--waypoints", "6 values"]),
         (["--path", "PATH"], ["p.csv", "q.shoulder_pan_joint", "missing column"]),
         (["--waypoints", UR5, "--grid", "1"], ["--grid", "must be in"]),

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mbctl.ctrl.trajectory import quintic_rest_to_rest
+from mbctl.ctrl.keepout import KeepoutError, check_trajectory
+from mbctl.ctrl.trajectory import Trajectory, quintic_rest_to_rest
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import DataError, InputError, MbctlError
 from mbctl.fileio import atomic_output
@@ -20,12 +21,22 @@ from mbctl.hardware.loop import RunSummary
 from mbctl.hardware.session import SessionOptions, open_backend, run_session
 from mbctl.identification.commission.envelope import Envelope, Margins, envelope_robot, start_pose
 
-__all__ = ["STEPS", "CommissionSettings", "Commission", "StepStopped", "write_json", "read_json"]
+__all__ = ["MAX_LOOP_PHASE", "STEPS", "CommissionSettings", "Commission", "StepStopped", "max_bandwidth", "write_json", "read_json"]
 
 STEPS = ("preflight", "friction", "excitation", "identify", "verify", "report")
 FRICTION_LAWS = ("stribeck", "coulomb-viscous", "lugre")
 START_SETTLED = 1e-3
 """How far (rad, m) from the start pose a joint may be before a step moves the arm back first."""
+MAX_LOOP_PHASE = 0.4
+"""Largest ``w T`` (the sweeps' loop bandwidth ``w`` in rad/s times the control period ``T`` in s).
+A PD loop with a one-period delay (a command applied at the next SYNC or update, as on CiA 402 drives
+and ros2_control) on an inertia is stable up to ``w T`` about 0.42 (critically damped gains), best
+damped near 0.3: 63.7 Hz at 1 kHz, 15.9 Hz at 250 Hz."""
+
+
+def max_bandwidth(rate_hz: float) -> float:
+    """The highest sweep loop bandwidth (Hz) a loop at ``rate_hz`` holds: :data:`MAX_LOOP_PHASE` rate / 2 pi."""
+    return MAX_LOOP_PHASE * rate_hz / (2 * math.pi)
 
 
 class StepStopped(MbctlError):
@@ -126,6 +137,7 @@ class Commission:
         settings: The choices.
         out: The output folder: one subfolder per step.
         progress: Called with a line for stderr.
+        rate_source: Where ``options.rate_hz`` came from, in words (the pre-flight says it).
     """
 
     robot: RobotModel
@@ -134,13 +146,26 @@ class Commission:
     out: Path
     progress: Callable[[str], None] = lambda line: None
     lines: list[str] = field(default_factory=list)
+    rate_source: str = "given"
 
     def __post_init__(self) -> None:
         if self.robot.source is None:
             raise InputError("commissioning needs the robot's TOML file (the identified copy is written from it)")
-        for name in self.settings.friction_joints or ():
+        joints = self.settings.friction_joints
+        for i, name in enumerate(joints or ()):
             if name not in self.robot.actuated_names:
                 raise InputError(f"no actuated joint {name!r} (joints: {', '.join(self.robot.actuated_names)})", field="--joints")
+            if name in joints[:i]:
+                raise InputError(f"{name} is given twice", field="--joints")
+        top = max_bandwidth(self.options.rate_hz)
+        for name, hz in self.settings.bandwidth_hz.items():
+            if name not in self.robot.actuated_names:
+                raise InputError(f"no actuated joint {name!r} (joints: {', '.join(self.robot.actuated_names)})", field="--bandwidth")
+            if joints is not None and name not in joints:
+                raise InputError(f"{name} is not swept (--joints {','.join(joints)})", field="--bandwidth")
+            if hz > top:
+                raise InputError(f"{name}: {hz:g} Hz is more than a loop at {self.options.rate_hz:g} Hz holds (at most {top:.3g} Hz: "
+                                 f"2 pi f / rate <= {MAX_LOOP_PHASE:g})", field="--bandwidth")
 
     @cached_property
     def envelope(self) -> Envelope:
@@ -189,10 +214,19 @@ class Commission:
         speed = np.array([j.limits.velocity if np.isfinite(j.limits.velocity) else 1.0 for j in robot.joints])
         duration = max(1.0, float(np.max(1.875 * gap / (0.5 * speed))))  # quintic peak speed 1.875 d / T
         worst = robot.joint_names[int(gap.argmax())]
-        self.say(f"{step}: back to the start pose ({worst} {gap.max():.3g} away), {duration:.1f} s")
         traj = quintic_rest_to_rest(np.vstack([here, self.q0]), [duration], self.options.rate_hz, robot.joint_names)
+        self.check_keepout(step, traj, "the move back to the start pose")
+        self.say(f"{step}: back to the start pose ({worst} {gap.max():.3g} away), {duration:.1f} s")
         summary = run_session(robot, traj, dataclasses.replace(self.options, law="computed-torque"), self.step_dir(step) / "to_start.npz")
         self.check_run(step, "the move back to the start pose", summary)
+
+    def check_keepout(self, step: str, trajectory: Trajectory, motion: str) -> None:
+        """Stop ``step`` (:class:`StepStopped`, nothing has moved) if ``trajectory`` enters the robot's
+        keep-out (:mod:`mbctl.ctrl.keepout`)."""
+        try:
+            check_trajectory(self.robot, trajectory, motion)
+        except KeepoutError as exc:
+            raise StepStopped(step, f"{exc}") from None
 
     def check_run(self, step: str, what: str, summary: RunSummary) -> None:
         """Raise :class:`StepStopped` unless the run completed; ``KeyboardInterrupt`` if a signal stopped

@@ -29,7 +29,7 @@ from mbctl.ctrl.limits import effort_levels
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 
-__all__ = ["DEFAULT_GAINS", "Envelope", "Margins", "envelope_robot", "start_pose", "within_envelope"]
+__all__ = ["DEFAULT_GAINS", "Envelope", "Margins", "envelope_robot", "start_origin", "start_pose", "toml_start", "within_envelope"]
 
 DEFAULT_GAINS = GainsSpec(kp=400.0, kd=40.0)
 """Computed-torque gains where the robot's TOML gives none: ``e'' + 40 e' + 400 e = 0`` (1/s², 1/s),
@@ -127,18 +127,20 @@ def start_pose(robot: RobotModel, envelope: Envelope, given: Mapping[str, float]
     """The start pose ``q0`` of every DOF (rad, m): the given values by joint name, else the robot's
     ``[identification] start``, else 0 moved into the envelope (its middle where 0 is outside).
 
+    There is no silent default: a pose of zeros can put a table-mounted arm's tool below its mounting
+    plane, so either ``given`` or the TOML names at least one joint.
+
     Raises:
-        InputError: For an unknown joint, or a given position outside the envelope (naming ``--start``).
+        InputError: Without a start (naming ``--start``), for an unknown joint, or a given position
+            outside the envelope.
     """
     q0 = np.zeros(robot.nv)
-    ident = robot.spec.identification if robot.spec is not None else None
-    if ident is not None:
-        for joint in robot.joint_names:
-            fields = ident.fields(joint)
-            if "start" in fields:
-                for name, value in fields["start"][0].items():
-                    q0[robot.joint(name).idx_v] = float(value)
-                break
+    stored = toml_start(robot)
+    if not given and not stored:
+        raise InputError("no start pose: give --start JOINT=Q,... (the pose every step starts from and returns to; joints not named 0) "
+                         "or [identification] start in the robot's TOML", field="--start")
+    for name, value in stored.items():
+        q0[robot.joint(name).idx_v] = float(value)
     for i, name in enumerate(envelope.joint_names):
         k = robot.joint(name).idx_v
         if not envelope.lower[i] <= q0[k] <= envelope.upper[i]:
@@ -153,3 +155,29 @@ def start_pose(robot: RobotModel, envelope: Envelope, given: Mapping[str, float]
         i = envelope.joint_names.index(outside[0])
         raise InputError(f"joint {outside[0]} at {actuated[i]:.4g} is outside the envelope {envelope.lower[i]:.4g} .. {envelope.upper[i]:.4g}", field="--start")
     return q0
+
+
+def toml_start(robot: RobotModel) -> dict[str, float]:
+    """The robot's ``[identification] start`` by joint (rad, m), or {} (the first joint's view: a
+    per-joint table may override it)."""
+    ident = robot.spec.identification if robot.spec is not None else None
+    if ident is not None:
+        for joint in robot.joint_names:
+            fields = ident.fields(joint)
+            if "start" in fields:
+                return {name: float(value) for name, value in fields["start"][0].items()}
+    return {}
+
+
+def start_origin(robot: RobotModel, given: Mapping[str, float] | None) -> str:
+    """Where the start pose's values come from, in words."""
+    parts = []
+    if given:
+        parts.append(f"--start ({', '.join(given)})")
+    stored = [n for n in toml_start(robot) if n not in (given or {})]
+    if stored:
+        parts.append(f"[identification] start ({', '.join(stored)})")
+    rest = [n for n in robot.joint_names if n not in (given or {}) and n not in stored]
+    if rest:
+        parts.append(f"0 or the envelope's middle ({', '.join(rest)})")
+    return "; ".join(parts)

@@ -15,7 +15,15 @@ per joint (:func:`~mbctl.identification.config.identification_settings` with the
 - speeds: ``count`` log-spaced around the Stribeck velocity from 0.1 ``vs`` up to what the range
   and ``max_leg_s`` allow, below the envelope's speed;
 - after the last leg a quintic transit back to ``q0`` and a hold: the next joint starts where the
-  previous one did.
+  previous one did;
+- the loops: :class:`~mbctl.identification.experiments.ExperimentController` with ``coupled=True``,
+  its PD through the nominal mass matrix, so that the held joints hold at long periods (4 ms) as
+  well as at 1 ms; the bandwidth at most :func:`~mbctl.identification.commission.context.max_bandwidth`
+  of the rate (the default 10 Hz lowered to it, with a line saying so).
+
+Every sweep is planned, and checked against the robot's keep-out from the start pose, before the
+commissioning moves the arm (:func:`plan_sweeps`); each is checked again from where the arm is when
+it runs.
 
 Results per joint: the fitted law with standard errors and confidence intervals (Student's t), the
 processed points, and the fitted curve with its pointwise 95 % band (delta method) for the report.
@@ -26,42 +34,46 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from mbctl.ctrl.keepout import check_keepout
 from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
 from mbctl.errors import DataError, InputError
 from mbctl.hardware.session import open_backend
-from mbctl.identification.commission.context import Commission, StepStopped
+from mbctl.identification.commission.context import MAX_LOOP_PHASE, Commission, StepStopped, max_bandwidth
 from mbctl.identification.commission.runs import summary_json
-from mbctl.identification.config import identification_settings
+from mbctl.identification.config import IdentificationSettings, identification_settings
 from mbctl.identification.experiments import ExperimentController, presliding_timeline, run_experiment
 from mbctl.identification.logs import write_constant_speed_log, write_presliding_log
 from mbctl.identification.pipeline import identify
 from mbctl.identification.plan import Phase, Timeline, constant_speed_timeline
 from mbctl.identification.report import result_json
 
-__all__ = ["friction", "law_of"]
+__all__ = ["Sweep", "check_sweeps", "friction", "law_of", "plan_sweeps", "sweep_motion", "sweep_timeline"]
 
 
 def friction(c: Commission, results: dict[str, dict]) -> dict:
     """The ``friction`` step (module docstring); returns its JSON result."""
     s = c.settings
-    joints = list(s.friction_joints or c.robot.actuated_names)
     folder = c.step_dir("friction")
     out: dict[str, dict] = {}
     arm_time = 0.0
-    for n, joint in enumerate(joints, 1):
-        settings = _settings(c, joint)
-        plan = settings.constant_speed
+    sweeps = plan_sweeps(c)
+    for n, (joint, sweep) in enumerate(sweeps.items(), 1):
+        settings, plan = sweep.settings, sweep.settings.constant_speed
         k = c.robot.actuated_names.index(joint)
+        if sweep.note:
+            c.say(f"friction {joint}: {sweep.note}")
         with open_backend(c.run_robot, c.options, c.q0) as backend:
             here = float(backend.read().q[k])
-            timeline = _back_to(constant_speed_timeline(plan, here), here, plan.transit_speed, plan.acceleration)
-            c.say(f"friction {joint} ({n}/{len(joints)}): {len(plan.speeds)} speeds {min(plan.speeds):.3g} .. {max(plan.speeds):.3g}, "
+            timeline = sweep_timeline(sweep, here)
+            check_keepout(c.robot, *sweep_motion(c, joint, timeline, c.options.rate_hz), f"the friction sweep of {joint}")
+            c.say(f"friction {joint} ({n}/{len(sweeps)}): {len(plan.speeds)} speeds {min(plan.speeds):.3g} .. {max(plan.speeds):.3g}, "
                   f"range {plan.range[0]:.4g} .. {plan.range[1]:.4g}, {timeline.duration:.1f} s of arm time")
-            controller = ExperimentController(c.run_robot, joint, timeline, settings.gains)
+            controller = ExperimentController(c.run_robot, joint, timeline, settings.gains, coupled=True)
             run = run_experiment(backend, c.run_robot, controller, rate_hz=c.options.rate_hz, paced=c.paced, npz_path=folder / f"{joint}.npz", kind="constant-speed")
         arm_time += run.summary.duration_s
         c.check_run("friction", f"the constant-speed sweep of {joint}", run.summary)
@@ -73,7 +85,7 @@ def friction(c: Commission, results: dict[str, dict]) -> dict:
                 raise StepStopped("friction", f"{joint}: no presliding plan: {settings.presliding_problem}")
             pre_timeline = presliding_timeline(settings.presliding)
             c.say(f"presliding {joint}: expected break-away {settings.presliding.breakaway:.4g}, {pre_timeline.duration:.1f} s of arm time")
-            controller = ExperimentController(c.run_robot, joint, pre_timeline, settings.gains, settings.presliding)
+            controller = ExperimentController(c.run_robot, joint, pre_timeline, settings.gains, settings.presliding, coupled=True)
             with open_backend(c.run_robot, c.options, c.q0) as backend, tempfile.TemporaryDirectory() as tmp:
                 pre = run_experiment(backend, c.run_robot, controller, rate_hz=c.options.rate_hz, paced=c.paced, npz_path=Path(tmp) / "pre.npz", kind="presliding")
             arm_time += pre.summary.duration_s
@@ -97,10 +109,63 @@ def friction(c: Commission, results: dict[str, dict]) -> dict:
             **result_json(result),
             "log": log_path.name,
             "run": summary_json(run.summary),
+            "bandwidth_hz": settings.gains.bandwidth_hz,
             "curve": {"speed": v.tolist(), "friction": result.fit.predict(v).tolist(), "band": result.fit.band(v).tolist(), "confidence": result.fit.confidence},
             "nominal": None if c.robot.joint(joint).friction is None else {"law": c.robot.joint(joint).friction.law.name, **c.robot.joint(joint).friction.law.parameters()},
         }
     return {"law": s.friction_law, "joints": out, "arm_time_s": arm_time}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One joint's planned friction experiment.
+
+    Attributes:
+        settings: ``identify run``'s plans for the joint (the constant-speed one is set).
+        note: What the plan changed from what was asked, in words, or "".
+    """
+
+    settings: IdentificationSettings
+    note: str = ""
+
+
+def plan_sweeps(c: Commission) -> dict[str, Sweep]:
+    """Every swept joint's plan (module docstring), by joint, in the order they run.
+
+    Raises:
+        InputError: For a plan that cannot run (naming the field or option at fault).
+    """
+    return {joint: _sweep(c, joint) for joint in c.settings.friction_joints or c.robot.actuated_names}
+
+
+def check_sweeps(c: Commission) -> None:
+    """Every sweep, from the start pose, against the robot's keep-out (:mod:`mbctl.ctrl.keepout`).
+
+    Raises:
+        KeepoutError: Naming the sweep, the frame, the time and the height.
+    """
+    for joint, sweep in plan_sweeps(c).items():
+        here = float(c.q0[c.robot.joint(joint).idx_v])
+        check_keepout(c.robot, *sweep_motion(c, joint, sweep_timeline(sweep, here), c.options.rate_hz), f"the friction sweep of {joint}")
+
+
+def sweep_timeline(sweep: Sweep, here: float) -> Timeline:
+    """The sweep's phases from ``here`` (rad, m), ending back there."""
+    plan = sweep.settings.constant_speed
+    return _back_to(constant_speed_timeline(plan, here), here, plan.transit_speed, plan.acceleration)
+
+
+def sweep_motion(c: Commission, joint: str, timeline: Timeline, rate_hz: float) -> tuple[np.ndarray, np.ndarray]:
+    """Sample times (s) and every DOF's positions (rad, m) of a sweep at ``rate_hz``: the joint along
+    the timeline's reference, the others at the start pose."""
+    t = np.arange(int(math.floor(timeline.duration * rate_hz)) + 1) / rate_hz
+    x, _, _ = timeline.reference(t)
+    good = np.isfinite(x)
+    x = x[np.maximum.accumulate(np.where(good, np.arange(len(x)), 0))]  # a hold without a position keeps the last one
+    x = np.where(np.isfinite(x), x, float(c.q0[c.robot.joint(joint).idx_v]))
+    q = np.tile(c.q0, (len(t), 1))
+    q[:, c.robot.joint(joint).idx_v] = x
+    return t, q
 
 
 SWEEP_DEFAULTS = {"count": 10, "max_leg_s": 2.0, "settle_s": 0.2}
@@ -109,9 +174,10 @@ the start ± 0.5 rad or m): short legs keep the arm time small."""
 SWEEP_HALF_RANGE = 0.5
 
 
-def _settings(c: Commission, joint: str):
+def _sweep(c: Commission, joint: str) -> Sweep:
     """``identify run``'s plan for ``joint`` (module docstring): the command line's choices, else the robot's
-    ``[identification]`` ones, else :data:`SWEEP_DEFAULTS`; the range fitted to the envelope."""
+    ``[identification]`` ones, else :data:`SWEEP_DEFAULTS`; the range fitted to the envelope, the loop
+    bandwidth to the rate."""
     s = c.settings
     ident = c.robot.spec.identification if c.robot.spec is not None else None
     fields = ident.fields(joint) if ident is not None else {}
@@ -136,12 +202,18 @@ def _settings(c: Commission, joint: str):
     try:
         settings = identification_settings(c.run_robot, joint, overrides)
     except InputError as exc:
-        raise StepStopped("friction", f"no sweep of {joint} fits the envelope: {exc}") from None
+        raise type(exc)(f"the friction sweep of {joint} does not fit the envelope: {exc.reason}", file=exc.file, field=exc.field) from None
     if settings.constant_speed is None:
-        raise StepStopped("friction", f"{joint}: {settings.constant_speed_problem}")
+        raise InputError(f"the friction sweep of {joint}: {settings.constant_speed_problem}", file=c.robot.source, field="identification")
+    bandwidth, note, top = settings.gains.bandwidth_hz, "", max_bandwidth(c.options.rate_hz)
     if joint in s.bandwidth_hz:
-        settings = dataclasses.replace(settings, gains=dataclasses.replace(settings.gains, bandwidth_hz=s.bandwidth_hz[joint]))
-    return settings
+        bandwidth = s.bandwidth_hz[joint]  # checked against the rate with the settings
+    elif bandwidth > top and "bandwidth_hz" in fields:
+        raise InputError(f"{bandwidth:g} Hz is more than a loop at {c.options.rate_hz:g} Hz holds (at most {top:.3g} Hz: 2 pi f / rate <= {MAX_LOOP_PHASE:g})",
+                         file=ident.file, field=fields["bandwidth_hz"][1])
+    elif bandwidth > top:
+        bandwidth, note = top, f"loop bandwidth {top:.3g} Hz, the most a loop at {c.options.rate_hz:g} Hz holds (instead of {settings.gains.bandwidth_hz:g} Hz)"
+    return Sweep(dataclasses.replace(settings, gains=dataclasses.replace(settings.gains, bandwidth_hz=bandwidth)), note)
 
 
 def _back_to(timeline: Timeline, q: float, speed: float, acceleration: float) -> Timeline:

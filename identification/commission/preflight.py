@@ -1,10 +1,16 @@
-"""Pre-flight: the envelope, a hold test at the start pose, the drives and sensing.
+"""Pre-flight: the envelope, the rate and the start pose, a hold test at the start pose, the drives and sensing.
 
 The hold test runs the computed-torque law of the *nominal* model (its gravity compensation
 ``g(q0)`` and the ``[control.computed-torque]`` gains) on a constant reference ``q0`` for
 ``hold_s`` seconds. It runs on a copy of the robot whose position range is the envelope narrowed
 to ``q0 ± hold_drift``: the loop's own limit check stops it, torque off, the moment a joint drifts
 further (a wrong sign, a gravity model far off, a drive that does not move as commanded).
+
+Drives stay where they were left, and a run starts within 0.05 rad of its trajectory's start: an
+arm between ``hold_drift`` and 0.05 rad off the start pose would start the hold test outside its
+narrowed range and stop it on the first cycle. So an arm off the start pose by more than 1 mrad is
+first moved there (:meth:`~mbctl.identification.commission.context.Commission.bring_to_start`, a
+quintic at half the speed limits, checked against the keep-out), then held.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.hardware.session import run_session
 from mbctl.identification.commission.context import Commission, StepStopped
+from mbctl.identification.commission.envelope import start_origin
 from mbctl.identification.commission.runs import actuated, drift_of, summary_json
 
 __all__ = ["preflight"]
@@ -32,6 +39,9 @@ def preflight(c: Commission, results: dict[str, dict]) -> dict:
     if control is None or control.computed_torque is None:
         c.say("no [control.computed-torque] gains: computed torque runs with kp 400 1/s², kd 40 1/s (20 rad/s, critically damped)")
     q0 = c.q0
+    c.say(f"rate {c.options.rate_hz:g} Hz ({c.rate_source})")
+    c.say("start pose " + ", ".join(f"{n} {q0[c.robot.joint(n).idx_v]:.6g}" for n in c.robot.joint_names) + f" (from {start_origin(c.robot, s.start)})")
+    c.bring_to_start("preflight")
     hold = _hold_robot(c)
     traj = quintic_rest_to_rest(np.vstack([q0, q0]), [s.hold_s], c.options.rate_hz, c.robot.joint_names)
     log = c.step_dir("preflight") / "hold.npz"
@@ -41,9 +51,10 @@ def preflight(c: Commission, results: dict[str, dict]) -> dict:
     result = {
         "envelope": env.to_json(),
         "start": {n: float(q0[c.robot.joint(n).idx_v]) for n in c.robot.joint_names},
+        "start_from": start_origin(c.robot, s.start),
         "hold": {"seconds": s.hold_s, "bound": s.hold_drift, "max_drift": dict(zip(names, drift)), "summary": summary_json(summary)},
         "arm_time_s": summary.duration_s,
-        "backend": {"plant": c.options.plant, "emulate": c.options.emulate, "lockstep": c.options.lockstep, "rate_hz": c.options.rate_hz,
+        "backend": {"plant": c.options.plant, "emulate": c.options.emulate, "lockstep": c.options.lockstep, "rate_hz": c.options.rate_hz, "rate_from": c.rate_source,
                     "drives": _drives(c), "sensing": summary.sensing, "estimation": summary.estimation},
     }
     c.say(f"hold test: {summary.stop_reason}; largest drift " + ", ".join(f"{n} {d:.3g}" for n, d in zip(names, drift)))

@@ -1,10 +1,16 @@
 """The steps in order, each one's result kept in its folder, and resuming from any of them.
 
 ``DIR/<step>/result.json`` is a step's result, written (atomically) only when it finished;
-``DIR/<step>/step.log`` its progress lines, written whether it finished or not. Running from a step
-reads the results of the steps before it (a missing one is an error naming it) and removes those of
-the step and every later one, the adopted robot and the report before it starts, so that nothing of
-an earlier attempt is mistaken for a result of this run.
+``DIR/<step>/step.log`` its progress lines, written whether it finished or not. Before anything
+moves, running from a step
+
+1. reads the results of the steps before it (a missing one is an error naming it) and refuses one
+   that another robot or other options shaped (:mod:`~mbctl.identification.commission.record`);
+2. checks what it can plan without the arm: the start pose and, if the friction step is to run,
+   every sweep, against the envelope and the robot's keep-out (:mod:`mbctl.ctrl.keepout`);
+3. moves the files of an earlier run that it redoes (the step's folder and every later one's, the
+   report, the adopted robot) into ``DIR/superseded/<n>/``, so that nothing of an earlier attempt
+   is mistaken for a result of this run, nor left beside it.
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from mbctl.ctrl.keepout import check_keepout
 from mbctl.errors import InputError
 from mbctl.fileio import atomic_output
 from mbctl.identification.commission.context import STEPS, Commission, StepStopped, read_json, write_json
 from mbctl.identification.commission.excitation import excitation
-from mbctl.identification.commission.friction import friction
+from mbctl.identification.commission.friction import check_sweeps, friction
 from mbctl.identification.commission.identify import identify_arm
 from mbctl.identification.commission.preflight import preflight
+from mbctl.identification.commission.record import check_record, move_aside, record
 from mbctl.identification.commission.report import report_data
-from mbctl.identification.commission.verify import adopted_path, verify
+from mbctl.identification.commission.verify import verify
 
 __all__ = ["run_commission", "result_path", "Draw"]
 
@@ -40,7 +50,16 @@ def _earlier(c: Commission, start: str) -> dict[str, dict]:
         if not path.is_file():
             raise InputError(f"missing: the {step} step has not finished; run --from {step} (or an earlier step)", file=path)
         results[step] = read_json(path)
+        check_record(c, step, results[step], path)
     return results
+
+
+def _check_plans(c: Commission, start: str) -> None:
+    """What can be checked before the arm moves: the start pose in the keep-out, and every sweep if
+    the friction step is to run (:func:`~mbctl.identification.commission.friction.check_sweeps`)."""
+    check_keepout(c.robot, np.zeros(1), c.q0[None, :], "the start pose")
+    if STEPS.index(start) <= STEPS.index("friction"):
+        check_sweeps(c)
 
 
 def run_commission(c: Commission, start: str = STEPS[0], draw: Draw | None = None, on_step: Callable[[str], None] | None = None) -> dict[str, dict]:
@@ -51,19 +70,19 @@ def run_commission(c: Commission, start: str = STEPS[0], draw: Draw | None = Non
         on_step: Called with each step's name as it starts.
 
     Raises:
-        InputError: For an unknown step or a missing earlier result (before anything runs).
+        InputError: For an unknown step, a missing earlier result or one that other choices shaped,
+            a start or sweep that leaves the envelope or enters the keep-out (before anything runs).
         StepStopped: When a step could not finish (the earlier ones are kept).
         KeyboardInterrupt: Interrupted (the loop has left torque off; the earlier steps are kept).
     """
     if start not in STEPS:
         raise InputError(f"must be one of {', '.join(STEPS)}, got {start!r}", field="--from")
-    c.out.mkdir(parents=True, exist_ok=True)
     results = _earlier(c, start)
-    for step in STEPS[STEPS.index(start):]:
-        result_path(c.out, step).unlink(missing_ok=True)
-    # an earlier attempt's verdict and report describe results that are gone now
-    for stale in (adopted_path(c), c.out / "report.json", c.out / "report.html"):
-        stale.unlink(missing_ok=True)
+    _check_plans(c, start)
+    c.out.mkdir(parents=True, exist_ok=True)
+    moved = move_aside(c, start)
+    if moved is not None:
+        c.progress(f"the earlier run's files from the {start} step on are in {moved}")
     actions = {"preflight": preflight, "friction": friction, "excitation": excitation, "identify": identify_arm, "verify": verify}
     for step in STEPS[STEPS.index(start):]:
         c.lines = []
@@ -81,6 +100,7 @@ def run_commission(c: Commission, start: str = STEPS[0], draw: Draw | None = Non
         finally:
             _write_lines(c.step_dir(step) / "step.log", c.lines)
         result["wall_s"] = time.perf_counter() - began
+        result["shaped_by"] = record(c, step)
         write_json(result_path(c.out, step), result)
         results[step] = result
     return results

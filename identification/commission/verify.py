@@ -82,6 +82,7 @@ def verify(c: Commission, results: dict[str, dict]) -> dict:
     s = c.settings
     traj, info = design(c, "verify", s.seed + 1, 0.8 * s.period_s)
     write_trajectory(folder / "validation.csv", traj)
+    c.check_keepout("verify", traj, "the validation")
     runs = {}
     options = dataclasses.replace(c.options, law="computed-torque")
     candidate = envelope_robot(identified, c.envelope, detect_collisions=s.detect_collisions)

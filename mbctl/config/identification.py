@@ -8,7 +8,7 @@ for one tested joint, and command-line options override both::
     bandwidth_hz = 10.0           # host-side PID loops (see mbctl.identification.plan.ControlGains)
     damping = 1.0
     integral = 0.3
-    start = { j1 = 0.0 }          # simulated plant only: where the joints start (default 0)
+    start = { j1 = 0.0 }          # the start pose (identify run's simulated plant; mbctl commission's, on any backend)
     # constant-speed test
     range = [-0.6, 0.6]           # rad (m): positions travelled at every speed
                                   # (default: the middle of the limits, +-min(quarter span, 0.5 rad / 0.05 m))

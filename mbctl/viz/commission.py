@@ -151,10 +151,13 @@ def _page(report: dict, figures: list[Path]) -> str:
         parts += [f"<h2>Inertials ({html.escape(steps['identify']['friction'])})</h2>",
                   _table(["body", "mass nominal [kg]", "identified [kg]", "com shift [mm]", "inertia change"], rows)]
     if "preflight" in steps:
-        hold = steps["preflight"]["hold"]
-        parts += ["<h2>Pre-flight</h2>", f"<p>hold test: {html.escape(hold['summary']['stop_reason'])}, bound {hold['bound']:g}; "
-                  f"sensing: {html.escape(str(steps['preflight']['backend'].get('sensing', '')))}</p>",
-                  _table(["joint", "max drift"], [[n, d] for n, d in hold["max_drift"].items()])]
+        pre = steps["preflight"]
+        hold, backend = pre["hold"], pre["backend"]
+        parts += ["<h2>Pre-flight</h2>",
+                  f"<p>rate {backend.get('rate_hz', 0):g} Hz ({html.escape(str(backend.get('rate_from', '')))}); start pose from "
+                  f"{html.escape(str(pre.get('start_from', '')))}; hold test: {html.escape(hold['summary']['stop_reason'])}, bound {hold['bound']:g}; "
+                  f"sensing: {html.escape(str(backend.get('sensing', '')))}</p>",
+                  _table(["joint", "start", "max drift"], [[n, pre["start"].get(n, ""), d] for n, d in hold["max_drift"].items()])]
     parts += [f'<p><img src="{html.escape(p.name)}" alt="{html.escape(p.stem)}"></p>' for p in figures]
     style = "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}img{max-width:100%}"
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>commissioning {html.escape(report['robot'])}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>\n"

@@ -31,6 +31,7 @@ from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_lo
 from mbctl.cli.console import warn
 from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
+from mbctl.ctrl.keepout import check_trajectory
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name ([control] gains; [plant] or [drives])")
     add_xacro_option(p)
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
-    p.add_argument("--plant", choices=("sim", "dynamixel"), default="sim", help="simulated plant (default) or Dynamixel drives")
+    p.add_argument("--plant", choices=("sim", "dynamixel", "canopen", "ros2"), default="sim", help="the older spelling of --bus (as mbctl commission's): sim, the default, is no --bus")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
     p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel); ros2: an arm under ros2_control ([ros2] topics)")
     p.add_argument("--joint-states", help="ros2: the sensor_msgs/JointState topic (default: [ros2] joint_states, /joint_states)")
@@ -149,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
+    check_trajectory(robot, traj, f"the trajectory {args.trajectory}")
     options = SessionOptions(
         plant=plant,
         law=CONTROLLERS[args.controller],

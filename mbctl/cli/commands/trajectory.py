@@ -14,6 +14,7 @@ from mbctl.budget import check_disk, check_memory, format_count
 from mbctl.cli.arguments import add_xacro_option, budget, robot_config, xacro_args_of
 from mbctl.cli.console import warn
 from mbctl.ctrl.constrained_path import trajectory_from_constraints
+from mbctl.ctrl.keepout import check_trajectory
 from mbctl.ctrl.trajectory import (
     Trajectory,
     constant_acceleration,
@@ -90,6 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     period.add_argument("--period", type=float, help="period T in s (base frequency 1/T)")
     period.add_argument("--base-frequency", type=float, help="base frequency in Hz (period 1/f)")
     e.add_argument("--joints", help="comma-separated joints to excite (default: every actuated joint; the others are held mid-range)")
+    e.add_argument("--about", metavar="JOINT=Q,...", help="design about this pose, rad or m (joints not named: mid-range), within ranges narrowed until clear of the robot's [keepout] (default: mid-range)")
     e.add_argument("--periods", type=int, default=1, help="periods written, each from rest to rest (default 1)")
     e.add_argument("--acceleration", help="|ddq| limit in rad/s² or m/s²: one value, or one per joint (default 10)")
     e.add_argument("--speed", type=float, default=2.0, help="|dq| limit in rad/s or m/s for joints without a velocity limit (default 2)")
@@ -129,7 +131,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--friction", choices=("full", "coulomb", "none"), default="full",
                    help="friction respected in the torque limits: the robot's whole model (default), Coulomb only, or none")  # fmt: skip
     for name, unit in (("velocity-limit", "rad/s, m/s"), ("acceleration-limit", "rad/s², m/s²"), ("torque-limit", "N·m, N"), ("jerk", "rad/s³, m/s³")):
-        default = "overrides the run's limit; the margin scales it" if name in ("velocity-limit", "torque-limit") else "default: none"
+        default = "overrides the run's limit; the scaling scales it" if name in ("velocity-limit", "torque-limit") else "default: none"
         o.add_argument(f"--{name}", help=f"{unit}: one value for every joint or joint=value,... ({default})")
     o.add_argument("--solver", choices=("reachability", "highs"), default="reachability", help="linear solves: TOPP-RA passes (default) or HiGHS LP")
 
@@ -147,19 +149,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def margins(p: argparse.ArgumentParser, what: str, *, move: bool = False) -> None:
-    """``--torque-margin`` and ``--velocity-margin``: their defaults leave the run's feedback room
-    (ctrl.limits; ``move``: a minimum-time move's, which leaves more speed)."""
+    """``--torque-scaling`` and ``--velocity-scaling``: their defaults leave the run's feedback room
+    (ctrl.limits; ``move``: a minimum-time move's, which leaves more speed). A margin, in every mbctl
+    command, is the part of a limit kept free (``commission --torque-margin``, ``excitation --margin``):
+    the old ``--torque-margin`` and ``--velocity-margin`` here, the part used, are one-line errors."""
     from mbctl.ctrl.limits import PLANNING_MOVE_VELOCITY_MARGIN, PLANNING_VELOCITY_MARGIN
     from mbctl.ctrl.limits import PLANNING_TORQUE_MARGIN as TORQUE
 
     SPEED = PLANNING_MOVE_VELOCITY_MARGIN if move else PLANNING_VELOCITY_MARGIN
 
-    p.add_argument("--torque-margin", type=float, default=TORQUE,
+    p.add_argument("--torque-scaling", dest="torque_margin", type=float, default=TORQUE,
                    help=f"fraction of every torque limit the {what} may use, in (0, 1] (default {TORQUE:g}: the rest is left for the "
                    "feedback of mbctl run, whose limits are planned to: [control] effort, else the joint's)")  # fmt: skip
-    p.add_argument("--velocity-margin", type=float, default=SPEED,
+    p.add_argument("--velocity-scaling", dest="velocity_margin", type=float, default=SPEED,
                    help=f"fraction of every velocity limit the {what} may use, in (0, 1] (default {SPEED:g}: mbctl run stops at the "
                    "limit itself, and tracking overshoots a profile that rides it)")  # fmt: skip
+    for old, new in (("--torque-margin", "--torque-scaling"), ("--velocity-margin", "--velocity-scaling")):
+        p.add_argument(old, action=Renamed, new=new, help=argparse.SUPPRESS)
+
+
+class Renamed(argparse.Action):
+    """An option's old spelling: a one-line error (exit 2) naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: object):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
+        raise InputError(f"is {self.new} here ({self.new} {values} uses that fraction of each limit); a margin, in every mbctl command, "
+                         f"is the fraction kept free", field=option_string)
+
+
+SCALING = {"torque_margin": "--torque-scaling", "velocity_margin": "--velocity-scaling"}
+"""The library's names of the scalings -> their options."""
 
 
 def check_size(args: argparse.Namespace, duration: float, joints: int, field: str) -> None:
@@ -236,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
     traj = from_constraints(args, robot) if args.kind == "constraints" else build(args, robot.joint_names)
     for message in limit_violations(robot, traj):
         warn(message)
+    check_trajectory(robot, traj, f"the {args.kind} trajectory")
     write_trajectory(args.out, traj)
     if args.plot:
         plot_trajectory(traj, args.plot, title=f"{robot.name}: {args.kind} trajectory")
@@ -249,6 +272,7 @@ def run_excitation(args: argparse.Namespace) -> int:
 
     from mbctl.cli.console import ProgressPrinter
     from mbctl.ctrl.excitation import design_excitation
+    from mbctl.ctrl.keepout_excitation import excitation_clear_of_keepout
 
     check_output(args.out)
     if args.plot:
@@ -262,14 +286,21 @@ def run_excitation(args: argparse.Namespace) -> int:
     acceleration = None if args.acceleration is None else np.atleast_1d(parse_numbers(args.acceleration, "--acceleration"))
     if acceleration is not None and acceleration.size not in (1, robot.nv):
         raise InputError(f"needs 1 or {robot.nv} values ({', '.join(robot.joint_names)})", field="--acceleration")
+    about = None
+    if args.about is not None:
+        given = joint_values(args.about, robot, "--about")
+        for name in given:
+            if name not in robot.joint_names:
+                raise InputError(f"no joint {name!r} in robot {robot.name} (joints: {', '.join(robot.joint_names)})", field="--about")
+        about = np.array([given.get(j.name, 0.5 * (j.limits.lower + j.limits.upper) if math.isfinite(j.limits.lower + j.limits.upper) else 0.0) for j in robot.joints])
     start = time.perf_counter()
     try:
-        result = design_excitation(
-            robot, harmonics=args.harmonics, period=period, joints=joints, rate_hz=args.rate, periods=args.periods,
+        result = excitation_clear_of_keepout(robot, lambda r: design_excitation(
+            r, harmonics=args.harmonics, period=period, joints=joints, rate_hz=args.rate, periods=args.periods,
             grid=args.grid, acceleration=acceleration, speed=args.speed, margin=args.margin, friction=args.friction,
             seed=args.seed, starts=args.starts, max_iterations=args.max_iterations,
             progress=ProgressPrinter("excitation", min_total=1, unit="iterations"),
-        )
+        ), about, motion="the excitation trajectory", progress=warn).excitation
     except InputError as exc:
         if exc.field is None or exc.file is not None or exc.field == "limits":
             raise
@@ -331,7 +362,7 @@ def run_optimal(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except InputError as exc:
         if exc.field in ("velocity", "acceleration", "torque", "jerk", "torque_margin", "velocity_margin"):
-            option = {"velocity": "--velocity-limit", "acceleration": "--acceleration-limit", "torque": "--torque-limit"}.get(exc.field, f"--{exc.field.replace('_', '-')}")
+            option = {"velocity": "--velocity-limit", "acceleration": "--acceleration-limit", "torque": "--torque-limit", **SCALING}.get(exc.field, f"--{exc.field}")
             raise InputError(exc.reason, field=option) from None
         raise
     closed = not all(j.actuated for j in robot.joints)
@@ -369,12 +400,13 @@ def run_optimal(args: argparse.Namespace) -> int:
             source = {"file": args.path} if args.path is not None else {"field": "--waypoints" if args.waypoints is not None else "--from-constraints"}
             raise type(exc)(exc.reason, **source) from None
         raise
+    check_trajectory(robot, result.trajectory, "the optimal trajectory")
     write_trajectory(args.out, result.trajectory)
     if args.plot:
         plot_timing(result, args.plot, title=f"{robot.name}: time-optimal timing")
     print(
         f"{robot.name}: {result.duration:.4f} s along the path ({args.grid} grid intervals, friction {args.friction}, "
-        f"torque margin {args.torque_margin:g}, velocity margin {args.velocity_margin:g}), computed in {result.solve_time:.2f} s "
+        f"torque scaling {args.torque_margin:g}, velocity scaling {args.velocity_margin:g}), computed in {result.solve_time:.2f} s "
         f"({result.iterations} solves, {result.refinements} refinements)"
     )
     print("  active limits: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in result.active_fractions().items()))
@@ -411,15 +443,16 @@ def run_ocp(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except InputError as exc:
         if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective", "torque_margin", "velocity_margin"):
-            raise type(exc)(exc.reason, field=f"--{exc.field.replace('_', '-')}") from None
+            raise type(exc)(exc.reason, field=SCALING.get(exc.field, f"--{exc.field}")) from None
         raise
     sol = result.solution
+    check_trajectory(robot, result.trajectory, "the ocp trajectory")
     write_trajectory(args.out, result.trajectory)
     if args.plot:
         plot_trajectory(result.trajectory, args.plot, title=f"{robot.name}: {args.objective}-optimal point to point")
     print(
         f"{robot.name}: {args.objective}-optimal, {sol.duration:.4f} s, cost {sol.cost:.6g} ({args.knots} intervals, "
-        f"torque margin {args.torque_margin:g}, velocity margin {args.velocity_margin:g}, "
+        f"torque scaling {args.torque_margin:g}, velocity scaling {args.velocity_margin:g}, "
         f"{result.rounds} solve(s), {sol.iterations} IPOPT iterations in the last, {result.solve_time:.2f} s)"
     )
     print(f"  worst |value| / limit at {args.rate:g} Hz (feed-forward, full model): " + ", ".join(f"{k} {v:.4f}" for k, v in result.worst.items()))
