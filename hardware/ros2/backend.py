@@ -37,6 +37,7 @@ STALE_SWITCH_TIMEOUT_S = 0.05  # ... and after the joint states stopped (the rob
 INTERVAL_MESSAGES = 21  # joint states timed at the start, for the stream's interval ...
 INTERVAL_WAIT_S = 1.0  # ... waiting at most this long for them (s)
 _POLL_S = 0.002
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # rclpy's node name of an endpoint whose node the graph does not know yet
 
 
 def stamp_seconds(stamp: Any) -> float:
@@ -238,7 +239,7 @@ class Ros2Joints(JointInterface):
             deadline = time.monotonic() + self.spec.topic_timeout_s
             self._wait_for_topics(deadline)
             if self.lockstep:
-                self._check_lockstep_peer()
+                self._check_lockstep_peer(max(deadline, time.monotonic() + 1.0))
             else:
                 self._time_stream(min(deadline, time.monotonic() + INTERVAL_WAIT_S))
             self._effort_kind()
@@ -283,10 +284,19 @@ class Ros2Joints(JointInterface):
             if self.spec.joint_state_timeout_s is None:
                 self.timeout_s = max(TIMEOUT_INTERVALS * self.interval_s, MIN_TIMEOUT_S)
 
-    def _check_lockstep_peer(self) -> None:
-        """Lock-step needs mbctl's emulator stepping once per command (it publishes /clock); anything else keeps its own time."""
-        nodes = sorted({i.node_name for i in self._node.get_publishers_info_by_topic(self.spec.joint_states)})
-        clock = {i.node_name for i in self._node.get_publishers_info_by_topic("/clock")}
+    def _check_lockstep_peer(self, deadline: float) -> None:
+        """Lock-step needs mbctl's emulator stepping once per command (it publishes /clock); anything else keeps its own time.
+        The publishers' node names come with the graph's own discovery, after their endpoints: waited for until ``deadline``."""
+        def named(topic: str) -> set[str]:
+            return {i.node_name for i in self._node.get_publishers_info_by_topic(topic)}
+
+        while True:
+            nodes, clock = named(self.spec.joint_states), named("/clock")
+            known = nodes and not any(n == UNKNOWN_NODE for n in nodes | clock)
+            if known or time.monotonic() > deadline:
+                break
+            time.sleep(_POLL_S)
+        nodes = sorted(nodes)
         if EMULATOR_NODE not in nodes or EMULATOR_NODE not in clock:
             raise InputError(f"lock-step over ROS 2 needs mbctl emulate --bus ros2 --lockstep-period (one step per command); {self.spec.joint_states} "
                              f"comes from {', '.join(nodes) or 'an unknown node'}, which keeps its own time: run paced", field="--lockstep")
