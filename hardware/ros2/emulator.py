@@ -32,7 +32,8 @@ update moves the arm further; an update later than ``max_advance_s`` advances on
 rest is slipped (counted); missed deadlines are skipped (counted). Before its first command and while
 held, the arm stands still and its samples keep coming with new stamps.
 
-**Lock-step** (``lockstep=True``): each command received advances the plant (the simulated plant of
+**Lock-step** (``lockstep=True``): each command received (plus the truth's gravity where the arm
+compensates gravity) advances the plant (the simulated plant of
 ``mbctl run --lockstep``, :class:`~mbctl.hardware.sim.SimPlant`) by exactly one period and
 publishes the sample after it, stamped with simulated time (also on ``/clock``,
 ``rosgraph_msgs/msg/Clock``); while no command comes, the newest sample is published again every
@@ -69,7 +70,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.interface import JointCommand
 from mbctl.hardware.ros2.backend import EMULATOR_NODE, SENT_LABEL, check_command_joints
 from mbctl.hardware.ros2.manager import EMULATED_HOLDING_CONTROLLER, EmulatedControllers
-from mbctl.hardware.ros2.realtime import RealtimeArm, RealtimeOptions
+from mbctl.hardware.ros2.realtime import RealtimeArm, RealtimeOptions, actuated_gravity
 from mbctl.hardware.ros2.runtime import Ros2Runtime, qos_profiles, require_rclpy
 from mbctl.hardware.sim import SimPlant
 
@@ -180,6 +181,7 @@ class Ros2Emulator:
         order = check_command_joints(self.joint_names, spec)
         self._from_command = np.array([order.index(n) for n in self.joint_names], dtype=int)
         self.truth = truth
+        self._data = truth.create_data()
         self.tf_every = None if tf_period_s is None else max(1, round(tf_period_s / self.period_s))
         self.notes: list[str] = []
         self.topics = {default_command_topic("effort"): "effort"}
@@ -266,8 +268,7 @@ class Ros2Emulator:
 
                 self._tf = TfPublisher(node, self.truth)
             node.create_service(switch_controller_type(), service_name(self.spec.controller_manager), self._on_switch)
-            self._list_type = list_controllers_type()
-            node.create_service(self._list_type, service_name(self.spec.controller_manager, "list_controllers"), self._on_list)
+            node.create_service(list_controllers_type(), service_name(self.spec.controller_manager, "list_controllers"), self._on_list)
         except (Ros2Unavailable, ImportError) as exc:
             self.notes.append(f"no /tf and no controller manager services: {exc}")
 
@@ -317,9 +318,10 @@ class Ros2Emulator:
             self._command = command
             self._sent_ns = sent
             if self.lockstep:
-                if self.plant is not None:
-                    self.plant.write(command)
-                    self.stats.steps += 1
+                if self.options.gravity_compensated and interface == "effort":
+                    command = JointCommand.torque(value + actuated_gravity(self.truth, self._data, self.plant.plant.full.q))
+                self.plant.write(command)
+                self.stats.steps += 1
                 self._publish(self.plant.t, self.plant.t, self.plant.read())
 
     # -- publishing ----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.interface import CommandMode, JointCommand
 from mbctl.hardware.sim import TruthPlant, encoder_resolution
 
-__all__ = ["ARM_EFFORTS", "Push", "RealtimeArm", "RealtimeOptions"]
+__all__ = ["ARM_EFFORTS", "Push", "RealtimeArm", "RealtimeOptions", "actuated_gravity"]
 
 ARM_EFFORTS = ("drive", "joint-torque-sensor")
 
@@ -91,6 +91,11 @@ class RealtimeOptions:
         return self.max_step_s if self.max_step_s is not None else max(5 * self.period_s, 0.02)
 
 
+def actuated_gravity(truth: RobotModel, data: pin.Data, q_full: np.ndarray) -> np.ndarray:
+    """The gravity torque on the actuated joints (N·m) at the DOF positions ``q_full`` (rad, m)."""
+    return truth.actuation_matrix.T @ pin.computeGeneralizedGravity(truth.model, data, truth.configuration(q_full))
+
+
 class RealtimeArm:
     """The truth model advanced by elapsed time with the command held, and measured (no clock of
     its own: the emulator's update thread calls :meth:`update`).
@@ -129,9 +134,7 @@ class RealtimeArm:
 
     def gravity(self) -> np.ndarray:
         """The truth's gravity torque on the actuated joints (N·m) at the plant's present positions."""
-        q_full = self.plant.full.q
-        g = pin.computeGeneralizedGravity(self.truth.model, self._data, self.truth.configuration(q_full))
-        return self._B.T @ g
+        return actuated_gravity(self.truth, self._data, self.plant.full.q)
 
     def hold(self) -> None:
         """Held where it is (an ideal position hold): velocities zero, effort the gravity torque."""
