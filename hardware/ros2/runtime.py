@@ -94,6 +94,9 @@ class Ros2Runtime:
             node.create_subscription(...)   # callbacks run on the executor thread
     """
 
+    opened = False
+    """A runtime was opened in this process (``mbctl``'s entry point then ends the process at once when done)."""
+
     def __init__(self, domain_id: int | None = None):
         self.rclpy = require_rclpy()
         self.domain_id = domain_id_from_env() if domain_id is None else domain_id
@@ -108,6 +111,7 @@ class Ros2Runtime:
         from rclpy.signals import SignalHandlerOptions
 
         self._context = Context()
+        Ros2Runtime.opened = True
         self.rclpy.init(context=self._context, domain_id=self.domain_id, signal_handler_options=SignalHandlerOptions.NO)
         self._executor = SingleThreadedExecutor(context=self._context)
         self._thread = threading.Thread(target=self._spin, name="mbctl-ros2", daemon=True)
