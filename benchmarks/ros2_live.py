@@ -135,15 +135,20 @@ def pushed(kind: str, rate: float, robot, traj, folder: Path) -> str:
 
 
 def killed(kind: str, rate: float, folder: Path) -> str:
+    """The robot killed 1 s into the move (the observer's reaction "none" here: a false stop before would
+    leave nothing to measure); mbctl run in a process of its own."""
+    config = folder / ("quiet-node.toml" if kind == "node" else "quiet-emu.toml")
     with Robot(kind, rate, folder, ["--die-after", "1.0"]) as r:
-        run = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "run", str(folder / "ur5.toml"), "--trajectory", str(folder / "t.csv"), "--bus", "ros2",
+        run = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "run", str(config), "--trajectory", str(folder / "t.csv"), "--bus", "ros2",
                                 "--rate", f"{rate:g}", "--log", str(folder / "k.npz"), "--summary", str(folder / "k.json")], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-        while r.proc.poll() is None:
+        while r.proc.poll() is None and run.poll() is None:
             time.sleep(0.0005)
         gone = time.monotonic()
         out = run.communicate()[0]
         exit_s = time.monotonic() - gone
+        if r.proc.poll() is None:
+            return f"the run ended before the kill ({next((ln for ln in out.splitlines() if ln.startswith('stop reason')), '?')[:70]})"
     reason = next((line for line in out.splitlines() if line.startswith("stop reason")), "?")
     age = re.search(r"no new JointState for (\d+) ms \(timeout (\d+) ms\)", reason)
     return f"{1e3 * exit_s:.0f} ms (stale after {age.group(1)} ms, timeout {age.group(2)} ms)" if age else f"{1e3 * exit_s:.0f} ms ({reason[:70]})"
@@ -169,6 +174,9 @@ def main() -> None:
         shipped = load_robot("ur5").source.read_text()
         (folder / "emu.toml").write_text(shipped + '\n[ros2]\nholding_controller = "joint_trajectory_controller"\n')
         (folder / "ur5.toml").write_text(shipped + "\n" + TOML + "\n")
+        for name in ("emu", "ur5"):
+            quiet = (folder / f"{name}.toml").read_text().replace('reaction = "stop"', 'reaction = "none"')
+            (folder / f"quiet-{'node' if name == 'ur5' else 'emu'}.toml").write_text(quiet)
         emu_robot, node_robot = load_robot(folder / "emu.toml"), load_robot(folder / "ur5.toml")
         from mbctl.cli import main as cli
 
