@@ -292,8 +292,8 @@ class Ros2Joints(JointInterface):
 
         while True:
             nodes, clock = named(self.spec.joint_states), named("/clock")
-            known = nodes and not any(n == UNKNOWN_NODE for n in nodes | clock)
-            if known or time.monotonic() > deadline:
+            known = bool(nodes) and UNKNOWN_NODE not in nodes | clock
+            if (known and (EMULATOR_NODE not in nodes or EMULATOR_NODE in clock)) or time.monotonic() > deadline:
                 break
             time.sleep(_POLL_S)
         nodes = sorted(nodes)

@@ -119,8 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a process of its own that used ROS 2, its results written: end it now. The interpreter's own
         # teardown (Fast DDS's and the C++ modules' destructors) takes 0.2-0.8 s, which a run that
         # stopped on a dead robot must not spend before its exit
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader gone, a stream closed: nothing left to say
+                pass
         os._exit(code)
     return code
 
