@@ -13,7 +13,7 @@ measured whole:
   stopped them), false stops (those and the runs that stopped for another reason: a stale joint state,
   a limit), the largest ``|tau_ext| / threshold`` of the move (the observer's margin; over 1 is a
   detection);
-- tracking RMS per joint (median over the runs) and its ratio to the same move on the simulated plant
+- tracking RMS per joint (median over the runs that went to their end) and its ratio to the same move on the simulated plant
   paced at the same rate (its own process, measured in this run);
 - the command latency: sent by mbctl -> received by the emulator, and -> applied at its next update
   (host CLOCK_MONOTONIC on both sides; the independent node does not time commands);
@@ -164,7 +164,8 @@ def killed(kind: str, rate: float, folder: Path) -> str:
 
 
 def rms_by_joint(results: list[dict], names: tuple[str, ...]) -> np.ndarray:
-    done = [r["summary"].tracking_rms for r in results if r["summary"].tracking_rms]
+    """The median over the runs that went to their end of each joint's tracking RMS (rad)."""
+    done = [r["summary"].tracking_rms for r in results if r["summary"].tracking_rms and r["summary"].stop_reason.startswith("completed")]
     return np.array([np.median([d[n] for d in done]) for n in names]) if done else np.full(len(names), np.nan)
 
 

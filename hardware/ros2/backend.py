@@ -33,7 +33,7 @@ latency measurements by the emulator (forward command controllers ignore the lay
 EMULATOR_NODE = "mbctl_emulator"  # the node name of mbctl emulate --bus ros2 (lock-step is refused against any other)
 DISABLE_ACK_TIMEOUT_S = 0.2  # s: the longest wait for the subscribers' acknowledgement of the stop command
 SWITCH_TIMEOUT_S = 0.5  # s: the longest wait for the hand-over's switch at a stop, the robot alive ...
-STALE_SWITCH_TIMEOUT_S = 0.05  # ... and after the joint states stopped (the robot may be gone: the exit must not wait)
+STALE_SWITCH_TIMEOUT_S = 0.02  # ... and after the joint states stopped (the robot may be gone: the exit must not wait)
 INTERVAL_MESSAGES = 21  # joint states timed at the start, for the stream's interval ...
 INTERVAL_WAIT_S = 1.0  # ... waiting at most this long for them (s)
 _POLL_S = 0.002

@@ -36,8 +36,8 @@ def add_ros2_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--push", help="ros2: JOINT:TORQUE:START:DURATION, an external torque (N·m) on JOINT from START s after the first command for DURATION s")
     g.add_argument("--joint-states", help="ros2: joint-states topic (default: [ros2] joint_states, /joint_states)")
     g.add_argument("--command-topic", help="ros2: a command topic served besides /forward_effort_controller/commands (default: [ros2] command)")
-    g.add_argument("--stop-after", type=float, help="ros2: stop publishing joint states after this plant time, s (fault injection)")
-    g.add_argument("--die-after", type=float, help="ros2: kill this process (SIGKILL) after this plant time, s (fault injection)")
+    g.add_argument("--stop-after", type=float, help="ros2: stop publishing joint states after this time of motion (s since the first command; lock-step: plant time) (fault injection)")
+    g.add_argument("--die-after", type=float, help="ros2: kill this process (SIGKILL) after this time of motion (s since the first command; lock-step: plant time) (fault injection)")
     g.add_argument("--stats", type=Path, help="ros2: write what was served and the command latencies (.json) at exit")
 
 
