@@ -200,7 +200,6 @@ class Ros2Emulator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._runtime: Ros2Runtime | None = None
-        self._started = False  # lock-step: the first command arrived, the plant moves
         self._tf = None
 
     @property
@@ -314,7 +313,6 @@ class Ros2Emulator:
             self.stats.latencies_s.append((taken - sent) * 1e-9)
         with self._lock:
             self.stats.commands += 1
-            self._started = True
             self._command = command
             self._sent_ns = sent
             if self.lockstep:
