@@ -293,3 +293,16 @@ def test_an_emulated_arm_gets_a_domain_of_its_own(monkeypatch):
             assert a != b and EMULATED_DOMAINS.start not in (a, b) and a in EMULATED_DOMAINS and b in EMULATED_DOMAINS
             seen |= {a, b}
     assert len(seen) > 2
+
+
+def test_a_commanding_controller_that_is_not_loaded_is_refused_before_any_command(tmp_path, cli, ros_domain):
+    """[ros2] active_controller naming a controller the controller manager does not list: one line naming the
+    field, the controller and what is loaded, exit 2, and the emulated arm got no command."""
+    toml = write_arm(tmp_path, 'holding_controller = "hold"\nactive_controller = "my_effort_controller"')
+    path = trajectory(cli, toml, tmp_path, "0.3,0.5; 0.6,0.2", "0.2")
+    with in_process_emulator(write_arm(tmp_path, HOLD, name="served")) as emulator:
+        result = cli("run", toml, "--trajectory", path, "--rate", "250", "--bus", "ros2", "--no-realtime", "--log", tmp_path / "r.npz", "--summary", tmp_path / "s.json")
+        assert emulator.stats.commands == 0 and emulator.controllers["forward_effort_controller"]
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "ros2.active_controller: controller my_effort_controller is not loaded" in result.err and "forward_effort_controller (active)" in result.err, result.err
+    assert not (tmp_path / "r.npz").exists()
