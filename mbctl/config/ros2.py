@@ -7,10 +7,10 @@ command_interface = "effort"                        # effort | velocity | positi
 command = "/forward_effort_controller/commands"     # std_msgs/Float64MultiArray (forward command controller)
 command_joints = ["shoulder_pan_joint", "shoulder_lift_joint"]  # that controller's `joints` order (default: the robot's)
 topic_timeout_ms = 5000                             # before the first command: wait this long for the topics
-joint_state_timeout_ms = 50                         # during the run: no new joint state for this long stops it
+joint_state_timeout_ms = 100                        # during the run: no new joint state for this long stops it
 controller_manager = "/controller_manager"          # lists and switches the controllers ("none": the arm has none)
 active_controller = "forward_effort_controller"     # the controller mbctl commands
-holding_controller = "joint_trajectory_controller"  # the controller the arm is handed over to
+holding_controller = "joint_trajectory_controller"  # the controller the arm is handed to at every end of a run
 effort = "drive"                                    # what JointState effort is: drive | joint-torque-sensor | none
 gravity_compensated = false                         # the robot adds its own gravity model to every effort command
 ```
