@@ -47,6 +47,8 @@ PUBLISHED = (*sorted(ARM), "gripper_finger_joint")  # the driver's own order, an
 COMMAND_ORDER = ("wrist_3_joint", "shoulder_pan_joint", "elbow_joint", "wrist_1_joint", "shoulder_lift_joint", "wrist_2_joint")
 HOLDING, COMMANDING = "scaled_joint_trajectory_controller", "forward_effort_controller"
 COMMAND_TOPIC = f"/{COMMANDING}/commands"
+TYPES = {"joint_state_broadcaster": "joint_state_broadcaster/JointStateBroadcaster", HOLDING: "ur_controllers/ScaledJointTrajectoryController",
+         COMMANDING: "forward_command_controller/ForwardCommandController"}
 SUBSTEP_S = 5e-4
 PGS_SWEEPS = 8  # projected Gauss-Seidel sweeps of the dry friction per substep
 MAX_ADVANCE_S = 0.02  # a longer stall of this process is not simulated (counted)
@@ -61,7 +63,7 @@ FRICTION = {
 }
 TOML = "\n".join([
     "[ros2]",
-    f"command_joints = [{', '.join(repr(j).replace(chr(39), chr(34)) for j in COMMAND_ORDER)}]",
+    f"command_joints = {json.dumps(list(COMMAND_ORDER))}",
     f'holding_controller = "{HOLDING}"',
     'effort = "drive"',
 ])
@@ -173,8 +175,7 @@ class Robot:
 
     def on_list(self, request, response):
         with self.lock:
-            response.controller = [self.ControllerState(name=n, state="active" if on else "inactive", update_rate=int(self.args.rate),
-                                                        type="forward_command_controller/ForwardCommandController" if n == COMMANDING else "x")
+            response.controller = [self.ControllerState(name=n, state="active" if on else "inactive", update_rate=int(self.args.rate), type=TYPES[n])
                                    for n, on in self.active.items()]
         return response
 
