@@ -152,7 +152,16 @@ def in_process_emulator(toml: Path, **arm) -> Ros2Emulator:
     return Ros2Emulator(truth, config, robot.spec.ros2 or Ros2Spec(), q0=START, tf_period_s=None, arm=RealtimeOptions(**{"rate_hz": 500.0, **arm}))
 
 
-def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
+def commanding(emulator: Ros2Emulator, run: subprocess.Popen, count: int = 50) -> None:
+    """Wait until ``run`` (mbctl run, its output piped) has sent ``count`` commands; its output if it ended first."""
+    wait_until(lambda: emulator.stats.commands > count or run.poll() is not None, "commands")
+    if emulator.stats.commands <= count:
+        out, err = run.communicate()
+        pytest.fail(f"mbctl run ended before {count} commands: {out}{err}")
+
+
+def wait_until(condition, what: str, timeout_s: float = 180.0) -> None:
+    """Poll ``condition`` (a bound on waiting only: a loaded machine compiles a law in a minute)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
@@ -167,7 +176,7 @@ def test_a_stop_hands_the_arm_to_the_holding_controller(tmp_path, cli, ros_domai
     with in_process_emulator(toml) as emulator:
         run = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "run", str(toml), "--trajectory", str(path), "--rate", "250", "--bus", "ros2", "--no-realtime",
                                 "--log", str(tmp_path / "r.npz"), "--summary", str(tmp_path / "s.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: emulator.stats.commands > 50, "commands")
+        commanding(emulator, run)
         run.send_signal(signal.SIGINT)
         out, err = run.communicate(timeout=30)
         assert emulator.holding and not emulator.controllers["forward_effort_controller"]
@@ -182,8 +191,8 @@ def test_when_mbctl_dies_the_last_command_goes_on(tmp_path, cli, ros_domain):
     path = trajectory(cli, toml, tmp_path, "0.3,0.5; 0.7,0.1", "3")
     with in_process_emulator(toml) as emulator:
         run = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "run", str(toml), "--trajectory", str(path), "--rate", "250", "--bus", "ros2", "--no-realtime",
-                                "--log", str(tmp_path / "r.npz"), "--summary", str(tmp_path / "s.json")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: emulator.stats.commands > 50, "commands")
+                                "--log", str(tmp_path / "r.npz"), "--summary", str(tmp_path / "s.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        commanding(emulator, run)
         run.kill()
         run.wait(timeout=10)
         commands, again = emulator.stats.commands, emulator.stats.applied_after_last_command

@@ -284,7 +284,7 @@ def test_disable_sends_zero_effort_and_sees_it_acknowledged(tmp_path):
 def test_topic_overrides_on_the_command_line(tmp_path, cli):
     """--joint-states and --command-topic replace the [ros2] topics (the emulator started by --emulate serves the
     same ones): the run completes over them and says so; without an emulator on them, no publisher (exit 2)."""
-    toml = write_arm(tmp_path, "topic_timeout_ms = 1000")
+    toml = write_arm(tmp_path, "topic_timeout_ms = 3000")  # discovery on a loaded machine can take more than a second
     path = trajectory(cli, toml, tmp_path, "0.3,0.5; 0.6,0.2", 0.2)
     base = ("run", toml, "--trajectory", path, "--rate", "500", "--lockstep", "--bus", "ros2", "--joint-states", "/arm/joint_states",
             "--command-topic", "/arm_effort_controller/commands", "--log", tmp_path / "r.npz", "--summary", tmp_path / "s.json")

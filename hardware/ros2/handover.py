@@ -27,6 +27,7 @@ __all__ = ["STRICT", "ControllerManager", "list_controllers_type", "switch_contr
 
 STRICT = 2  # SwitchController.Request.STRICT: the whole switch or nothing
 _POLL_S = 0.001
+RESEND_S = 0.5  # s: an unanswered request is sent again after this long
 
 
 def switch_controller_type() -> Any:
@@ -63,18 +64,27 @@ class ControllerManager:
         self._list = node.create_client(self._list_type, service_name(spec.controller_manager, "list_controllers"))
         self._switch = node.create_client(self._switch_type, service_name(spec.controller_manager))
 
-    def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
+    def _call(self, client: Any, request: Any, timeout_s: float) -> tuple[Any, int]:
+        """The answer and how many times the request was sent: a request sent before the service's
+        reader has matched this client is lost, so an unanswered one is sent again every
+        :data:`RESEND_S` until ``timeout_s`` (s)."""
         deadline = time.monotonic() + timeout_s
         while not client.service_is_ready():
             if time.monotonic() > deadline:
                 raise HardwareError(f"no {client.srv_name} service within {timeout_s:g} s")
             time.sleep(_POLL_S)
-        future = client.call_async(request)
-        while not future.done():
+        sent, futures, resend = 0, [], 0.0
+        while True:
+            if time.monotonic() >= resend:
+                futures.append(client.call_async(request))
+                sent += 1
+                resend = time.monotonic() + RESEND_S
+            done = [f for f in futures if f.done()]
+            if done:
+                return done[0].result(), sent
             if time.monotonic() > deadline:
                 raise HardwareError(f"{client.srv_name}: no answer within {timeout_s:g} s")
-            time.sleep(_POLL_S)  # the runtime's executor thread completes the future
-        return future.result()
+            time.sleep(_POLL_S)  # the runtime's executor thread completes the futures
 
     def states(self, timeout_s: float) -> dict[str, str]:
         """Every loaded controller's state (``"active"``, ``"inactive"``, ...) by name.
@@ -82,7 +92,7 @@ class ControllerManager:
         Raises:
             HardwareError: No service or no answer within ``timeout_s`` (s).
         """
-        answer = self._call(self._list, self._list_type.Request(), timeout_s)
+        answer, _ = self._call(self._list, self._list_type.Request(), timeout_s)
         return {c.name: c.state for c in answer.controller}
 
     def switch(self, activate: list[str], deactivate: list[str], timeout_s: float) -> None:
@@ -94,7 +104,11 @@ class ControllerManager:
         request = self._switch_type.Request()
         request.activate_controllers, request.deactivate_controllers = activate, deactivate
         request.strictness = STRICT
-        answer = self._call(self._switch, request, timeout_s)
+        answer, sent = self._call(self._switch, request, timeout_s)
+        if not answer.ok and sent > 1:  # the first request may have switched, and a second been refused for it
+            states = self.states(timeout_s)
+            if all(states.get(c) == "active" for c in activate) and all(states.get(c) != "active" for c in deactivate):
+                return
         if not answer.ok:
             why = getattr(answer, "message", "")
             raise HardwareError(f"{self._switch.srv_name} refused to activate {', '.join(activate) or 'nothing'} and deactivate "
