@@ -95,6 +95,12 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "trajectory optimal: --torque-margin, a fraction used": lambda tmp: ["trajectory", "optimal", "scara", "--waypoints", "0,0,0,0; 0.1,0.1,0.1,0.01", "--torque-margin", "0.9", "--out", str(tmp / "out" / "traj.csv")],
     "a trajectory file larger than the budget": lambda tmp: ["--memory-budget", "1K", *_scara(tmp)],
     "a budget that is not a size": lambda tmp: ["--memory-budget", "lots", *_scara(tmp)],
+    # ROS 2 names and positions (no ROS 2 needed: refused before anything opens)
+    "run --bus ros2: a joint-states topic with a space": lambda tmp: _ros2_run(tmp, "--joint-states", "bad topic"),
+    "run --bus ros2: an empty command topic": lambda tmp: _ros2_run(tmp, "--command-topic", ""),
+    "emulate --bus ros2: a joint-states topic with a space": lambda tmp: ["emulate", *_scara(tmp)[1:2], "--bus", "ros2", "--joint-states", "bad topic"],
+    "emulate --bus ros2: a command topic with a space": lambda tmp: ["emulate", *_scara(tmp)[1:2], "--bus", "ros2", "--command-topic", "x y"],
+    "emulate: a start outside a joint's range": lambda tmp: ["emulate", "ur5", "--bus", "ros2", "--q0", "50,0,0,0,0,0"],
 }
 
 
@@ -122,6 +128,11 @@ def _resume(tmp: Path, robot: str, *options: str) -> list[str]:
     (tmp / "out" / "c" / "preflight").mkdir(parents=True)
     write_json(tmp / "out" / "c" / "preflight" / "result.json", {"shaped_by": record(c, "preflight")})
     return ["commission", str(tmp / robot), "--out", str(tmp / "out" / "c"), "--lockstep", "--start", "shoulder_lift_joint=-1.5708", *options, "--from", "friction"]
+
+
+def _ros2_run(tmp: Path, option: str, value: str) -> list[str]:
+    """mbctl run of the SCARA over ROS 2 with one bad topic option."""
+    return ["run", *_scara(tmp)[1:4], "--bus", "ros2", option, value, "--log", str(tmp / "out" / "run.npz"), "--summary", str(tmp / "out" / "run.json")]
 
 
 def _study(tmp: Path, samples: str, extra: str = "") -> list[str]:

@@ -21,6 +21,9 @@ def test_defaults_and_given_values(tmp_path):
     assert spec.command == "/forward_position_controller/commands"
     assert spec.joint_state_timeout_s == pytest.approx(0.025) and spec.holding_controller == "hold" and spec.command_joints == ("elbow", "shoulder")
     assert read_robot_spec(write_arm(tmp_path)).ros2 is None
+    assert (spec.effort, spec.gravity_compensated) == (None, False)
+    spec = read_robot_spec(write_arm(tmp_path, 'effort = "joint-torque-sensor"\ngravity_compensated = true\ncontroller_manager = "none"')).ros2
+    assert (spec.effort, spec.gravity_compensated, spec.controller_manager) == ("joint-torque-sensor", True, "none")
 
 
 @pytest.mark.parametrize(
@@ -35,6 +38,8 @@ def test_defaults_and_given_values(tmp_path):
         ("joint_state_timeout_ms = -5", "ros2.joint_state_timeout_ms", "must be in (0,"),
         ('holding_controller = ""', "ros2.holding_controller", "controller name"),
         ('comand = "/x"', "ros2.comand", "unknown field"),
+        ('effort = "torque"', "ros2.effort", "unknown value 'torque' (expected one of: drive, joint-torque-sensor, none)"),
+        ('gravity_compensated = "yes"', "ros2.gravity_compensated", "must be true or false"),
     ],
 )
 def test_a_bad_value_names_file_and_field(tmp_path, body, field, words):
@@ -60,13 +65,13 @@ def test_command_joints_are_checked_against_the_robot(tmp_path):
 
 def test_a_position_controller_needs_a_position_interface(tmp_path):
     """Goal positions on an effort interface: one line at ros2.command_interface; on a position interface accepted;
-    the default joint-state timeout is ten periods, at least 50 ms."""
+    the joint-state timeout before the stream is timed is 25 control periods, at least 100 ms."""
     effort = read_robot_spec(write_arm(tmp_path)).ros2 or read_robot_spec(write_arm(tmp_path, 'command_interface = "effort"')).ros2
     with pytest.raises(InputError, match="command_interface is effort"):
         Ros2Joints(("shoulder", "elbow"), effort, period_s=0.002, mode=CommandMode.POSITION)
     position = read_robot_spec(write_arm(tmp_path, 'command_interface = "position"')).ros2
-    assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.002, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.05)
-    assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.01, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.1)
+    assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.002, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.1)
+    assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.01, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.25)
 
 
 def test_without_rclpy_the_run_says_how_to_get_it(tmp_path, cli, monkeypatch):
@@ -83,3 +88,14 @@ def test_without_rclpy_the_run_says_how_to_get_it(tmp_path, cli, monkeypatch):
     result = cli(*base, "--bus", "ros2")
     assert result.code != 0 and result.err.count("\n") == 1 and 'pip install "mbctl[ros2]"' in result.err, result.err
     assert not (tmp_path / "r.npz").exists()
+
+
+@pytest.mark.parametrize("bus", ["ros2", "canopen", "dynamixel"])
+def test_an_emulated_start_outside_a_joints_range_is_one_line(tmp_path, cli, bus):
+    """mbctl emulate --q0 with a position beyond a joint's URDF limits (the UR5's pan at 50 rad, limit 2 pi): one line
+    naming --q0, the joint and its range, exit 2, on every bus (the UR5 has [drives] for CANopen; Dynamixel needs a
+    bus table it lacks, refused first in its own words)."""
+    result = cli("emulate", "ur5", "--bus", bus, "--q0", "50,0,0,0,0,0")
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    if bus != "dynamixel":
+        assert "--q0: 50 is outside joint shoulder_pan_joint's range [-6.28319, 6.28319]" in result.err, result.err

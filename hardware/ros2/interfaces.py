@@ -4,7 +4,8 @@ mbctl's ``ros2`` extra installs rclpy and the message packages that exist as whe
 (``geometry_msgs``, ``sensor_msgs``, ``std_msgs`` ...). Two it needs do not:
 
 - ``tf2_msgs/msg/TFMessage`` for ``/tf`` (what RViz and Foxglove read);
-- ``controller_manager_msgs/srv/SwitchController``, ros2_control's controller manager service.
+- ``controller_manager_msgs/srv/SwitchController`` and ``ListControllers`` (with its messages
+  ``ControllerState`` and ``ChainConnection``), ros2_control's controller manager services.
 
 Where a sourced ROS 2 installation (or any other source on ``sys.path``) provides these packages,
 :func:`tf_message_type` and :func:`switch_controller_type` return its classes. Otherwise the
@@ -66,6 +67,7 @@ __all__ = [
     "build_package",
     "cache_dir",
     "interface_type",
+    "list_controllers_type",
     "switch_controller_type",
     "tf_message_type",
 ]
@@ -99,7 +101,7 @@ PACKAGES: dict[str, InterfacePackage] = {
     ),
     "controller_manager_msgs": InterfacePackage(
         "controller_manager_msgs",
-        ("srv/SwitchController.srv",),
+        ("msg/ChainConnection.msg", "msg/ControllerState.msg", "srv/ListControllers.srv", "srv/SwitchController.srv"),
         ("builtin_interfaces", "service_msgs"),
         "ros-controls/ros2_control, jazzy (Apache-2.0)",
     ),
@@ -451,3 +453,10 @@ def switch_controller_type() -> Any:
     (builtin_interfaces Duration; zero waits without limit). Response: ``ok``, ``message``.
     """
     return interface_type("controller_manager_msgs", "srv", "SwitchController")
+
+
+def list_controllers_type() -> Any:
+    """``controller_manager_msgs.srv.ListControllers``: an empty request; the response's ``controller``
+    lists ``ControllerState`` messages (``name``, ``state``: ``"active"``, ``"inactive"``, ...,
+    ``type``, ``claimed_interfaces``, ...)."""
+    return interface_type("controller_manager_msgs", "srv", "ListControllers")

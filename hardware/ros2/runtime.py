@@ -27,9 +27,11 @@ import threading
 from types import ModuleType, TracebackType
 from typing import Any
 
-from mbctl.errors import MbctlError
+from mbctl.errors import InputError, MbctlError
 
-__all__ = ["INSTALL_HINT", "Ros2Unavailable", "Ros2Runtime", "require_rclpy", "qos_profiles"]
+__all__ = ["INSTALL_HINT", "MAX_DOMAIN_ID", "Ros2Unavailable", "Ros2Runtime", "domain_id_from_env", "require_rclpy", "qos_profiles"]
+
+MAX_DOMAIN_ID = 232  # DDS's default port mapping: domain ids 0..232 (ROS 2 advises 0..101 on Linux)
 
 INSTALL_HINT = 'pip install "mbctl[ros2]" (rclpy with Fast DDS from PyPI), or source a ROS 2 installation'
 
@@ -52,6 +54,21 @@ def require_rclpy(*packages: str) -> ModuleType:
     return importlib.import_module("rclpy")
 
 
+def domain_id_from_env() -> int:
+    """``ROS_DOMAIN_ID`` (unset or blank: 0, as rclpy takes it).
+
+    Raises:
+        InputError: Naming ``ROS_DOMAIN_ID`` for anything but a whole number in 0..232 (rclpy would
+            take ``abc`` as 0, and Fast DDS fail on ``300`` with an error of its own).
+    """
+    env = os.environ.get("ROS_DOMAIN_ID", "").strip()
+    if not env:
+        return 0
+    if not (env.isdigit() and int(env) <= MAX_DOMAIN_ID):
+        raise InputError(f"must be a whole number in 0..{MAX_DOMAIN_ID} (the DDS domain), got {env!r}", field="ROS_DOMAIN_ID")
+    return int(env)
+
+
 def qos_profiles() -> dict[str, Any]:
     """``{"sensor": ..., "command": ..., "latched": ...}`` (see the module docstring)."""
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -68,7 +85,7 @@ class Ros2Runtime:
     """An rclpy context of mbctl's own with an executor thread (a context manager).
 
     Args:
-        domain_id: DDS domain (default: ``ROS_DOMAIN_ID``, else 0).
+        domain_id: DDS domain (default: ``ROS_DOMAIN_ID``, else 0; :func:`domain_id_from_env`).
 
     Usage::
 
@@ -77,12 +94,12 @@ class Ros2Runtime:
             node.create_subscription(...)   # callbacks run on the executor thread
     """
 
+    opened = False
+    """A runtime was opened in this process (``mbctl``'s entry point then ends the process at once when done)."""
+
     def __init__(self, domain_id: int | None = None):
         self.rclpy = require_rclpy()
-        if domain_id is None:
-            env = os.environ.get("ROS_DOMAIN_ID", "").strip()
-            domain_id = int(env) if env.isdigit() else 0
-        self.domain_id = domain_id
+        self.domain_id = domain_id_from_env() if domain_id is None else domain_id
         self._nodes: list[Any] = []
         self._context = None
         self._executor = None
@@ -94,6 +111,7 @@ class Ros2Runtime:
         from rclpy.signals import SignalHandlerOptions
 
         self._context = Context()
+        Ros2Runtime.opened = True
         self.rclpy.init(context=self._context, domain_id=self.domain_id, signal_handler_options=SignalHandlerOptions.NO)
         self._executor = SingleThreadedExecutor(context=self._context)
         self._thread = threading.Thread(target=self._spin, name="mbctl-ros2", daemon=True)

@@ -71,12 +71,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def initial_positions(robot: RobotModel, args: argparse.Namespace) -> np.ndarray:
-    """DOF positions (rad, m) of the plant: ``--q0`` for the actuated joints, zeros elsewhere."""
+    """DOF positions (rad, m) of the plant: ``--q0`` for the actuated joints, zeros elsewhere.
+
+    Raises:
+        InputError: Naming ``--q0``: the wrong count, or a position outside its joint's range.
+    """
     q0 = np.zeros(robot.nv)
     if args.q0 is not None:
         values = np.atleast_1d(parse_numbers(args.q0, "--q0"))
         if values.shape != (len(robot.actuated_names),):
             raise InputError(f"needs {len(robot.actuated_names)} values ({', '.join(robot.actuated_names)})", field="--q0")
+        for name, value in zip(robot.actuated_names, values):
+            limits = robot.joint(name).limits
+            if not limits.lower <= value <= limits.upper:
+                raise InputError(f"{value:g} is outside joint {name}'s range [{limits.lower:g}, {limits.upper:g}]", field="--q0")
         q0[[robot.joint(n).idx_v for n in robot.actuated_names]] = values
     if args.lockstep_period is not None and not args.lockstep_period > 0:
         raise InputError("must be > 0", field="--lockstep-period")

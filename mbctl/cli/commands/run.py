@@ -31,7 +31,11 @@ from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_lo
 from mbctl.cli.console import warn
 from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
+<<<<<<< HEAD
 from mbctl.ctrl.keepout import check_trajectory
+=======
+from mbctl.config.ros2 import check_topic
+>>>>>>> ros2
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -140,8 +144,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--plant {args.plant} and --bus {args.bus} contradict each other", field="--bus")
     if plant != "canopen" and (args.interface or args.channel):
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
-    if plant != "ros2" and (args.joint_states or args.command_topic):
-        raise InputError("only for --bus ros2", field="--joint-states" if args.joint_states else "--command-topic")
+    if plant != "ros2" and (args.joint_states is not None or args.command_topic is not None):
+        raise InputError("only for --bus ros2", field="--joint-states" if args.joint_states is not None else "--command-topic")
+    for option, topic, example in (("--joint-states", args.joint_states, "/joint_states"), ("--command-topic", args.command_topic, "/forward_effort_controller/commands")):
+        reason = check_topic(topic, example) if topic is not None else ""
+        if reason:
+            raise InputError(reason, field=option)
     robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     check_log_animation(robot, args.animate)
     check_run_view(robot, args)
