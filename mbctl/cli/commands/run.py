@@ -31,11 +31,8 @@ from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_lo
 from mbctl.cli.console import warn
 from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
-<<<<<<< HEAD
-from mbctl.ctrl.keepout import check_trajectory
-=======
 from mbctl.config.ros2 import check_topic
->>>>>>> ros2
+from mbctl.ctrl.keepout import check_trajectory
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
