@@ -11,10 +11,13 @@ safety checks, the chatter and tracking counters and the log row, from a measure
   r_0 + w r_1``), 1 where the cycle counts in the tracking errors, the cycle's index ``k``, the delay
   ``d`` of the command that acted since the last sample (cycles, at most :data:`SENT_CAPACITY` - 1: the
   command written ``d + 1`` cycles before), the prediction horizon ``H`` (s), 1 where the observer takes
-  the measured effort as the torque that acted (else the command ``d``), 1 where the commands next to
-  ``d`` may have acted instead (their spread widens the detection threshold), the sample's instant on
+  the measured effort as the torque that acted (else the command ``d``), 1 where the robot keeps its own
+  time (the commands next to ``d`` may have acted instead of it, and an interval longer than
+  :data:`MEASURED_SPAN` robot periods held more than the last update's measured torque: the spread of
+  the commands widens the detection threshold), the sample's instant on
   the loop's clock ``t_sample``, the friction share ``f`` of the estimate step
-  (:mod:`mbctl.ctrl.estimation.step`) and the ``lead`` of the law's instant over ``t_sample`` (s);
+  (:mod:`mbctl.ctrl.estimation.step`), the ``lead`` of the law's instant over ``t_sample`` (s) and the
+  robot's update period ``period_r`` (s);
 - ``m``: the memory carried from one cycle to the next (:class:`CycleLayout`): the estimator's
   states and last sample time, the commands written the last :data:`SENT_CAPACITY` cycles, the LuGre
   bristle states, the chatter and saturation counters, the collision flags and the held position,
@@ -38,7 +41,7 @@ A controller that is not a compiled law (the MPC, the task-space law) is called 
 two generated calls (:func:`build_cycle_around`): the estimate and the checks before it, the rest after.
 
 Each part is the interpreted cycle's arithmetic, in the same order, so the two agree to round-off:
-the estimate (no step for a repeated sample instant: ``h <= 0``), the detection (once), then the law
+the estimate (no step for a repeated sample instant: ``h`` under :data:`MIN_STEP` robot periods), the detection (once), then the law
 or, after a detection with reaction ``hold``, the compliant hold
 (:meth:`~mbctl.ctrl.estimation.estimator.StateEstimator.hold_torque`), the clip to the effort limits
 (counted), the torque step statistics (:func:`~mbctl.hardware.summary.chatter_warnings`), the command
@@ -57,12 +60,17 @@ from mbctl.ctrl.estimation.estimator import HOLD_HZ
 from mbctl.ctrl.estimation.step import OBSERVER_STATES
 from mbctl.dynamics.friction.laws import LuGre
 
-__all__ = ["FOUND", "S", "S_SIZE", "SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle", "build_cycle_around"]
+__all__ = ["FOUND", "MEASURED_SPAN", "MIN_STEP", "S", "S_SIZE", "SENT_CAPACITY", "STATUS_BREACH", "STATUS_INVALID", "STATUS_DETECTED", "CycleLayout", "build_cycle", "build_cycle_around"]
 
 STATUS_BREACH, STATUS_INVALID, STATUS_DETECTED = 1, 3, 4
 SENT_CAPACITY = 4
 """Commands the cycle keeps for the observer: the command that acted may have been written up to 4 cycles before."""
-S = ("t", "t_est", "w", "tracking", "k", "d", "horizon", "measured", "spread", "t_sample", "f", "lead")
+MIN_STEP = 0.2
+"""A sample less than this many robot periods after the last is no step of the estimator (its filter gains,
+set for a period, would turn the round-off of so short an interval into a divergence)."""
+MEASURED_SPAN = 1.25
+"""An interval between two samples longer than this many robot periods held more than one of its updates."""
+S = ("t", "t_est", "w", "tracking", "k", "d", "horizon", "measured", "spread", "t_sample", "f", "lead", "period_r")
 """The entries of the cycle's input ``s``, in order (module docstring)."""
 S_SIZE = len(S)
 
@@ -132,7 +140,7 @@ def _estimate(layout: CycleLayout, estimate: ca.Function | None, reaction: str, 
     if estimate is not None:
         x, o, t_est, sent = part("x"), part("o"), part("t_est"), part("sent")
         h = at["t_est"] - t_est
-        stepped = h > 0
+        stepped = h > MIN_STEP * at["period_r"]
         d = at["d"]
 
         def command(delay):  # noqa: ANN001, ANN202  the command written delay + 1 cycles before (zeros out of the queue)
@@ -140,7 +148,13 @@ def _estimate(layout: CycleLayout, estimate: ca.Function | None, reaction: str, 
 
         applied = command(d)
         spread = [ca.fabs(command(d + e) - applied) * (d + e >= 0) * (d + e <= SENT_CAPACITY - 1) for e in (-1, 1)]
-        bound = (1 - at["measured"]) * at["spread"] * ca.fmax(*spread)
+        # measured: the effort is the torque of the robot's last update; a longer interval held earlier ones
+        # too, each one of the commands written (their distance to the effort bounds the error)
+        longer = at["spread"] * (h > MEASURED_SPAN * at["period_r"])
+        beyond = ca.SX.zeros(n)
+        for j in range(SENT_CAPACITY):
+            beyond = ca.fmax(beyond, ca.fabs(sent[j * n : (j + 1) * n] - effort))
+        bound = ca.if_else(at["measured"], longer * beyond, at["spread"] * ca.fmax(*spread))
         tau_in = ca.if_else(at["measured"], effort, applied)
         args = [x, o, q, dq_meas, tau_in, ca.if_else(stepped, h, 1.0), bound, at["f"], at["horizon"], sent[(SENT_CAPACITY - 1) * n :]]
         x1, o1, _, _, _, g1, m1, worst, q_pred, dq_pred, threshold = estimate(*args + ([p_est] if p_est.numel() else []))

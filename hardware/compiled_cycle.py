@@ -23,7 +23,7 @@ import numpy as np
 
 from mbctl.ctrl.compiled_laws import law_function, law_values
 from mbctl.ctrl.controllers import TASK_SPACE
-from mbctl.ctrl.cycle import FOUND, STATUS_BREACH, STATUS_DETECTED, CycleLayout, S, build_cycle, build_cycle_around
+from mbctl.ctrl.cycle import FOUND, MIN_STEP, STATUS_BREACH, STATUS_DETECTED, CycleLayout, S, build_cycle, build_cycle_around
 from mbctl.ctrl.estimation.estimator import step_function, step_values
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import Trajectory
@@ -159,7 +159,8 @@ class CompiledCycle:
         self._tau, self.row, self._m_next, self._status = last.outputs
         self._at = {name: i for i, name in enumerate(S)}
         self._s[self._at["measured"]] = float(measured_torque)
-        self._s[self._at["spread"]] = float(timing.measured and not measured_torque)
+        self._s[self._at["spread"]] = float(timing.measured)
+        self._s[self._at["period_r"]] = timing.sample_period_s
         self._s[self._at["f"]] = estimator.friction_share if estimator is not None else 1.0
         self._sample_clock, self._paced, self._rate = sample_clock, paced, rate_hz
         self._estimating = estimator is not None
@@ -220,7 +221,7 @@ class CompiledCycle:
         s[0], s[1], s[3], s[4] = t, t_est, tracking, k
         s[at["d"]] = timing.acted(self._t_previous)
         s[at["horizon"]], s[at["t_sample"]], s[at["lead"]] = timing.horizon, timing.t_sample, t_law - timing.t_sample
-        if t_est > self._t_est:
+        if t_est - self._t_est > MIN_STEP * timing.sample_period_s:  # a step of the estimator (ctrl.cycle.MIN_STEP)
             self._t_est, self._t_previous = t_est, timing.t_sample
         if self._fused:
             self._first.eval()

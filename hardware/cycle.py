@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from mbctl.ctrl.cycle import SENT_CAPACITY
+from mbctl.ctrl.cycle import MEASURED_SPAN, MIN_STEP, SENT_CAPACITY
 from mbctl.hardware.interface import JointState
 from mbctl.hardware.loop_support import HEAD, PHASES, SafetyLimits, limit_breach
 from mbctl.hardware.sample_timing import SampleTiming
@@ -231,9 +231,15 @@ class PythonCycle:
             estimator.reset(ts, state)
             self._started, self._t_est, self._t_previous = timing.acting(), ts, timing.t_sample
             self._pred_q[:], self._pred_dq[:], self._pred_h = state.q, state.dq, 0.0
-        stepped = ts > self._t_est
+        stepped = ts - self._t_est > MIN_STEP * timing.sample_period_s
+        if not stepped:
+            ts = self._t_est  # too close to the last sample to be a step (ctrl.cycle.MIN_STEP)
         if self.measured_torque:
             tau, bound = state.effort, 0.0
+            if timing.measured and ts - self._t_est > MEASURED_SPAN * timing.sample_period_s:
+                # the effort is the torque of the robot's last update; a longer interval held earlier ones too,
+                # each one of the commands written (their distance to the effort bounds the error)
+                bound = np.max([np.abs(c - tau) for c in sent], axis=0)
         else:
             d = timing.acted(self._t_previous)
             tau, bound = sent[-1 - d], 0.0

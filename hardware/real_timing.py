@@ -43,7 +43,9 @@ class RobotTiming:
         publish_s: From an update to its sample reaching the host.
         latency_s: The range a command's time to reach the robot is drawn from (uniform).
         read_s: The host's time spent in a read (advances the clock).
-        seed: Seed of the latencies (and the effort noise).
+        late_s: Each update comes up to this late (uniform; a robot process its OS delays): it moves the
+            arm by the time that actually elapsed, stamps the instant it measured.
+        seed: Seed of the latencies, the updates' lateness and the effort noise.
     """
 
     period_s: float = 2e-3
@@ -52,6 +54,7 @@ class RobotTiming:
     publish_s: float = 1e-4
     latency_s: tuple[float, float] = (1e-4, 4e-4)
     read_s: float = 2e-5
+    late_s: float = 0.0
     seed: int = 0
 
 
@@ -103,12 +106,12 @@ class RealTimingRobot(JointInterface):
         n = len(self.joint_names)
         self.plant = TruthPlant(self.truth, 2.5e-4, self._q0, period_s=self._true_interval())
         self._rng = np.random.default_rng(self.timing.seed)
-        self._next_update = self.clock.now()
+        self._next_update = self._origin = self._moved_to = self.clock.now()
         self._pending: list[tuple[float, int, np.ndarray]] = []  # (arrival, index, torque), in arrival order
         self._written = 0
         self._applied = np.zeros(n)
         self._applied_index = 0
-        self._enabled = False
+        self._enabled = self._moving = False
         self._samples: list[tuple[float, JointState]] = []  # (visible from, sample)
         self._update()
         self.clock.sleep_until(self._samples[0][0] + self.timing.phase_s)  # a backend's open waits for the robot's first sample
@@ -124,39 +127,42 @@ class RealTimingRobot(JointInterface):
         self._pending.clear()
 
     def _update(self) -> None:
-        """One update at ``self._next_update``: measure, take the newest command that arrived, move."""
-        u = self._next_update
+        """One update (at ``self._next_update``, late by up to ``late_s``): the arm moves under the last
+        command up to this instant, is measured, and the newest command that arrived is taken."""
+        u = self._next_update + (float(self._rng.uniform(0.0, self.timing.late_s)) if self.timing.late_s else 0.0)
+        clock = lambda host: (host - self._origin) * (1.0 + 1e-6 * self.timing.drift_ppm)  # noqa: E731  the robot's own clock
+        if self._moving and u > self._moved_to:  # until its first command, or with torque off: held, as by brakes
+            self.plant.step(self._applied, u - self._moved_to, external=self._external(clock(self._moved_to), u - self._moved_to))
+        self._moved_to = u
         q, dq = self.plant.state()
         effort = self._applied.copy() if self._effort else np.full(len(q), np.nan)
         if self._effort and self._noise:
             effort += self._rng.normal(0.0, self._noise, effort.shape)
-        stamp = self.updates * self.timing.period_s  # the robot's own clock
-        self._samples.append((u + self.timing.publish_s, JointState(t=stamp, q=q, dq=dq, effort=effort, t_host=u if self.host_stamps else math.nan)))
+        self._samples.append((u + self.timing.publish_s, JointState(t=clock(u), q=q, dq=dq, effort=effort, t_host=u if self.host_stamps else math.nan)))
         del self._samples[:-4]
         arrived = [p for p in self._pending if p[0] <= u]
         if arrived and self._enabled:
             _, self._applied_index, tau = arrived[-1]
             self._applied = np.clip(tau, -self._limits, self._limits)
+            self._moving = True
         self._pending = [p for p in self._pending if p[0] > u]
         if not self._enabled:
-            self._applied = np.zeros_like(self._applied)
+            self._applied, self._moving = np.zeros_like(self._applied), False
         self.commands_applied.append(self._applied_index)
-        dt = self._true_interval()
-        if self._enabled:  # torque off: held, as by brakes
-            self.plant.step(self._applied, dt, external=self._external(stamp, dt))
         self.updates += 1
-        self._next_update = u + dt
+        self._next_update += self._true_interval()
 
-    def _external(self, stamp: float, dt: float) -> np.ndarray | None:
-        """The push's generalized force over this update (its share of the update it overlaps)."""
+    def _external(self, start: float, dt: float) -> np.ndarray | None:
+        """The push's generalized force over ``dt`` seconds from ``start`` (robot clock; its share of the
+        interval it overlaps)."""
         push = self._push
         if push is None:
             return None
-        overlap = min(stamp + self.timing.period_s, push.start_s + push.duration_s) - max(stamp, push.start_s)
+        overlap = min(start + dt, push.start_s + push.duration_s) - max(start, push.start_s)
         if overlap <= 0:
             return None
         force = np.zeros(self.truth.nv)
-        force[self.truth.joint(push.joint).idx_v] = push.torque * overlap / self.timing.period_s
+        force[self.truth.joint(push.joint).idx_v] = push.torque * overlap / dt
         return force
 
     def _catch_up(self) -> None:

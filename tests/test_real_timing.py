@@ -49,11 +49,12 @@ def _run(ur5, tmp_path, backend, *, rate_hz=500.0, clock=None, python_cycle=Fals
     return summary, np.load(path)
 
 
-def _robot_run(ur5, tmp_path, *, period_s=2e-3, phase_s=0.0, effort=True, host_stamps=True, push=None, rate_hz=500.0, drift_ppm=50.0, python_cycle=False):
+def _robot_run(ur5, tmp_path, *, period_s=2e-3, phase_s=0.0, effort=True, host_stamps=True, push=None, rate_hz=500.0, drift_ppm=50.0, python_cycle=False,
+               late_s=0.0):  # fmt: skip
     robot, _ = ur5
     truth, _ = truth_model(robot)
     clock = VirtualClock(0.0)
-    timing = RobotTiming(period_s=period_s, phase_s=phase_s, drift_ppm=drift_ppm, seed=round(phase_s * 1e6))
+    timing = RobotTiming(period_s=period_s, phase_s=phase_s, drift_ppm=drift_ppm, seed=round(phase_s * 1e6), late_s=late_s)
     bot = RealTimingRobot(truth, clock, timing, q0=np.array(START), effort=effort, push=push, host_stamps=host_stamps)
     return _run(ur5, tmp_path, bot, rate_hz=rate_hz, clock=clock, python_cycle=python_cycle)
 
@@ -72,14 +73,27 @@ def lockstep(ur5, tmp_path_factory):
 @pytest.mark.parametrize("effort", [True, False], ids=["measured-torque", "commands"])
 def test_tracks_as_in_lockstep_whatever_the_phase(ur5, lockstep, tmp_path, phase_ms, effort):
     """A 500 Hz robot on its own clock (50 ppm fast, commands 0.1-0.4 ms in transit), the loop started at
-    any phase of its updates: no false detection, and every joint tracks within 1.5x of the lock-step
-    run (the prediction to the instant the command acts, and the phase lock)."""
+    any phase of its updates: no false detection, and every joint tracks within 1.75x of the lock-step
+    run, where every command acts a period sooner (most of the difference is the start, the arm held a
+    period longer: 1.0-1.2x after 0.3 s). Without the prediction to the instant the command acts and the
+    phase lock, 2.5-2.7x, and at the worst phase a false stop at 6 ms."""
     summary, _ = _robot_run(ur5, tmp_path, phase_s=phase_ms * 1e-3, effort=effort)
     assert summary.stop_reason == "completed" and not summary.collision, summary.stop_reason
     assert summary.tau_ext_ratio_max < 0.9, summary.tau_ext_ratio_max
     assert summary.observer_torque.startswith("measured" if effort else "the commands")
     for joint in BIG:
-        assert summary.tracking_rms[joint] < 1.5 * lockstep.tracking_rms[joint], (joint, summary.tracking_rms[joint], lockstep.tracking_rms[joint])
+        assert summary.tracking_rms[joint] < 1.75 * lockstep.tracking_rms[joint], (joint, summary.tracking_rms[joint], lockstep.tracking_rms[joint])
+
+
+@pytest.mark.parametrize("effort", [True, False], ids=["measured-torque", "commands"])
+def test_no_false_detection_from_a_robot_whose_updates_come_late(ur5, lockstep, tmp_path, effort):
+    """Each update up to 1.5 ms late (three quarters of its period: a robot process its OS delays), so
+    that two samples the loop reads may hold one update or two, and a light joint (wrist 3) creeps at
+    its stiction: no false detection, and every joint within 2.5x of the lock-step tracking."""
+    summary, _ = _robot_run(ur5, tmp_path, phase_s=1.1e-3, effort=effort, late_s=1.5e-3, host_stamps=False)
+    assert summary.stop_reason == "completed" and summary.tau_ext_ratio_max < 0.95, (summary.stop_reason, summary.tau_ext_ratio_max)
+    for joint in BIG:
+        assert summary.tracking_rms[joint] < 2.5 * lockstep.tracking_rms[joint], (joint, summary.tracking_rms[joint], lockstep.tracking_rms[joint])
 
 
 def test_the_phase_lock_reads_each_sample_soon_after_it_arrives(ur5, tmp_path):

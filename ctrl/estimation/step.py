@@ -47,7 +47,12 @@ long gap between samples, ``K h > 2``, cannot make it ring)::
 detection threshold of a joint grows by the input's error bound filtered alike (an adaptive
 threshold; implicit Euler as ``r``)::
 
-    b' = (b + K h bound) / (1 + K h),   threshold = threshold_0 + b'
+    b' = (b + K h (bound + s |f Q_f(v)|)) / (1 + K h),   threshold = threshold_0 + b'
+
+The second term is stiction: near rest (``s = exp(-(v / STICK_BAND)^2)``, ``v`` the observer's
+velocity) a joint may stick at any torque within its break-away friction, which the default
+``threshold_0`` covers, while the model's friction at the estimated velocity (a smoothed sign, and the
+estimate dithers about zero) may have the other sign: the error reaches ``fs + |Q_f(v)|``.
 
 and ``worst = max_i |r_i| / threshold_i`` (a detection when > 1).
 
@@ -70,8 +75,11 @@ import numpy as np
 from mbctl.ctrl.estimation.filters import alpha_beta_gains, first_order_gain, observer_gains
 from mbctl.ctrl.estimation.model import EstimationModel
 
-__all__ = ["STEP_INPUTS", "STEP_OUTPUTS", "build_step", "initial_state"]
+__all__ = ["STICK_BAND", "STEP_INPUTS", "STEP_OUTPUTS", "build_step", "initial_state"]
 
+STICK_BAND = 0.02
+"""rad/s (m/s): the velocity within which a joint may be sticking whatever the estimate says (twice the
+observer friction's smoothing, :data:`~mbctl.ctrl.estimation.model.FRICTION_SMOOTHING`: the estimate's dither at rest)."""
 STEP_INPUTS = ("x", "o", "q_meas", "dq_meas", "tau", "h", "bound", "f", "horizon", "tau_next")
 STEP_OUTPUTS = ("x_next", "o_next", "q_hat", "dq_hat", "tau_ext", "g", "m", "worst", "q_pred", "dq_pred", "threshold")
 OBSERVER_STATES = 6
@@ -130,7 +138,10 @@ def build_step(
     known = integral + h * (tau + 0.5 * (beta + beta_last))
     r = gain * (p - p0 - known) / (1.0 + gain * h)
     integral = known + h * r
-    b = (b + gain * h * bound) / (1.0 + gain * h)
+    # near rest a joint may stick anywhere within its break-away friction whatever the model says at the
+    # estimated velocity: its friction is uncertain by that much more (module docstring)
+    sticking = ca.exp(-((v_obs / STICK_BAND) ** 2)) * f * ca.fabs(model.friction_force(v_obs))
+    b = (b + gain * h * (bound + sticking)) / (1.0 + gain * h)
     limit = ca.DM(np.where(np.isfinite(threshold), threshold, 0.0)) + b
     finite = np.isfinite(threshold)
     ratio = [ca.fabs(r[i]) / limit[i] for i in range(nv) if finite[i]]

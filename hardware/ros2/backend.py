@@ -281,6 +281,7 @@ class Ros2Joints(JointInterface):
             arrivals = np.array(self._arrivals)
         if arrivals.size >= 3:
             self.interval_s = float(np.median(np.diff(arrivals)))
+            self.sample_period_s = self.interval_s  # the robot's update period: the loop's sample timing and phase lock
             if self.spec.joint_state_timeout_s is None:
                 self.timeout_s = max(TIMEOUT_INTERVALS * self.interval_s, MIN_TIMEOUT_S)
 

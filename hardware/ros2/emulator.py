@@ -29,7 +29,9 @@ by the time that actually elapsed since the last update, with the command it too
 publishes the sample stamped with the system clock at that instant (ROS time) and the effort applied
 over the update; and takes the newest command that has arrived (a queue of one) for the next. A late
 update moves the arm further; an update later than ``max_advance_s`` advances only that much and the
-rest is slipped (counted); missed deadlines are skipped (counted). Before its first command and while
+rest is slipped (counted), its clock with it: from then on its stamps are the system clock less the
+time slipped, so that stamps and motion agree (a stall the process cannot simulate must not read as
+an arm that stood still under its command); missed deadlines are skipped (counted). Before its first command and while
 held, the arm stands still and its samples keep coming with new stamps.
 
 **Lock-step** (``lockstep=True``): each command received (plus the truth's gravity where the arm
@@ -357,6 +359,7 @@ class Ros2Emulator:
         limit = self.options.max_advance_s
         applied: JointCommand | None = None
         t0 = last = time.monotonic()
+        to_system = time.time() - t0  # stamps from the same reading of the clock that times the motion
         k = 0
         while not self._stop.is_set():
             k += 1
@@ -365,12 +368,14 @@ class Ros2Emulator:
             if delay > 0:
                 time.sleep(delay)
             now = time.monotonic()
-            wall = time.time()  # the sample's stamp: the system clock at the measurement
             dt, last = now - last, now
             if dt > limit:
                 stats.slips += 1
                 stats.slipped_s += dt - limit
                 dt = limit
+            # the sample's stamp: the system clock at the measurement, less the time this process gave up: a
+            # stall it could not simulate stops its clock as it stops the arm, so that stamps and motion agree
+            wall = now + to_system - stats.slipped_s
             with self._lock:
                 arm.update(None if self.manager.holding else applied, dt)
                 stats.steps += 1
