@@ -312,7 +312,7 @@ def in_expansion(exc: InputError, urdf: Path, xacro: Path, args: Mapping[str, st
     if exc.file is None or exc.file != urdf:
         return exc
     given = ", ".join(f"{k}:={v}" for k, v in sorted(args.items())) or "its defaults"
-    return type(exc)(f"{exc.reason} (in its expansion with {given}: {urdf})", file=xacro, field=exc.field)
+    return type(exc)(f"{exc.reason} (in its expansion with {given})", file=xacro, field=exc.field)
 
 
 def _cache_where(directory: Path) -> dict[str, object]:

@@ -256,7 +256,7 @@ def test_fault_in_the_expansion_names_the_xacro_file_and_arguments(scara_xacro, 
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
     message = result.err.strip()
     assert message.startswith(f"mbctl: error: {scara_xacro}: joint j3 origin: xyz = '0 abc 0'"), message
-    assert "(in its expansion with l2:=abc: " in message and str(tmp_path / "cache") in message
+    assert message.endswith("(in its expansion with l2:=abc)"), message
     assert cli("constraints", toml, "--xacro-arg", "l2:=0.3").code == 0
 
 
