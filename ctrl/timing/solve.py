@@ -58,12 +58,12 @@ import numpy as np
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.limits import check_positions, position_excess
 from mbctl.ctrl.timing.closed import RedundantDrives
+from mbctl.ctrl.timing.diagnosis import explain
 from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
 from mbctl.ctrl.timing.jerk import jerk_profile
 from mbctl.ctrl.timing.limits import TimingLimits, timing_limits, timing_robot
 from mbctl.ctrl.timing.lp import lp_profile
 from mbctl.ctrl.timing.path import GeometricPath, spline_path
-from mbctl.ctrl.timing.diagnosis import explain
 from mbctl.ctrl.timing.reachability import Infeasible, StageConstraints, reachability_profile, speed_bound
 from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_duration
 from mbctl.ctrl.timing.stages import GridLimits, interval_accel, stage_constraints

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from mbctl.budget import check_disk, check_memory, check_read, format_count
-from mbctl.config.control import EndSpec
 from mbctl.cli.arguments import add_xacro_option, budget, robot_config, xacro_args_of
 from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_log_animation
 from mbctl.cli.console import warn
 from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
+from mbctl.config.control import EndSpec
 from mbctl.ctrl.task_space import (
     TaskSpaceSettings,
     TaskTracking,
@@ -125,7 +125,7 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int, end
     where = {"field": "--duration" if args.duration is not None else "--trajectory"}
     if hold_s > duration_s:  # the hold makes the size
         where = {"file": source, "field": "control.end.hold_s"}
-    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz{f', the end hold included' if hold_s else ''})"
+    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz{', the end hold included' if hold_s else ''})"
     check_memory(memory, budget(args), what=what, **where)
     check_disk(disk, args.log, what=what, **where)
 
