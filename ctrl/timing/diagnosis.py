@@ -28,6 +28,7 @@ from mbctl.ctrl.timing.stages import GridLimits
 __all__ = ["RestDemand", "rest_demand", "explain"]
 
 _KINDS = ("torque", "acceleration")
+_BLOCK = 512  # grid points at a time: 2 nv lines, about 8 nv² candidates each (6 DOF: 15 MB a block)
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,19 @@ def rest_demand(pd: PathDynamics, lim: GridLimits) -> RestDemand:
     used = np.isfinite(limit) & (limit > 0)
     G = np.where(used, g / np.where(used, limit, 1.0), 0.0)
     R = np.where(used, r / np.where(used, limit, 1.0), 0.0)
+    best = np.concatenate([_best(G[k : k + _BLOCK], R[k : k + _BLOCK]) for k in range(0, n, _BLOCK)])
+    return RestDemand(ratio=best.max(axis=1), demand=best, hold=np.where(used, np.abs(r), 0.0), limit=limit)
+
+
+def _best(G: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``|G a + R|`` (points, lines) at the ``a`` of each point that makes the largest of them least."""
+    n = len(G)
     with np.errstate(divide="ignore", invalid="ignore"):
         meet = [-(R[:, :, None] - s * R[:, None, :]) / (G[:, :, None] - s * G[:, None, :]) for s in (1.0, -1.0)]
         candidates = np.concatenate([np.zeros((n, 1)), -R / G, *(m.reshape(n, -1) for m in meet)], axis=1)
     candidates = np.where(np.isfinite(candidates), candidates, 0.0)
     demand = np.abs(G[:, None, :] * candidates[:, :, None] + R[:, None, :])  # (points, candidates, lines)
-    best = demand[np.arange(n), np.argmin(demand.max(axis=2), axis=1)]
-    return RestDemand(ratio=best.max(axis=1), demand=best, hold=np.where(used, np.abs(r), 0.0), limit=limit)
+    return demand[np.arange(n), np.argmin(demand.max(axis=2), axis=1)]
 
 
 def explain(exc: Infeasible, pd: PathDynamics, lim: GridLimits) -> Infeasible:
