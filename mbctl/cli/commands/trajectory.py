@@ -413,15 +413,18 @@ def run_ocp(args: argparse.Namespace) -> int:
     q0, q1 = (np.atleast_1d(parse_numbers(text, option)) for text, option in ((args.start, "--from"), (args.end, "--to")))
     if args.duration is not None:
         check_size(args, args.duration, robot.nv, "--duration")
+    progress = ProgressPrinter("ocp", min_total=1, unit="solves")
     try:
         result = solve_point_to_point(
             robot, q0, q1, objective=args.objective, duration=args.duration, knots=args.knots, rate_hz=args.rate,
-            torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, progress=ProgressPrinter("ocp", min_total=1, unit="solves"),
+            torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, progress=progress,
         )  # fmt: skip
     except InputError as exc:
         if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective", "torque_margin", "velocity_margin"):
             raise type(exc)(exc.reason, field=f"--{exc.field.replace('_', '-')}") from None
         raise
+    finally:
+        progress.end()  # fewer solves than at most: the next line is a line of its own
     sol = result.solution
     if not sol.success:
         kept = ""
