@@ -26,10 +26,12 @@ code, and neither is correctly rounded), so the last bits of a result depend on 
 printed digits flip where a value sits on a rounding boundary; the tolerance absorbs that.
 It cannot absorb a lock-step run whose sensors quantise (an encoder count flips with the last
 bit and the run takes another course: the README's friction fit then down-weights another
-point and its confidence intervals change by half): such examples are made host-independent
-instead, by running every example with NumPy's SIMD dispatch capped at AVX2 (x86-64-v3,
-:func:`pinned_simd`: ``NPY_DISABLE_CPU_FEATURES`` names the AVX-512 features this machine has),
-so that an AVX-512 host computes what an AVX2 host does. Outputs shown on a page are produced
+point and its confidence intervals change by half; an optimiser's path, its iteration count):
+such examples are made host-independent instead, by running every example with the arithmetic
+of an AVX2 host (:func:`pinned_simd`): NumPy's SIMD dispatch capped at AVX2
+(``NPY_DISABLE_CPU_FEATURES`` names the AVX-512 features this machine has) and OpenBLAS's AVX2
+kernels (``OPENBLAS_CORETYPE=Haswell``: its AVX-512 kernels sum in another order), so that an
+AVX-512 host computes what an AVX2 host does, to the bit. Outputs shown on a page are produced
 that way (CONTRIBUTING.md). On x86-64 hosts without AVX2 such an example may still differ.
 """
 
@@ -144,14 +146,21 @@ def shows(printed: str, shown: str) -> bool:
 
 
 def pinned_simd() -> dict[str, str]:
-    """The environment that caps NumPy's SIMD dispatch at AVX2 for the examples: ``NPY_DISABLE_CPU_FEATURES`` naming the
-    AVX-512 features NumPy would use on this machine (none on an AVX2 host: nothing to set)."""
+    """The environment that gives the examples the arithmetic of an AVX2 host: ``NPY_DISABLE_CPU_FEATURES`` naming the
+    AVX-512 features NumPy would use on this machine (none on an AVX2 host), and ``OPENBLAS_CORETYPE=Haswell``, the
+    AVX2 kernels of OpenBLAS (NumPy's and SciPy's; an AMD Zen or Intel AVX2 host picks these itself), where the CPU has
+    AVX2 and FMA (OpenBLAS would stop on an illegal instruction elsewhere)."""
     try:
         from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
     except ImportError:  # NumPy 1
         from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    env = {}
     above = [f for f in __cpu_dispatch__ if __cpu_features__.get(f) and (f.startswith("AVX512") or f == "X86_V4")]
-    return {"NPY_DISABLE_CPU_FEATURES": " ".join(above)} if above else {}
+    if above:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(above)
+    if __cpu_features__.get("AVX2") and __cpu_features__.get("FMA3"):
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+    return env
 
 
 def _param(page: Path):
@@ -225,13 +234,16 @@ def test_integers_must_be_equal():
     assert numbers_agree("20501", "20501") and not numbers_agree("20502", "20501") and not numbers_agree("2.0", "2")
 
 
-def test_examples_run_with_numpy_capped_at_avx2():
-    """The examples' environment names only AVX-512 features this NumPy dispatches and this CPU has (none on an AVX2 host)."""
+def test_examples_run_with_the_arithmetic_of_an_avx2_host():
+    """The examples' environment names only AVX-512 features this NumPy dispatches and this CPU has (none on an AVX2 host),
+    and OpenBLAS's AVX2 kernels where the CPU has AVX2 and FMA."""
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
-    named = pinned_simd().get("NPY_DISABLE_CPU_FEATURES", "").split()
+    env = pinned_simd()
+    named = env.get("NPY_DISABLE_CPU_FEATURES", "").split()
     assert all(f in __cpu_dispatch__ and __cpu_features__[f] and "AVX2" not in f and f != "X86_V3" for f in named)
     assert bool(named) == any(__cpu_features__.get(f) for f in ("AVX512F", "X86_V4") if f in __cpu_features__)
+    assert env.get("OPENBLAS_CORETYPE") == ("Haswell" if __cpu_features__.get("AVX2") and __cpu_features__.get("FMA3") else None)
 
 
 @pytest.mark.parametrize("page", [_param(p) for p in PAGES if blocks(p)])
@@ -239,11 +251,11 @@ def test_examples_run(page, tmp_path):
     """The page's runnable blocks all succeed, in order, in one working directory, and print what the page shows."""
     (tmp_path / "data").symlink_to(ROOT / "data")  # pages run "from the repository's root" for the bundled real logs
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("NPY_ENABLE_CPU_FEATURES", "NPY_DISABLE_CPU_FEATURES")},
+        **{k: v for k, v in os.environ.items() if k not in ("NPY_ENABLE_CPU_FEATURES", "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")},
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "MPLBACKEND": "Agg",
         "PYTHONUNBUFFERED": "1",  # stdout and stderr interleaved in the order they were written
-        **pinned_simd(),  # the same round-off on every x86-64 host with AVX2 (module docstring)
+        **pinned_simd(),  # the round-off of an AVX2 host on every x86-64 host with AVX2 (module docstring)
     }
     for k, block in enumerate(blocks(page)):
         cmd = ["bash", "-e", "-c", block.code] if block.lang == "sh" else [sys.executable, "-c", block.code]
