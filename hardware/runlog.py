@@ -72,6 +72,15 @@ class RunLog:
         self._block[self._filled] = row
         self._block[: self._filled].tobytes()
 
+    def discard(self) -> None:
+        """Remove the raw file of a log that was never closed (the run failed before its loop started);
+        once :meth:`close` has begun, the raw file is the run's record (:func:`recover`) and stays."""
+        if self._file.closed:
+            return
+        self._file.close()
+        self.raw_path.unlink(missing_ok=True)
+        self._header.unlink(missing_ok=True)
+
     def close(self) -> Path:
         """Write the last block, the NPZ atomically, remove the raw file; returns the NPZ path."""
         if not self._file.closed:

@@ -388,15 +388,19 @@ def enable_and_run(
 ) -> RunSummary:
     """:func:`~mbctl.hardware.loop.run_loop` (which turns torque on after its warm-up) with the
     run's limits (:meth:`SafetyLimits.of`) and the backend's own error and saturation counts in the
-    summary."""
-    return run_loop(
-        backend,
-        controller,
-        SafetyLimits.of(robot),
-        config,
-        log,
-        reference,
-        comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
-        saturation_count=lambda: int(getattr(backend, "saturated", 0)),
-        estimator=estimator,
-    )
+    summary. A failure before the loop began (nothing logged) leaves no ``.partial`` files behind."""
+    try:
+        return run_loop(
+            backend,
+            controller,
+            SafetyLimits.of(robot),
+            config,
+            log,
+            reference,
+            comm_errors=lambda: dict(getattr(backend, "comm_errors", {})),
+            saturation_count=lambda: int(getattr(backend, "saturated", 0)),
+            estimator=estimator,
+        )
+    except BaseException:
+        log.discard()  # nothing once the loop has closed the log
+        raise

@@ -273,8 +273,9 @@ def format_report(r: IdentificationResult) -> str:
     for d in p.dropped:
         lines.append(f"  dropped: t = {d.t0:.3f} .. {d.t1:.3f} s at {d.speed:+.4g}: {d.reason}")
     f = r.fit
+    down = int((f.weights < 1).sum())
     lines.append(f"{f.law.name} fit: residual rms {f.residual_rms:.3g}, chi2/dof {f.chi2_red:.3g} ({f.dof} dof), "
-                 f"{int((f.weights < 1).sum())} points down-weighted{'' if f.found else ', NOT CONVERGED: ' + f.message}")
+                 f"{down} point{'' if down == 1 else 's'} down-weighted{'' if f.found else ', NOT CONVERGED: ' + f.message}")
     lines += _param_lines(f)
     if f.at_bound:
         lines.append(f"  on a bound: {', '.join(f.at_bound)} (its uncertainty is not reliable)")

@@ -21,36 +21,64 @@ import numpy as np
 from mbctl.errors import DataError, InputError
 
 __all__ = [
-    "atomic_output", "check_output", "check_output_dir", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts", "npz_shapes",
+    "atomic_output", "check_output", "check_output_dir", "check_writable", "write_csv", "read_csv", "CsvTable", "RowBlocks", "write_npz", "NpzParts", "npz_shapes",
     "read_npz_blocks",
 ]
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...] | None = None) -> Path:
-    """Check, before any work is done, that ``path`` can be written.
+    """Check, before any work is done, that ``path`` can be written: its directory exists and takes a
+    new file (:func:`check_writable`), ``path`` is not a directory, its suffix is one of ``suffixes``.
 
     Raises:
-        InputError: If its directory does not exist or its suffix is not one of ``suffixes``.
+        InputError: Naming ``path``, when it cannot be written (and why).
     """
     path = Path(path)
-    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
         raise InputError("output directory does not exist", file=path)
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise InputError(f"file type must be one of {', '.join(suffixes)}", file=path)
+    if path.is_dir():
+        raise InputError("is a directory, not a file", file=path)
+    check_writable(directory, path)
     return path
 
 
 def check_output_dir(path: str | Path) -> Path:
-    """Check, before any work is done, that the output directory ``path`` exists or can be created
-    (its parent exists); the command creates it (``mkdir(exist_ok=True)``) when it writes.
+    """Check, before any work is done, that the output directory ``path`` exists and takes new files,
+    or can be created (its parent exists and takes new files); the command creates it
+    (``mkdir(exist_ok=True)``) when it writes.
 
     Raises:
-        InputError: If ``path`` is a file or its parent directory does not exist.
+        InputError: If ``path`` is a file, or it (an existing directory) or its parent cannot be written.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError("is a file, not a directory", file=path)
-    return check_output(path)
+    if path.is_dir():
+        check_writable(path, path)
+        return path
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError("output directory does not exist", file=path)
+    check_writable(parent, path)
+    return path
+
+
+def check_writable(directory: Path, path: Path) -> None:
+    """Check that ``directory`` takes a new file, by making one (unnamed where the file system allows:
+    ``O_TMPFILE``) and removing it at once. Permission bits alone do not tell: root ignores them, while a
+    read-only mount, ``/proc`` or ``/sys`` refuse every user.
+
+    Raises:
+        InputError: Naming ``path`` (the output asked for), with the system's reason.
+    """
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot create files in {directory} ({exc.strerror or type(exc).__name__})", file=path) from None
 
 
 @contextlib.contextmanager
@@ -62,10 +90,13 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     from the extension (matplotlib) still work.
 
     Raises:
-        InputError: If the target directory does not exist.
+        InputError: If the target cannot be written (:func:`check_output`).
     """
     path = check_output(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    except OSError as exc:  # the directory changed since the command checked it
+        raise InputError(f"cannot write: {exc.strerror or type(exc).__name__}", file=path) from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:

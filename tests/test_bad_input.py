@@ -154,3 +154,18 @@ def test_exit_code_of_the_real_process_is_2(tmp_path):
     script = Path(sys.executable).with_name("mbctl")
     done = subprocess.run([script, "feedforward", tmp_path / "none.toml", "--trajectory", "x.csv", "--out", tmp_path / "o.csv"], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "file not found" in done.stderr
+
+
+def test_output_paths_are_checked_by_making_a_file(tmp_path):
+    """check_output and check_output_dir refuse a folder that takes no files (/proc refuses every user, root included, as a
+    read-only mount does) and a file path that is a folder; a writable folder is accepted and left as it was."""
+    from mbctl.errors import InputError
+    from mbctl.fileio import check_output, check_output_dir
+
+    for refused, check in (("/proc/out.csv", check_output), ("/proc/self/out", check_output_dir), ("/proc/self", check_output_dir)):
+        with pytest.raises(InputError, match="cannot create files in /proc"):
+            check(refused)
+    with pytest.raises(InputError, match="is a directory, not a file"):
+        check_output(tmp_path)
+    assert check_output(tmp_path / "out.csv") == tmp_path / "out.csv" and check_output_dir(tmp_path / "new") == tmp_path / "new"
+    assert check_output_dir(tmp_path) == tmp_path and list(tmp_path.iterdir()) == []

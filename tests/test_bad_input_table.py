@@ -2,15 +2,18 @@
 
 The cases here add physically impossible URDF bodies (and two trajectory faults) to
 those of test_bad_input.py; each exits 2 with one line naming the file, the link or
-joint and the field, and writes nothing. docs/bad-input.md is generated from both
-sets of cases (what the user sees is what the test observed); the last test fails
-when the page is out of date, and ``MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input_table.py``
-rewrites it.
+joint and the field, and writes nothing. Outputs where no file can be made (under
+``/proc``, which refuses every user, root included, as a read-only mount does), xacro
+descriptions and requests whose limits cannot be met (exit 1, :data:`UNMET`) join them.
+docs/bad-input.md is generated from all sets of cases (what the user sees is what the test
+observed); the last test fails when the page is out of date, and
+``MBCTL_UPDATE_DOCS=1 pytest tests/test_bad_input_table.py`` rewrites it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import numpy as np
 import pytest
 from test_bad_input import CASES as FILE_CASES
 from test_bad_input import _write
+from test_xacro import RECURSIVE, TREE
 
 from mbctl.bundled import bundled_config, bundled_study
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
@@ -101,7 +105,72 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "emulate --bus ros2: a joint-states topic with a space": lambda tmp: ["emulate", *_scara(tmp)[1:2], "--bus", "ros2", "--joint-states", "bad topic"],
     "emulate --bus ros2: a command topic with a space": lambda tmp: ["emulate", *_scara(tmp)[1:2], "--bus", "ros2", "--command-topic", "x y"],
     "emulate: a start outside a joint's range": lambda tmp: ["emulate", "ur5", "--bus", "ros2", "--q0", "50,0,0,0,0,0"],
+    "run: an end hold of 1e12 s": lambda tmp: _scara_run(tmp, "[control.end]\nhold_s = 1e12"),
+    "run: an end hold of an hour, above the budget": lambda tmp: ["--memory-budget", "100M", *_scara_run(tmp, "[control.end]\nhold_s = 3600")],
+    # outputs where no file can be made: /proc refuses every user (as a read-only mount does)
+    "run: --log where no file can be made": lambda tmp: [*_scara_run(tmp)[:-4], "--log", "/proc/run.npz", "--summary", str(tmp / "out" / "run.json")],
+    "commission: --out where no folder can be made": lambda tmp: ["commission", "scara", "--lockstep", "--out", "/proc/self/nope"],
+    "description fetch: --out where no file can be made": lambda tmp: ["description", "fetch", "--out", "/proc/robot.urdf"],
+    "trajectory: --out that is a directory": lambda tmp: ["trajectory", "accel", "scara", "--acceleration", "0.1", "--duration", "1", "--out", str(tmp / "out")],
+    # xacro descriptions
+    "xacro: an argument it does not declare (--xacro-arg)": lambda tmp: ["constraints", _xacro(tmp), "--xacro-arg", "nosuch:=1"],
+    "xacro: a misspelt argument in [xacro]": lambda tmp: ["constraints", _xacro(tmp, "[xacro]\nrech = 0.5\n")],
+    "xacro: a value that breaks the URDF": lambda tmp: ["constraints", _xacro(tmp), "--xacro-arg", "reach:=abc"],
+    "xacro: a macro that calls itself": lambda tmp: ["description", "expand", _xacro_file(tmp, RECURSIVE, "again"), "--out", str(tmp / "out" / "r.urdf")],
+    "xacro: 800 bytes of macros making 2^18 links": lambda tmp: ["description", "expand", _xacro_file(tmp, TREE, "tree"), "--out", str(tmp / "out" / "t.urdf")],
+    "xacro: MBCTL_XACRO_CACHE naming a file": lambda tmp: (["constraints", _xacro(tmp)], {"MBCTL_XACRO_CACHE": _a_file(tmp)}),
 }
+
+# requests whose limits cannot be met: exit 1, one line saying why, nothing written (trajectory ocp's, whose message
+# quotes IPOPT's iterations, is in tests/test_ocp_cli.py: the page must not depend on the machine)
+UNMET: dict[str, Callable[[Path], list[str]]] = {
+    "trajectory optimal: torque limits below gravity": lambda tmp: [
+        "trajectory", "optimal", _low_torque_ur5(tmp), "--waypoints", "; ".join(UR5_MOVE[1::2]), "--grid", "100", "--out", str(tmp / "out" / "op.csv"),
+    ],
+}
+UR5_MOVE = ("--from", "0,-1.5,1.2,-1.2,-1.57,0", "--to", "1.0,-0.8,0.4,-0.8,-1.0,0.8")  # the poses of the issue
+ARM = """<robot name="arm" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:arg name="reach" default="0.5"/><xacro:arg name="prefix" default=""/>
+  <link name="base"/>
+  <joint name="$(arg prefix)shoulder" type="revolute"><parent link="base"/><child link="upper"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" velocity="2" effort="10"/></joint>
+  <link name="upper"><inertial><origin xyz="0.2 0 0"/><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+  <joint name="$(arg prefix)elbow" type="revolute"><parent link="upper"/><child link="fore"/><origin xyz="$(arg reach) 0 0"/><axis xyz="0 1 0"/>
+    <limit lower="-3" upper="3" velocity="2" effort="10"/></joint>
+  <link name="fore"><inertial><origin xyz="0.2 0 0"/><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+</robot>"""
+
+
+def _scara_run(tmp: Path, extra: str = "") -> list[str]:
+    """A lock-step run of the bundled SCARA (its TOML with ``extra`` appended) along a short trajectory."""
+    args = _scara(tmp)
+    if extra:
+        (tmp / "scara.toml").write_text((tmp / "scara.toml").read_text() + "\n" + extra + "\n")
+    return ["run", *args[1:4], "--lockstep", "--log", str(tmp / "out" / "run.npz"), "--summary", str(tmp / "out" / "run.json")]
+
+
+def _xacro_file(tmp: Path, text: str, name: str = "arm") -> Path:
+    path = tmp / f"{name}.urdf.xacro"
+    path.write_text(text)
+    return path
+
+
+def _a_file(tmp: Path) -> str:
+    (tmp / "notes.txt").write_text("not a folder\n")
+    return str(tmp / "notes.txt")
+
+
+def _xacro(tmp: Path, extra: str = "") -> str:
+    """A robot TOML of a two-joint arm written in xacro (arguments ``reach`` and ``prefix``), with ``extra`` appended."""
+    _xacro_file(tmp, ARM)
+    (tmp / "arm.toml").write_text(f'urdf = "arm.urdf.xacro"\n{extra}')
+    return str(tmp / "arm.toml")
+
+
+def _low_torque_ur5(tmp: Path) -> str:
+    """The bundled UR5 with every torque limit at 1 N·m (0.9 with the planning margin): gravity alone asks more."""
+    (tmp / "lowtau.toml").write_text(bundled_config("ur5").read_text() + "\n[control]\neffort = 1.0\n")
+    return str(tmp / "lowtau.toml")
 
 
 def _ur5(tmp: Path, keepout: str | None = None) -> str:
@@ -160,37 +229,72 @@ def _file_case(name: str) -> Callable[[Path], list[str]]:
     return make
 
 
-ALL_CASES = {**{name: _file_case(name) for name in FILE_CASES}, **CASES}
+ALL_CASES = {**{name: _file_case(name) for name in FILE_CASES}, **CASES, **UNMET}
+PROGRESS = re.compile(r"^\w+: \d+/\d+ \w+ \( *\d+%\)$")  # a solver's progress lines (mbctl.cli.console.ProgressPrinter)
 
 
-def observe(cli, tmp_path: Path, case: str) -> tuple[int, str]:
-    args = ALL_CASES[case](tmp_path)
-    (tmp_path / "out").mkdir(exist_ok=True)
-    before = sorted(p.name for p in tmp_path.rglob("*"))
+def observe(cli, tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """Run a case in ``tmp_path`` (a case gives a command line, or a command line and environment variables); its exit
+    code and stderr without progress lines, the temporary folder left out. Nothing may be written."""
+    made = ALL_CASES[case](tmp_path)
+    args, env = made if isinstance(made, tuple) else (made, {})
+    monkeypatch.setenv("MBCTL_XACRO_CACHE", str(tmp_path / "xcache"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for folder in ("out", "xcache"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+
+    def files() -> list[str]:
+        return sorted(p.name for p in tmp_path.rglob("*") if p.parent.name != "xcache")  # the xacro cache holds expansions, not outputs
+
+    before = files()
     r = cli(*args)
-    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "something was written"
-    return r.code, r.err.strip().replace(str(tmp_path) + "/", "")
+    assert files() == before, "something was written"
+    lines = [line for line in r.err.strip().splitlines() if not PROGRESS.match(line)]
+    return r.code, "\n".join(lines).replace(str(tmp_path) + "/", "")
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, case):
-    code, message = observe(cli, tmp_path, case)
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, case, monkeypatch):
+    code, message = observe(cli, tmp_path, case, monkeypatch)
     assert code == 2 and "\n" not in message and message.startswith("mbctl: error: "), message
     assert "Traceback" not in message
 
 
-def test_the_docs_table_is_what_the_tests_see(cli, tmp_path_factory):
+@pytest.mark.parametrize("case", UNMET)
+def test_limits_out_of_reach_are_one_line_and_exit_1(cli, tmp_path, case, monkeypatch):
+    code, message = observe(cli, tmp_path, case, monkeypatch)
+    assert code == 1 and "\n" not in message and message.startswith("mbctl: error: "), message
+    assert "Traceback" not in message
+
+
+def test_the_valid_counterparts_are_accepted(cli, tmp_path, monkeypatch):
+    """The fixtures of the new cases are valid where the one thing broken is mended: the xacro arm with a declared argument,
+    a run with a short end hold and a log where files can be made, the UR5's own limits."""
+    monkeypatch.setenv("MBCTL_XACRO_CACHE", str(tmp_path / "xcache"))
+    assert cli("constraints", _xacro(tmp_path, "[xacro]\nreach = 0.4\n"), "--xacro-arg", "prefix:=left_").code == 0
+    (tmp_path / "out").mkdir()
+    assert cli(*_scara_run(tmp_path, "[control.end]\nhold_s = 0.5")).code == 0 and (tmp_path / "out" / "run.npz").is_file()
+    out = tmp_path / "out" / "op.csv"
+    assert cli("trajectory", "optimal", "ur5", "--waypoints", "; ".join(UR5_MOVE[1::2]), "--grid", "100", "--out", out).code == 0 and out.is_file()
+
+
+def test_the_docs_table_is_what_the_tests_see(cli, tmp_path_factory, monkeypatch):
     rows = []
     for case in ALL_CASES:
-        code, message = observe(cli, tmp_path_factory.mktemp("case"), case)
+        with monkeypatch.context() as patch:
+            code, message = observe(cli, tmp_path_factory.mktemp("case"), case, patch)
         escaped = message.replace("|", "\\|")
         rows.append(f"| {case} | {code} | `{escaped}` |")
     page = (
         "# Bad input and what you see\n\n"
         "Generated by tests/test_bad_input_table.py from the cases the tests run (`mbctl\n"
-        "feedforward` on a two-link arm or the bundled SCARA, with one thing broken, and requests\n"
-        "too large for the memory budget): every one exits with status 2, prints one line naming\n"
-        "the file and the field or option, and writes nothing. Sizes are estimated before any work\n"
+        "feedforward` on a two-link arm or the bundled SCARA, with one thing broken, requests\n"
+        "too large for the memory budget, outputs where no file can be made, xacro descriptions):\n"
+        "every one exits with status 2, prints one line naming the file and the field or option,\n"
+        "and writes nothing. Output paths are checked before any work by making a file there\n"
+        "(`/proc` refuses every user, as a read-only mount does). Requests whose limits cannot be\n"
+        "met (the last rows) exit with status 1, say why on one line and write nothing. Sizes are estimated before any work\n"
         "starts and compared with the memory budget (`--memory-budget SIZE` anywhere on the line,\n"
         "else `$MBCTL_MEMORY_BUDGET`, else half of the available memory; these rows were taken with\n"
         "16 GiB available) and with the free disk space. Hardware faults and signals are described\n"

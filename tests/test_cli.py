@@ -144,3 +144,23 @@ def test_python_dash_m_mbctl_is_the_mbctl_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mbctl", "simulate", "fourbar", "--duration", "-1", "--out", tmp_path / "f.npz"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr == "mbctl: error: --duration: must be > 0, got -1.0\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_progress_line_stopped_early_is_ended():
+    """On a terminal, a job that stops before its total (a solve that fails) ends its rewritten line, so the error starts a line
+    of its own; a job that reached its total already ended it, and end() adds nothing."""
+    import io
+
+    from mbctl.cli.console import ProgressPrinter
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for done, total in ((1, 6), (6, 6)):
+        out = Terminal()
+        progress = ProgressPrinter("ocp", min_total=1, stream=out, unit="solves")
+        progress(done, total)
+        progress.end()
+        out.write("mbctl: error: no motion found\n")
+        assert out.getvalue() == f"\rocp: {done}/{total} solves ({100 * done / total:3.0f}%)\nmbctl: error: no motion found\n"

@@ -16,6 +16,23 @@ In a checked line, ``...`` stands for any text; a line that is only ``...`` stan
 any number of lines (zero included). The block may show an excerpt: lines printed before
 or after it are not compared. ``text varies`` marks an output that changes from run to
 run or machine to machine (timings, random starts, free disk space): shown, not checked.
+
+**Numbers.** A number in a checked line is compared as a number: the printed one may differ by
+:data:`RTOL` (1 %) of the page's, or by :data:`ATOL` (1e-12) where that is more (a residue of
+round-off, such as a constraint violation of 1e-13, is as good as any other); an integer
+(no decimal point, no exponent) must be equal. Round-off differs between x86-64 hosts: NumPy
+evaluates exp, sin, tanh, ... with SIMD code chosen at run time (AVX-512 code is not AVX2
+code, and neither is correctly rounded), so the last bits of a result depend on the CPU, and
+printed digits flip where a value sits on a rounding boundary; the tolerance absorbs that.
+It cannot absorb a lock-step run whose sensors quantise (an encoder count flips with the last
+bit and the run takes another course: the README's friction fit then down-weights another
+point and its confidence intervals change by half; an optimiser's path, its iteration count):
+such examples are made host-independent instead, by running every example with the arithmetic
+of an AVX2 host (:func:`pinned_simd`): NumPy's SIMD dispatch capped at AVX2
+(``NPY_DISABLE_CPU_FEATURES`` names the AVX-512 features this machine has) and OpenBLAS's AVX2
+kernels (``OPENBLAS_CORETYPE=Haswell``: its AVX-512 kernels sum in another order), so that an
+AVX-512 host computes what an AVX2 host does, to the bit. Outputs shown on a page are produced
+that way (CONTRIBUTING.md). On x86-64 hosts without AVX2 such an example may still differ.
 """
 
 from __future__ import annotations
@@ -69,21 +86,82 @@ def blocks(page: Path) -> list[Block]:
     return out
 
 
-def output_pattern(shown: str) -> re.Pattern[str]:
-    """A regular expression for the printed lines a page shows (``...`` as described in the module docstring)."""
-    parts = []
-    for line in shown.rstrip("\n").split("\n"):
-        if line.strip() == "...":
-            parts.append(r"(?:[^\n]*\n)*?")
-        else:
-            parts.append(r"[^\n]*?".join(re.escape(piece) for piece in line.rstrip().split("...")) + r"\n")
-    return re.compile("^" + "".join(parts), re.M)
+RTOL = 1e-2
+"""Relative difference allowed between a printed number and the page's (module docstring)."""
+ATOL = 1e-12
+"""Absolute difference allowed: numbers this close are both round-off."""
+_NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+_FREE_NUMBER = re.compile(rf"(?<![\w.]){_NUMBER}(?![\w]|\.\d)")  # not part of a name (j1, ur5), a version or a dotted field
+
+
+def numbers_agree(printed: str, shown: str) -> bool:
+    """Whether the printed number matches the page's: equal integers, or reals within :data:`RTOL` or :data:`ATOL`."""
+    if re.fullmatch(r"[-+]?\d+", shown):
+        return re.fullmatch(r"[-+]?\d+", printed) is not None and int(printed) == int(shown)
+    a, b = float(printed), float(shown)
+    return abs(a - b) <= max(RTOL * abs(b), ATOL)
+
+
+def line_matcher(shown: str):  # noqa: ANN201  (a predicate on one printed line)
+    """A predicate: does a printed line (trailing blanks removed) match the page's line ``shown``? ``...`` is any text, a
+    number any number that :func:`numbers_agree` with it, a run of blanks any run of blanks; the rest as it is."""
+    parts, numbers = [], []
+    for k, piece in enumerate(shown.rstrip().split("...")):
+        if k:
+            parts.append(r".*?")
+        at = 0
+        for m in _FREE_NUMBER.finditer(piece):
+            parts.append(_literal(piece[at : m.start()]))
+            parts.append(rf"(?<![\w.])({_NUMBER})(?![\w]|\.\d)")
+            numbers.append(m.group(0))
+            at = m.end()
+        parts.append(_literal(piece[at:]))
+    pattern = re.compile("".join(parts))
+
+    def matches(line: str) -> bool:
+        found = pattern.fullmatch(line)
+        return found is not None and all(numbers_agree(p, s) for p, s in zip(found.groups(), numbers))
+
+    return matches
+
+
+def _literal(text: str) -> str:
+    return r"[ \t]+".join(re.escape(word) for word in re.split(r"[ \t]+", text))
 
 
 def shows(printed: str, shown: str) -> bool:
-    """Whether ``shown`` (a page's output block) appears in ``printed`` (trailing blanks ignored)."""
-    normalised = "".join(line.rstrip() + "\n" for line in printed.splitlines())
-    return output_pattern(shown).search(normalised) is not None
+    """Whether ``shown`` (a page's output block) appears in ``printed``: its lines one after another (a ``...`` line
+    standing for any number of lines), each matching by :func:`line_matcher`, anywhere in the printed lines."""
+    lines = [line.rstrip() for line in printed.splitlines()]
+    steps = [None if line.strip() == "..." else line_matcher(line) for line in shown.rstrip("\n").split("\n")]
+    # after[j]: the page's lines from the current one on match the printed ones from line j on (dynamic programming,
+    # from the page's last line back; a `...` line may take any number of printed lines)
+    after = [True] * (len(lines) + 1)
+    for step in reversed(steps):
+        now = [False] * (len(lines) + 1)
+        for j in range(len(lines), -1, -1):
+            now[j] = (after[j] or (j < len(lines) and now[j + 1])) if step is None else (j < len(lines) and after[j + 1] and step(lines[j]))
+        after = now
+    return any(after)
+
+
+def pinned_simd() -> dict[str, str]:
+    """The environment that gives the examples the arithmetic of an AVX2 host: ``NPY_DISABLE_CPU_FEATURES`` naming the
+    AVX-512 features NumPy would use on this machine (none on an AVX2 host), and ``OPENBLAS_CORETYPE=Haswell``, the
+    AVX2 kernels of OpenBLAS (NumPy's and SciPy's; an AMD Zen or Intel AVX2 host picks these itself), where the CPU has
+    AVX2 and FMA (OpenBLAS would stop on an illegal instruction elsewhere) and the machine sets no ``OPENBLAS_CORETYPE``
+    of its own (some machines set it because an OpenBLAS build misreads their processor: theirs is kept)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # NumPy 1
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    env = {}
+    above = [f for f in __cpu_dispatch__ if __cpu_features__.get(f) and (f.startswith("AVX512") or f == "X86_V4")]
+    if above:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(above)
+    if __cpu_features__.get("AVX2") and __cpu_features__.get("FMA3") and "OPENBLAS_CORETYPE" not in os.environ:
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+    return env
 
 
 def _param(page: Path):
@@ -128,6 +206,46 @@ def test_output_check_accepts_an_excerpt_and_refuses_a_changed_number():
     assert not shows(printed, "  j1  3.5\n  j2  4.4\n")
     assert not shows(printed, "  j1  2.8\n  j3  0.45\n")  # lines must follow one another unless `...` says otherwise
     assert not shows(printed, "  j2  4.4\n  j1  2.8\n")
+    assert not shows(printed, "robot: 3 joints, computed in ... ms\n  j1  2.8\n...\n  j4  0.45\n")  # names are text
+
+
+FIT = "stribeck fit: residual rms 0.000349, chi2/dof 0.522 (2 dof), 1 point down-weighted\n  fc     = 0.799955  +- 0.000147  (95 % CI 0.799322 .. 0.800588)\n"
+
+
+def test_numbers_within_the_tolerance_agree():
+    """Last-digit round-off (a rounding boundary crossed, another exponent form, a residue of 1e-13) passes; so does a
+    table column one blank wider."""
+    assert shows(FIT.replace("0.799955", "0.799956").replace("0.000147", "0.000148"), FIT)
+    assert shows("violation |Phi|: initial 5.55e-17, max 1.64e-12\n", "violation |Phi|: initial 1.1e-16, max 1.7e-12\n")
+    assert shows("fc = 1e-3 rad\n", "fc = 0.001 rad\n") and shows("  x   2.8\n", "  x  2.8\n")
+
+
+@pytest.mark.parametrize("change", [1.1, 0.9, 1.02])
+def test_a_number_off_by_more_than_the_tolerance_fails(change):
+    """A documented number 10 % (or 2 %) off what is printed fails, wherever it stands in the line."""
+    for shown in ("0.799955", "0.000147", "0.522", "0.799322"):
+        wrong = FIT.replace(shown, f"{float(shown) * change:.6g}", 1)
+        assert wrong != FIT and not shows(FIT, wrong), shown
+
+
+def test_integers_must_be_equal():
+    """A count that differs by one fails: "2 points" against a printed "1 point", "2 dof" against "3 dof"."""
+    assert not shows(FIT, FIT.replace("1 point", "2 point"))
+    assert not shows(FIT, FIT.replace("(2 dof)", "(3 dof)"))
+    assert numbers_agree("20501", "20501") and not numbers_agree("20502", "20501") and not numbers_agree("2.0", "2")
+
+
+def test_examples_run_with_the_arithmetic_of_an_avx2_host():
+    """The examples' environment names only AVX-512 features this NumPy dispatches and this CPU has (none on an AVX2 host),
+    and OpenBLAS's AVX2 kernels where the CPU has AVX2 and FMA."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    env = pinned_simd()
+    named = env.get("NPY_DISABLE_CPU_FEATURES", "").split()
+    assert all(f in __cpu_dispatch__ and __cpu_features__[f] and "AVX2" not in f and f != "X86_V3" for f in named)
+    assert bool(named) == any(__cpu_features__.get(f) for f in ("AVX512F", "X86_V4") if f in __cpu_features__)
+    pinned = __cpu_features__.get("AVX2") and __cpu_features__.get("FMA3") and "OPENBLAS_CORETYPE" not in os.environ
+    assert env.get("OPENBLAS_CORETYPE") == ("Haswell" if pinned else None)
 
 
 @pytest.mark.parametrize("page", [_param(p) for p in PAGES if blocks(p)])
@@ -135,10 +253,11 @@ def test_examples_run(page, tmp_path):
     """The page's runnable blocks all succeed, in order, in one working directory, and print what the page shows."""
     (tmp_path / "data").symlink_to(ROOT / "data")  # pages run "from the repository's root" for the bundled real logs
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in ("NPY_ENABLE_CPU_FEATURES", "NPY_DISABLE_CPU_FEATURES")},
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "MPLBACKEND": "Agg",
         "PYTHONUNBUFFERED": "1",  # stdout and stderr interleaved in the order they were written
+        **pinned_simd(),  # the round-off of an AVX2 host on every x86-64 host with AVX2 (module docstring)
     }
     for k, block in enumerate(blocks(page)):
         cmd = ["bash", "-e", "-c", block.code] if block.lang == "sh" else [sys.executable, "-c", block.code]

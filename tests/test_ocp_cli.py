@@ -83,3 +83,66 @@ def test_bad_input_exits_2_and_writes_nothing(cli, tmp_path, args, message):
     r = cli("trajectory", "ocp", "scara", *args, "--out", out)
     assert r.code == 2 and f"mbctl: error: {message}" in r.err
     assert not out.exists()
+
+
+def _low_torque_ur5(tmp_path):
+    """The bundled UR5 with every torque limit at 1 N·m: gravity alone asks more, so no motion meets the limits."""
+    from mbctl.bundled import bundled_config
+
+    path = tmp_path / "lowtau.toml"
+    path.write_text(bundled_config("ur5").read_text() + "\n[control]\neffort = 1.0\n")  # as the issue made it
+    return path
+
+
+def test_a_solve_without_a_motion_writes_nothing_and_exits_1(cli, tmp_path):
+    """Limits out of reach: exit 1 with IPOPT's status and how far its iterate is from a motion, nothing at --out (or anywhere)."""
+    out = tmp_path / "oc.csv"
+    r = cli("trajectory", "ocp", _low_torque_ur5(tmp_path), "--from", UR5[0], "--to", UR5[1], "--knots", "3", "--out", out, "--plot", tmp_path / "oc.png")
+    assert r.code == 1, r.err
+    line = r.err.strip().splitlines()[-1]
+    assert line.startswith("mbctl: error: no motion found: IPOPT stopped at ") and "times a torque limit (the limits may be out of reach)" in line, line
+    assert line.endswith(f"nothing written to {out}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lowtau.toml"]
+
+
+def test_best_effort_keeps_the_iterate_elsewhere(cli, tmp_path):
+    """--best-effort PATH: the failed solve's iterate goes there (it misses --to), still nothing at --out, exit 1."""
+    out, kept = tmp_path / "oc.csv", tmp_path / "iterate.csv"
+    r = cli("trajectory", "ocp", _low_torque_ur5(tmp_path), "--from", UR5[0], "--to", UR5[1], "--knots", "3", "--out", out, "--best-effort", kept)
+    assert r.code == 1 and r.err.strip().endswith(f"its last iterate is in {kept}"), r.err
+    assert not out.exists()
+    iterate = read_trajectory(kept, ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint", "wrist_3_joint"))
+    assert np.abs(iterate.q[-1] - np.array([float(x) for x in UR5[1].split(",")])).max() > 0.1  # not a motion to --to
+
+
+def test_best_effort_must_not_be_the_output(cli, tmp_path):
+    """--best-effort naming --out is refused before solving; on a solve that converges it writes nothing (the valid case)."""
+    out = tmp_path / "t.csv"
+    r = cli("trajectory", "ocp", "scara", "--from", SCARA[0], "--to", SCARA[1], "--out", out, "--best-effort", out)
+    assert r.code == 2 and "mbctl: error: --best-effort: must not be --out" in r.err and not out.exists()
+    r = cli("trajectory", "ocp", "scara", "--from", SCARA[0], "--to", SCARA[1], "--knots", "10", "--out", out, "--best-effort", tmp_path / "b.csv")
+    assert r.code == 0, r.err
+    assert out.is_file() and not (tmp_path / "b.csv").exists()
+
+
+def test_a_failed_tightening_keeps_the_converged_motion(robots, monkeypatch):
+    """When the re-solve with tightened torque limits does not converge, the converged motion before it is kept (not held: it
+    exceeded a limit between the knots), never the failed iterate; without the failure the same problem is held in two solves."""
+    import dataclasses
+
+    from mbctl.ctrl.optimal import solve_point_to_point
+    from mbctl.ctrl.optimal.problem import OptimalControlProblem
+
+    robot, q1 = robots["scara"], np.array([1.0, 1.0, 1.0, 0.1])
+    assert solve_point_to_point(robot, np.zeros(4), q1, knots=10).rounds == 2  # the first solve exceeds a limit between knots
+    real, solves = OptimalControlProblem.solve, []
+
+    def first_only(self, guess=None, **options):
+        solves.append(real(self, guess, **options))
+        return solves[-1] if len(solves) == 1 else dataclasses.replace(solves[-1], success=False, status="Maximum_Iterations_Exceeded")
+
+    monkeypatch.setattr(OptimalControlProblem, "solve", first_only)
+    result = solve_point_to_point(robot, np.zeros(4), q1, knots=10)
+    assert len(solves) == 2 and result.solution is solves[0] and not result.held
+    np.testing.assert_allclose(result.trajectory.q[-1], q1, atol=1e-7)
+    assert result.worst["torque"] > 1.0 + result.tolerance

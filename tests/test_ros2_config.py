@@ -74,6 +74,15 @@ def test_a_position_controller_needs_a_position_interface(tmp_path):
     assert Ros2Joints(("shoulder", "elbow"), position, period_s=0.01, mode=CommandMode.POSITION).timeout_s == pytest.approx(0.25)
 
 
+def test_a_torque_controller_needs_an_effort_interface(tmp_path):
+    """Torques on a position interface: the message asks for "an effort interface" (the article agrees); on an effort interface accepted."""
+    position = read_robot_spec(write_arm(tmp_path, 'command_interface = "position"')).ros2
+    with pytest.raises(InputError, match="the torque commands of this controller need an effort interface; "):
+        Ros2Joints(("shoulder", "elbow"), position, period_s=0.002, mode=CommandMode.TORQUE)
+    effort = read_robot_spec(write_arm(tmp_path, 'command_interface = "effort"')).ros2
+    assert Ros2Joints(("shoulder", "elbow"), effort, period_s=0.002, mode=CommandMode.TORQUE).mode is CommandMode.TORQUE
+
+
 def test_without_rclpy_the_run_says_how_to_get_it(tmp_path, cli, monkeypatch):
     """rclpy not importable: mbctl run --bus ros2 is one line saying how to install it, and nothing is written;
     the same run on the simulated plant (control case) completes."""

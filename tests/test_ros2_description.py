@@ -104,3 +104,46 @@ def test_expand_writes_the_urdf_of_a_xacro(tmp_path, cli, monkeypatch):
     assert pin.buildModelFromUrdf(str(out)).upperPositionLimit[0] == pytest.approx(0.75)
     result = cli("description", "expand", CONFIGS / "scara.urdf", "--out", tmp_path / "x.urdf")
     assert result.code == 2 and "not a xacro file" in result.err
+
+
+@contextlib.contextmanager
+def other_type_publisher(domain: int, topic: str = "/robot_description") -> Iterator[None]:
+    """A node of this test latching a std_msgs/Int32 on ``topic``: a publisher, but not of a description."""
+    from rclpy.context import Context
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.signals import SignalHandlerOptions
+    from std_msgs.msg import Int32
+
+    context = Context()
+    rclpy.init(context=context, domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
+    node = rclpy.create_node("test_other_type", context=context)
+    pub = node.create_publisher(Int32, topic, QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    pub.publish(Int32(data=7))
+    try:
+        yield
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+def test_a_publisher_of_another_type_or_not_latched_is_named(ros_domain, tmp_path, cli):
+    """What was found instead of a latched String is said: a publisher of another type, or one that is not latched; exit 2, no file."""
+    out = tmp_path / "none.urdf"
+    with other_type_publisher(ros_domain):
+        result = cli("description", "fetch", "--out", out, "--timeout", "3")
+    assert result.code == 2 and "1 publisher(s) seen, of std_msgs/msg/Int32, not std_msgs/msg/String" in result.err, result.err
+    with publisher(ros_domain, (CONFIGS / "scara.urdf").read_text(), latched=False):
+        result = cli("description", "fetch", "--out", out, "--timeout", "3")
+    assert result.code == 2 and "1 publisher(s) of std_msgs/msg/String seen, volatile, not latched" in result.err, result.err
+    assert not out.exists()
+
+
+def test_an_unwritable_output_is_refused_before_the_wait(ros_domain, tmp_path, cli):
+    """--out where no file can be made (/proc) is refused before any wait, even with a publisher up; the same publisher
+    fetched to a writable path works (the valid case)."""
+    text = (CONFIGS / "scara.urdf").read_text()
+    with publisher(ros_domain, text):
+        result = cli("description", "fetch", "--out", "/proc/r.urdf", "--timeout", "60")
+        assert result.code == 2 and result.err.startswith("mbctl: error: /proc/r.urdf: cannot create files in /proc"), result.err
+        assert cli("description", "fetch", "--out", tmp_path / "r.urdf", "--timeout", "60").code == 0
+    assert (tmp_path / "r.urdf").read_text() == text

@@ -6,6 +6,7 @@ import tracemalloc
 import zipfile
 
 import numpy as np
+import pytest
 
 from mbctl.hardware.runlog import RunLog, log_table
 
@@ -59,3 +60,31 @@ def test_closing_a_long_log_holds_a_block_of_rows(tmp_path, monkeypatch):
     assert long < 1.5 * short and long < 40000 * len(COLUMNS) * 8 / 4, (short, long)
     with np.load(tmp_path / "long.npz") as log:
         assert log["q"].shape == (40000, 2) and not list(tmp_path.glob("*.partial*"))
+
+
+def test_a_run_failing_before_its_loop_leaves_no_partial_files(tmp_path, monkeypatch):
+    """A failure between opening the log and the loop (here building the cycle) removes the raw file and its header; the same
+    run without the failure writes its NPZ and leaves no raw file either (the valid case)."""
+    from mbctl.dynamics.model.robot import load_robot
+    from mbctl.hardware.loop import LoopConfig, log_columns
+    from mbctl.hardware.session import enable_and_run
+    from mbctl.hardware.sim import SimPlant
+
+    robot = load_robot("scara")
+    law = lambda t, state: np.zeros(4)  # noqa: E731
+    config = LoopConfig(rate_hz=1000.0, duration_s=0.01, paced=False)
+
+    def run(name: str):
+        with SimPlant(robot, 1e-3, q0=np.zeros(4)) as plant:
+            return enable_and_run(plant, law, robot, config, RunLog(tmp_path / name, log_columns(plant.joint_names)))
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no cycle")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("mbctl.hardware.loop._cycle", fails)
+        with pytest.raises(RuntimeError, match="no cycle"):
+            run("failed.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert run("run.npz").cycles == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]

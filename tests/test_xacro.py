@@ -226,3 +226,99 @@ def test_refusals_of_arguments(tmp_path, cli):
     assert result.code == 2 and "not a xacro file" in result.err and len(result.err.strip().splitlines()) == 1
     with pytest.raises(ConfigError, match="not a xacro file"):
         read_robot_spec(_toml(tmp_path, CONFIGS / "scara.urdf", extra='\n[xacro]\nprefix = "a"\n'))
+
+
+def test_unknown_arguments_are_refused_where_they_were_given(scara_xacro, tmp_path, cli):
+    """A [xacro] key or --xacro-arg the description does not know: exit 2, one line naming the key or option, "did you mean"."""
+    toml = _minimal(tmp_path, scara_xacro, extra="[xacro]\nl22 = 0.4\n")
+    result = cli("constraints", toml)
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert f"{toml}: xacro.l22: unknown argument of scara.urdf.xacro (expected one of: l2, prefix); did you mean 'l2'?" in result.err
+    result = cli("constraints", _minimal(tmp_path, scara_xacro), "--xacro-arg", "nosuch:=1")
+    assert result.code == 2 and "mbctl: error: --xacro-arg nosuch: unknown argument of scara.urdf.xacro (expected one of: l2, prefix)\n" == result.err
+    out = tmp_path / "x.urdf"
+    result = cli("description", "expand", scara_xacro, "--xacro-arg", "prefx:=a_", "--out", out)
+    assert result.code == 2 and "did you mean 'prefix'?" in result.err and not out.exists()
+
+
+def test_declared_and_read_arguments_are_accepted(scara_xacro, tmp_path, cli):
+    """The valid counterparts: a declared argument from the TOML and the command line, and one the file reads without declaring it."""
+    assert cli("constraints", _minimal(tmp_path, scara_xacro, extra="[xacro]\nl2 = 0.4\n"), "--xacro-arg", "prefix:=a_").code == 0
+    reads = tmp_path / "reads.urdf.xacro"
+    reads.write_text(SCARA.replace('<xacro:arg name="prefix" default=""/>', ""))  # $(arg prefix) is still read
+    assert expand_xacro(reads, {"prefix": "b_"}).count('name="b_j') == 4
+
+
+def test_fault_in_the_expansion_names_the_xacro_file_and_arguments(scara_xacro, tmp_path, cli):
+    """A bad value reaching the URDF is reported against the xacro file and the arguments that made it; the same file with a number loads."""
+    toml = _minimal(tmp_path, scara_xacro)
+    result = cli("constraints", toml, "--xacro-arg", "l2:=abc")
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    message = result.err.strip()
+    assert message.startswith(f"mbctl: error: {scara_xacro}: joint j3 origin: xyz = '0 abc 0'"), message
+    assert message.endswith("(in its expansion with l2:=abc)"), message
+    assert cli("constraints", toml, "--xacro-arg", "l2:=0.3").code == 0
+
+
+RECURSIVE = """<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:macro name="again" params="n"><xacro:again n="${n + 1}"/></xacro:macro>
+  <link name="base"/><xacro:again n="0"/>
+</robot>"""
+TREE = """<robot name="tree" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:arg name="depth" default="17"/>
+  <xacro:macro name="node" params="parent name depth">
+    <joint name="${name}_j" type="revolute"><parent link="${parent}"/><child link="${name}"/><axis xyz="0 0 1"/>
+      <limit lower="-1" upper="1" velocity="1" effort="1"/></joint>
+    <link name="${name}"><inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+    <xacro:if value="${depth > 0}">
+      <xacro:node parent="${name}" name="${name}a" depth="${depth - 1}"/>
+      <xacro:node parent="${name}" name="${name}b" depth="${depth - 1}"/>
+    </xacro:if>
+  </xacro:macro>
+  <link name="base"/><xacro:node parent="base" name="n" depth="$(arg depth)"/>
+</robot>"""
+
+
+@pytest.mark.parametrize("command", ["constraints", "expand"])
+def test_a_macro_calling_itself_is_one_line(tmp_path, cli, command):
+    """A self-recursive macro: exit 2, one line naming the file and the macro, in a command loading the robot and in description expand."""
+    bad = tmp_path / "again.urdf.xacro"
+    bad.write_text(RECURSIVE)
+    args = ("constraints", _minimal(tmp_path, bad)) if command == "constraints" else ("description", "expand", bad, "--out", tmp_path / "a.urdf")
+    result = cli(*args)
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err[-2000:]
+    assert f"{bad}: invalid xacro: macro 'again' is nested 65 deep, more than 64" in result.err
+    assert not (tmp_path / "a.urdf").exists()
+
+
+def test_macros_that_multiply_stop_at_the_link_limit(tmp_path, cli, monkeypatch):
+    """A tree macro of 2^18 - 1 links is refused as it passes the link limit (here lowered to 40); the same file at depth 3 (15 links) expands."""
+    monkeypatch.setattr("mbctl.xacro_files.MAX_LINKS", 40)
+    tree = tmp_path / "tree.urdf.xacro"
+    tree.write_text(TREE)
+    result = cli("description", "expand", tree, "--out", tmp_path / "t.urdf")
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert "invalid xacro: expands to more than 40 links (macro 'node' reached 41 links" in result.err
+    assert cli("description", "expand", tree, "--xacro-arg", "depth:=3", "--out", tmp_path / "t.urdf").code == 0
+    assert (tmp_path / "t.urdf").read_text().count("<link ") == 16  # the base and 15 of the tree
+
+
+def test_limits_are_those_documented():
+    """The module docstring's limits: 64 levels, 1000 links, 50000 elements."""
+    from mbctl import xacro_files
+
+    assert (xacro_files.MAX_DEPTH, xacro_files.MAX_LINKS, xacro_files.MAX_ELEMENTS) == (64, 1000, 50_000)
+
+
+@pytest.mark.parametrize("cache", ["file", "under a file", "under /proc"])
+def test_an_unusable_cache_is_one_line_before_expanding(scara_xacro, tmp_path, cli, monkeypatch, cache):
+    """MBCTL_XACRO_CACHE at a file or an impossible path: exit 2, one line naming the variable; a folder still to be created works."""
+    (tmp_path / "afile").write_text("x")
+    path = {"file": tmp_path / "afile", "under a file": tmp_path / "afile" / "cache", "under /proc": Path("/proc/no/such/cache")}[cache]
+    monkeypatch.setenv(CACHE_ENV, str(path))
+    result = cli("constraints", _minimal(tmp_path, scara_xacro))
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert result.err.startswith(f"mbctl: error: {CACHE_ENV}={path}: ") and "the cache of expanded xacro descriptions must be a folder" in result.err
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "new" / "cache"))
+    assert cli("constraints", _minimal(tmp_path, scara_xacro)).code == 0
+    assert len(list((tmp_path / "new" / "cache").glob("scara-*.urdf"))) == 1

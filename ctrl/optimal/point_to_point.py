@@ -94,10 +94,12 @@ class PointToPoint:
 
     Attributes:
         trajectory: The motion sampled at the output rate (rest at both ends).
-        solution: The last solve (knots, torques, solver statistics).
+        solution: The last solve (knots, torques, solver statistics); when a tightened re-solve did not
+            converge, the converged one before it (its limits exceeded between the knots: not held).
         ratios: Worst ``|x| / limit`` per kind and DOF at the output rate (:func:`limit_ratios`), against
             the limits planned to (the run's, times the margins).
-        held: True when every ratio is within ``1 + tolerance`` and the last solve converged.
+        held: True when every ratio is within ``1 + tolerance`` and the solve converged. A solution that did not
+            converge is no motion (it need not reach ``q1``, its speeds need not match its positions).
         rounds: Solves made (1 + tightenings).
         solve_time: Wall time of all solves (s).
         tolerance: Allowed relative excess of a limit at the output rate.
@@ -194,16 +196,21 @@ def point_to_point(
     T0 = duration if duration is not None else _first_guess(dyn, q0, q1, mass)
     guess = ocp.initial_guess(*_scaled_line(ocp, T0), T0)
     total = 0.0
+    converged = None  # the last solve that converged: a tightened re-solve that fails falls back to it
     for rounds in range(1, max_rounds + 1):
         sol = ocp.solve(guess)
         total += sol.solve_time
-        traj = _sampled(sol, rate_hz, robot.joint_names)
-        ratios = limit_ratios(robot, traj, dyn)
         if progress is not None:
             progress(rounds, max_rounds)
+        if not sol.success and converged is not None:
+            sol, traj, ratios = converged
+            break
+        traj = _sampled(sol, rate_hz, robot.joint_names)
+        ratios = limit_ratios(robot, traj, dyn)
         over = ratios["torque"] > 1.0 + tolerance
         if not over.any() or not sol.success:
             break
+        converged = (sol, traj, ratios)
         # the knots hold the limit; samples between them exceed it by ratio: ask that much less
         ocp.effort_limit[over] = ocp.effort_limit[over] / (ratios["torque"][over] * (1.0 + 0.25 * tolerance))
         ocp.build()

@@ -58,12 +58,13 @@ import numpy as np
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.limits import check_positions, position_excess
 from mbctl.ctrl.timing.closed import RedundantDrives
+from mbctl.ctrl.timing.diagnosis import explain
 from mbctl.ctrl.timing.dynamics import PathDynamics, path_dynamics
 from mbctl.ctrl.timing.jerk import jerk_profile
 from mbctl.ctrl.timing.limits import TimingLimits, timing_limits, timing_robot
 from mbctl.ctrl.timing.lp import lp_profile
 from mbctl.ctrl.timing.path import GeometricPath, spline_path
-from mbctl.ctrl.timing.reachability import StageConstraints, reachability_profile, speed_bound
+from mbctl.ctrl.timing.reachability import Infeasible, StageConstraints, reachability_profile, speed_bound
 from mbctl.ctrl.timing.sampling import profile_duration, sample_profile, smooth_duration
 from mbctl.ctrl.timing.stages import GridLimits, interval_accel, stage_constraints
 from mbctl.ctrl.trajectory import Trajectory
@@ -287,7 +288,7 @@ def optimal_timing(
         linear = lambda *x: _solve_linear(stage_constraints(pd, lim, *x), solver)  # noqa: E731
     torques = (lambda rob, traj: drives.torques(rob, traj, limits)) if drives else (lambda rob, traj: feedforward(rob, traj).dynamics.tau)
     ordered = path.columns(robot.joint_names) if path.joint_names != robot.joint_names else path
-    b, a, iterations, converged = _solve(pd, lim, linear, None, None, smooth, max_iterations)
+    b, a, iterations, converged = _solve(pd, lim, linear, None, None, smooth, max_iterations, drives is None)
     length = smooth_duration(s, b, a) if smooth else profile_duration(s, b)
     if length * rate_hz > max_samples:
         raise InputError(f"the timing lasts {length:.4g} s: {length * rate_hz:.3g} samples at {rate_hz:g} Hz, more than {max_samples:g}", field="rate")
@@ -307,7 +308,7 @@ def optimal_timing(
                 message = message or f"limits still exceeded after {max_refinements} refinements"
             break
         refinements += 1
-        b, a, more, converged = _solve(pd, lim, linear, b, a, smooth, max_iterations)
+        b, a, more, converged = _solve(pd, lim, linear, b, a, smooth, max_iterations, drives is None)
         iterations += more
     tau = None
     worst, full = {}, {}
@@ -349,6 +350,20 @@ def check_path(robot: RobotModel, path: GeometricPath) -> None:
 
 
 def _solve(
+    pd: PathDynamics, lim: GridLimits, linear: Linear, b: np.ndarray | None, a: np.ndarray | None, smooth: bool, max_iterations: int,
+    serial: bool = True,
+) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """:func:`_solve_once`; an infeasible serial arm's error names the joint and limit that cannot be held
+    (:func:`~mbctl.ctrl.timing.diagnosis.explain`; a closed chain's drive torques are not rows in ``(a, b)``)."""
+    try:
+        return _solve_once(pd, lim, linear, b, a, smooth, max_iterations)
+    except Infeasible as exc:
+        if not serial:
+            raise
+        raise explain(exc, pd, lim) from None
+
+
+def _solve_once(
     pd: PathDynamics, lim: GridLimits, linear: Linear, b: np.ndarray | None, a: np.ndarray | None, smooth: bool, max_iterations: int
 ) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """One solve at the current limits: ``(b, a, linear or nonlinear solves, converged)``; ``a`` per

@@ -39,7 +39,8 @@ from mbctl.dynamics.friction.laws import JointFriction, LuGre
 from mbctl.dynamics.model.overlay import joint_friction
 from mbctl.dynamics.model.urdf import parse_urdf
 from mbctl.dynamics.model.validate import check_model, check_urdf
-from mbctl.errors import ConfigError
+from mbctl.errors import ConfigError, InputError
+from mbctl.xacro_files import in_expansion
 
 __all__ = ["Joint", "JointLimits", "RobotModel", "build_robot", "load_robot", "robot_from_pinocchio"]
 
@@ -377,8 +378,18 @@ def build_robot(spec: RobotSpec, *, rigid_base: bool = False, rigid_links: bool 
 
     Raises:
         ConfigError: With the file and field at fault, for a malformed URDF, an unknown
-            joint, or a non-physical parameter.
+            joint, or a non-physical parameter (a fault in a xacro description's expansion names
+            the xacro file and its arguments, not the cached URDF).
     """
+    try:
+        return _build_robot(spec, rigid_base=rigid_base, rigid_links=rigid_links)
+    except InputError as exc:
+        if spec.xacro is None:
+            raise
+        raise in_expansion(exc, spec.urdf, spec.xacro, spec.xacro_args) from None
+
+
+def _build_robot(spec: RobotSpec, *, rigid_base: bool, rigid_links: bool) -> RobotModel:
     check_urdf(spec.urdf)  # before pinocchio, whose messages do not name the joint
     model = _lock_joints(parse_urdf(spec.urdf), spec)
     if spec.gravity is not None:

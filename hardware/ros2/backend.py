@@ -137,7 +137,7 @@ class Ros2Joints(JointInterface):
         self.command_joints = check_command_joints(self.joint_names, spec)
         wanted = INTERFACE_MODES[spec.command_interface]
         if mode is not wanted:
-            raise InputError(f"the {mode.value} commands of this controller need a {mode.value if mode is not CommandMode.TORQUE else 'effort'} interface; "
+            raise InputError(f"the {mode.value} commands of this controller need {'a ' + mode.value if mode is not CommandMode.TORQUE else 'an effort'} interface; "
                              f"[ros2] command_interface is {spec.command_interface}", file=spec.file, field="ros2.command_interface")
         if spec.gravity_compensated and gravity is None and mode is CommandMode.TORQUE:
             raise ValueError("[ros2] gravity_compensated needs the model's gravity")

@@ -22,6 +22,7 @@ from mbctl.hardware.ros2.runtime import Ros2Runtime, qos_profiles, require_rclpy
 __all__ = ["DEFAULT_TOPIC", "Description", "fetch_description"]
 
 DEFAULT_TOPIC = "/robot_description"
+STRING = "std_msgs/msg/String"
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,27 @@ def fetch_description(topic: str = DEFAULT_TOPIC, timeout_s: float = 10.0, *, do
         start = time.monotonic()
         came.wait(timeout_s)
         wait_s = time.monotonic() - start
-        publishers = node.count_publishers(topic)
+        found = node.get_publishers_info_by_topic(topic)
     if not received:
-        seen = f"{publishers} publisher(s) seen, none latched the description" if publishers else "no publisher seen"
-        raise InputError(f"nothing published on {topic} within {timeout_s:g} s in ROS domain {ros.domain_id} ({seen})", field="--topic")
-    return _checked(received[0], topic, publishers, wait_s)
+        raise InputError(f"nothing published on {topic} within {timeout_s:g} s in ROS domain {ros.domain_id} ({_seen(found)})", field="--topic")
+    return _checked(received[0], topic, len(found), wait_s)
+
+
+def _seen(found: list) -> str:
+    """What the publishers of the topic (rclpy's ``TopicEndpointInfo``) offered instead of a latched
+    ``std_msgs/msg/String``: their message types, else their durability."""
+    from rclpy.qos import DurabilityPolicy
+
+    if not found:
+        return "no publisher seen"
+    types = sorted({info.topic_type for info in found})
+    if types != [STRING]:
+        other = ", ".join(t for t in types if t != STRING)
+        return f"{len(found)} publisher(s) seen, of {other}, not {STRING}"
+    durability = sorted({info.qos_profile.durability.name.lower() for info in found if info.qos_profile.durability != DurabilityPolicy.TRANSIENT_LOCAL})
+    if durability:
+        return f"{len(found)} publisher(s) of {STRING} seen, {' and '.join(durability)}, not latched (transient local): a late subscriber gets nothing"
+    return f"{len(found)} latched publisher(s) of {STRING} seen, but nothing came"
 
 
 def _checked(text: str, topic: str, publishers: int, wait_s: float) -> Description:

@@ -25,6 +25,7 @@ class ProgressPrinter:
         self.min_total = min_total
         self.stream = stream if stream is not None else sys.stderr
         self.unit = unit
+        self.open = False  # a terminal line rewritten in place, not yet ended
 
     def __call__(self, done: int, total: int) -> None:
         if total < self.min_total:
@@ -33,3 +34,10 @@ class ProgressPrinter:
         end = "\n" if not tty or done >= total else ""
         prefix = "\r" if tty else ""
         print(f"{prefix}{self.label}: {done}/{total} {self.unit} ({100 * done / total:3.0f}%)", end=end, file=self.stream, flush=True)
+        self.open = not end
+
+    def end(self) -> None:
+        """End the line of a job that stopped before its total (what is printed next starts a line of its own)."""
+        if self.open:
+            print(file=self.stream, flush=True)
+            self.open = False

@@ -40,7 +40,7 @@ tau = 1.0e-3                             # 1/(N·m)²: the torque's departure fr
 terminal = 10.0                          # factor on the last knot's state weights
 budget = 0.8                             # fraction of the control period an update may take
 [control.end]                            # a clean finish (a stop is torque off at once)
-hold_s = 0.2                             # s: the controller holds the last reference this long
+hold_s = 0.2                             # s: the controller holds the last reference this long (at most 3600)
 then = "hand-over"                       # hand-over (the drives' own safe state: brakes, a holding controller) | torque-off
 ```
 
@@ -65,6 +65,7 @@ __all__ = [
     "CollisionSpec",
     "END_ACTIONS",
     "EndSpec",
+    "MAX_HOLD_S",
     "MpcSpec",
     "MPC_SOLVERS",
     "OBJECTIVES",
@@ -85,6 +86,7 @@ JOINT_LAWS = ("feedforward", "computed-torque", "pd-gravity", "pd-feedforward")
 CONTROL_KEYS = ("effort", "friction_velocity", "velocity", "velocity_cutoff_hz", "computed-torque", "pd", "task-space", "collision", "mpc", "end")
 END_ACTIONS = ("hand-over", "torque-off")
 END_KEYS = ("hold_s", "then")
+MAX_HOLD_S = 3600.0  # s: an end hold is seconds; a longer stay is a trajectory of its own, logged cycle by cycle like one
 FRICTION_VELOCITIES = ("desired", "measured")
 VELOCITY_ESTIMATORS = ("measured", "first-order", "alpha-beta", "model")
 """Where the laws' velocity comes from (:mod:`mbctl.ctrl.estimation`): the backend's as it is, a
@@ -292,8 +294,8 @@ def _mpc(t: Table) -> MpcSpec:
 def _end(t: Table) -> EndSpec:
     t.only(END_KEYS)
     hold = t.number("hold_s", EndSpec.hold_s)
-    if not 0 <= hold < math.inf:
-        raise t.error("hold_s", f"must be >= 0 s, got {hold:g}")
+    if not 0 <= hold <= MAX_HOLD_S:
+        raise t.error("hold_s", f"must be within [0, {MAX_HOLD_S:g}] s, got {hold:g}")
     return EndSpec(hold_s=hold, then=t.string("then", EndSpec.then, choices=END_ACTIONS))
 
 

@@ -37,7 +37,7 @@ from mbctl.config.ros2 import Ros2Spec, parse_ros2
 from mbctl.config.simulation import ConstraintSpec, SimulationSpec, parse_constraints, parse_simulation
 from mbctl.errors import ConfigError
 from mbctl.tomlfields import Table, read_toml
-from mbctl.xacro_files import is_xacro, urdf_of
+from mbctl.xacro_files import XACRO_OPTION, Origin, is_xacro, urdf_of
 
 __all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "robot_spec_from_table"]
 
@@ -108,9 +108,11 @@ def read_robot_spec(config: str | Path, *, xacro_args: Mapping[str, str] | None 
     return robot_spec_from_table(read_toml(resolve_config(config)), xacro_args=xacro_args)
 
 
-def _xacro_args(root: Table, given: Mapping[str, str] | None) -> dict[str, str]:
-    """The ``[xacro]`` table's arguments as xacro strings, then ``given`` over them."""
+def _xacro_args(root: Table, given: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, Origin]]:
+    """The ``[xacro]`` table's arguments as xacro strings, then ``given`` (``--xacro-arg``) over them;
+    and where each was given (for the error refusing one the description does not know)."""
     args: dict[str, str] = {}
+    origin: dict[str, Origin] = {}
     if "xacro" in root:
         table = root.table("xacro")
         for name in table.keys():
@@ -121,7 +123,10 @@ def _xacro_args(root: Table, given: Mapping[str, str] | None) -> dict[str, str]:
                 args[name] = str(value)
             else:
                 raise table.error(name, f"a xacro argument is a string, number or boolean, got {type(value).__name__}")
-    return {**args, **(given or {})}
+            origin[name] = (root.file, f"xacro.{name}")
+    for name in given or {}:
+        origin[name] = (None, f"{XACRO_OPTION} {name}")
+    return {**args, **(given or {})}, origin
 
 
 def robot_spec_from_table(root: Table, *, xacro_args: Mapping[str, str] | None = None) -> RobotSpec:
@@ -144,12 +149,12 @@ def robot_spec_from_table(root: Table, *, xacro_args: Mapping[str, str] | None =
     joints = {name: parse_joint(t) for name, t in root.table("joints").tables()} if "joints" in root else {}
     flexible = tuple(parse_flexible(t, link) for link, t in root.table("flexible").tables()) if "flexible" in root else ()
     description = resolve_urdf(root.string("urdf"), path.parent, file=path)
-    args = _xacro_args(root, xacro_args)
+    args, origin = _xacro_args(root, xacro_args)
     if args and not is_xacro(description):
         raise ConfigError(f"xacro arguments ({', '.join(sorted(args))}) for a description that is not a xacro file ({description.name})",
                           file=path, field="xacro" if "xacro" in root else "urdf")
     return RobotSpec(
-        urdf=urdf_of(description, args),
+        urdf=urdf_of(description, args, origin),
         name=path.stem,
         source=path,
         gravity=gravity,

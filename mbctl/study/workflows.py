@@ -91,7 +91,7 @@ def _settings(ctx: Context, kind: type[S]) -> S:
     """The study's workflow settings, as the spec class its workflow parsed them into."""
     settings = ctx.study.settings
     if not isinstance(settings, kind):
-        raise TypeError(f"a {ctx.study.workflow} study holds {type(settings).__name__}, not {kind.__name__}")
+        raise TypeError(f"the study of workflow {ctx.study.workflow} holds {type(settings).__name__}, not {kind.__name__}")
     return settings
 
 

@@ -29,6 +29,7 @@ from mbctl.cli.console import warn
 from mbctl.ctrl.feedforward import feedforward, write_torques
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
+from mbctl.fileio import check_output_dir
 from mbctl.hardware.loop import RunSummary
 from mbctl.hardware.session import SessionOptions, run_session
 from mbctl.viz.feedforward import plot_feedforward
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output_dir(args.out_dir)
     config = bundled_config("scara")
     robot = load_robot(config)
     traj = quintic_rest_to_rest(DEMO_WAYPOINTS, DEMO_DURATIONS, DEMO_RATE_HZ, robot.joint_names)

@@ -31,6 +31,7 @@ from mbctl.cli.commands.animate import add_view_arguments, animate_log, check_lo
 from mbctl.cli.console import warn
 from mbctl.cli.publish import add_publish_options, close_publisher, open_publisher
 from mbctl.cli.view import add_view_option, check_run_view, close_view, open_view
+from mbctl.config.control import EndSpec
 from mbctl.config.ros2 import check_topic
 from mbctl.ctrl.keepout import check_trajectory
 from mbctl.ctrl.task_space import (
@@ -116,15 +117,19 @@ def overrun_policy(args: argparse.Namespace) -> OverrunPolicy:
     return OverrunPolicy(window=args.overrun_window, max_fraction=args.max_overrun_fraction, max_consecutive=args.max_consecutive_overruns)
 
 
-def check_run_size(args: argparse.Namespace, duration_s: float, joints: int) -> None:
-    """Refuse, before the loop starts, a run whose log would not fit the memory budget or the disk."""
+def check_run_size(args: argparse.Namespace, duration_s: float, joints: int, end: EndSpec | None = None, source: Path | None = None) -> None:
+    """Refuse, before the loop starts, a run whose log would not fit the memory budget or the disk: the
+    trajectory's ``duration_s`` and the end hold (``end.hold_s`` of ``[control.end]`` in ``source``, logged like it)."""
     if not duration_s > 0:
         return  # not a size: the session says what is wrong
-    cycles, memory, disk = run_footprint(duration_s, args.rate, joints, estimation=args.controller != "position")
-    field = "--duration" if args.duration is not None else "--trajectory"
-    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz)"
-    check_memory(memory, budget(args), what=what, field=field)
-    check_disk(disk, args.log, what=what, field=field)
+    hold_s = 0.0 if end is None else end.hold_s
+    cycles, memory, disk = run_footprint(duration_s + hold_s, args.rate, joints, estimation=args.controller != "position")
+    where = {"field": "--duration" if args.duration is not None else "--trajectory"}
+    if hold_s > duration_s:  # the hold makes the size
+        where = {"file": source, "field": "control.end.hold_s"}
+    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz{', the end hold included' if hold_s else ''})"
+    check_memory(memory, budget(args), what=what, **where)
+    check_disk(disk, args.log, what=what, **where)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     check_run_view(robot, args)
     check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
-    check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names))
+    end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else None
+    check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names), end, robot.spec.source if robot.spec else None)
     for message in limit_violations(robot, traj):
         warn(f"{args.trajectory}: {message}")
     check_trajectory(robot, traj, f"the trajectory {args.trajectory}")

@@ -38,14 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mbctl.bundled import bundled_study
     from mbctl.config.study import read_study
-    from mbctl.fileio import check_output
+    from mbctl.fileio import check_output_dir
     from mbctl.study.cluster import dask_client
     from mbctl.study.engine import completed_runs, prepare, run_study
 
-    out = args.out
-    if out.exists() and not out.is_dir():
-        raise InputError("is a file, not a directory", file=out)
-    check_output(out)  # its parent exists (out itself is created)
+    out = check_output_dir(args.out)  # created once the cluster is there
     if args.resume and not (out / "sweep.json").is_file():
         raise InputError("no sweep to resume here (no sweep.json)", file=out)
     if not args.resume and (out / "sweep.json").exists():

@@ -31,7 +31,7 @@ from mbctl.dynamics.simulation.setup import (
     initial_state,
     simulation_setup,
 )
-from mbctl.errors import InputError
+from mbctl.errors import InputError, MbctlError
 from mbctl.fileio import check_output
 from mbctl.viz.feedforward import plot_trajectory
 from mbctl.viz.figures import FORMATS
@@ -146,6 +146,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p2p.add_argument("--duration", type=float, help="s (with --objective energy)")
     p2p.add_argument("--knots", type=int, default=40, help="shooting intervals (default 40)")
     margins(p2p, "motion", move=True)
+    p2p.add_argument(
+        "--best-effort", type=Path, metavar="CSV",
+        help="when the solver stops without a motion (nothing goes to --out then), write its last iterate here, in the trajectory "
+        "format for inspection: it need not reach --to, and its speeds need not match its positions",
+    )  # fmt: skip
 
 
 def margins(p: argparse.ArgumentParser, what: str, *, move: bool = False) -> None:
@@ -432,20 +437,33 @@ def run_ocp(args: argparse.Namespace) -> int:
     check_output(args.out)
     if args.plot:
         check_output(args.plot, FORMATS)
+    if args.best_effort is not None:
+        check_output(args.best_effort)
+        if args.best_effort.resolve() == args.out.resolve():
+            raise InputError("must not be --out: a result goes there only when it is a motion", field="--best-effort")
     robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     q0, q1 = (np.atleast_1d(parse_numbers(text, option)) for text, option in ((args.start, "--from"), (args.end, "--to")))
     if args.duration is not None:
         check_size(args, args.duration, robot.nv, "--duration")
+    progress = ProgressPrinter("ocp", min_total=1, unit="solves")
     try:
         result = solve_point_to_point(
             robot, q0, q1, objective=args.objective, duration=args.duration, knots=args.knots, rate_hz=args.rate,
-            torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, progress=ProgressPrinter("ocp", min_total=1, unit="solves"),
+            torque_margin=args.torque_margin, velocity_margin=args.velocity_margin, progress=progress,
         )  # fmt: skip
     except InputError as exc:
         if exc.file is None and exc.field in ("from", "to", "duration", "knots", "rate", "objective", "torque_margin", "velocity_margin"):
             raise type(exc)(exc.reason, field=SCALING.get(exc.field, f"--{exc.field}")) from None
         raise
+    finally:
+        progress.end()  # fewer solves than at most: the next line is a line of its own
     sol = result.solution
+    if not sol.success:
+        kept = ""
+        if args.best_effort is not None:
+            write_trajectory(args.best_effort, result.trajectory)
+            kept = f"; its last iterate is in {args.best_effort}"
+        raise MbctlError(f"no motion found: {_failure(robot, result, q1)}; nothing written to {args.out}{kept}")
     check_trajectory(robot, result.trajectory, "the ocp trajectory")
     write_trajectory(args.out, result.trajectory)
     if args.plot:
@@ -458,7 +476,20 @@ def run_ocp(args: argparse.Namespace) -> int:
     print(f"  worst |value| / limit at {args.rate:g} Hz (feed-forward, full model): " + ", ".join(f"{k} {v:.4f}" for k, v in result.worst.items()))
     print(f"wrote {args.out}: {len(result.trajectory)} samples over {result.trajectory.duration:.3f} s")
     if not result.held:
-        reason = sol.status if not sol.success else f"a limit is exceeded by more than {100 * result.tolerance:g} %"
-        warn(f"degraded: {reason}")
+        warn(f"degraded: a limit is exceeded by more than {100 * result.tolerance:g} % between the knots")
         return 3
     return 0
+
+
+def _failure(robot: RobotModel, result, q1: np.ndarray) -> str:  # noqa: ANN001  (a PointToPoint)
+    """Why a solve gave no motion: IPOPT's status, and how far its last iterate is from one (where its
+    motion, integrated from the start, ends against ``q1``; the largest torque it asks against the limits)."""
+    sol = result.solution
+    miss = np.abs(result.trajectory.q[-1] - q1)
+    k = int(np.argmax(miss))
+    unit = "m" if robot.joints[k].kind == "prismatic" else "rad"
+    torque = result.worst["torque"]
+    return (
+        f"IPOPT stopped at {sol.status} after {sol.iterations} iterations; its last iterate's motion ends {miss[k]:.3g} {unit} from --to "
+        f"at {robot.joint_names[k]} and asks {torque:.3g} times a torque limit{' (the limits may be out of reach)' if torque > 1 else ''}"
+    )
