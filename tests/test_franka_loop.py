@@ -87,13 +87,13 @@ class ControlException(RuntimeError):
 def test_libfranka_errors_in_the_loops_terms():
     """No state within the timeout and a closed connection are communication errors; a reflex is a fault whose
     message keeps libfranka's error flags, on one line."""
-    timeout = in_mbctl_terms(NetworkException("libfranka: UDP receive: Timeout"), "reading the robot state")
+    timeout = in_mbctl_terms(NetworkException("libfranka: UDP receive: Timeout"), "readOnce")
     assert isinstance(timeout, CommunicationError) and timeout.kind == "timeout" and "UDP receive: Timeout" in str(timeout)
     closed = in_mbctl_terms(NetworkException("libfranka: TCP send bytes: I/O error"), "writing")
     assert isinstance(closed, CommunicationError) and closed.kind == "port"
-    reflex = in_mbctl_terms(ControlException('libfranka: Move command aborted: motion aborted by reflex! ["joint_reflex"]\ncontrol_command_success_rate: 0.93'), "reading the robot state")
+    reflex = in_mbctl_terms(ControlException('libfranka: Move command aborted: motion aborted by reflex! ["joint_reflex"]\ncontrol_command_success_rate: 0.93'), "readOnce")
     assert isinstance(reflex, FrankaFault) and "\n" not in str(reflex)
-    assert str(reflex) == 'reading the robot state: ControlException: libfranka: Move command aborted: motion aborted by reflex! ["joint_reflex"] control_command_success_rate: 0.93'
+    assert str(reflex) == 'readOnce: ControlException: libfranka: Move command aborted: motion aborted by reflex! ["joint_reflex"] control_command_success_rate: 0.93'
 
 
 def test_error_flags_by_name():

@@ -183,7 +183,7 @@ class FrankaArm(JointInterface):
         try:
             self._control = self._robot.start_torque_control()
         except (self._plf.FrankaException, RuntimeError) as exc:
-            raise in_mbctl_terms(exc, "starting torque control") from None
+            raise in_mbctl_terms(exc, "start_torque_control") from None
         self._sent = np.zeros(JOINTS)  # the robot adds nothing to its gravity compensation before the first command
         self._last_ms = None
 
@@ -221,7 +221,7 @@ class FrankaArm(JointInterface):
         try:
             state = self._control.readOnce()[0] if self._control is not None else self._robot.read_once()
         except (plf.FrankaException, RuntimeError) as exc:
-            error = in_mbctl_terms(exc, "reading the robot state")
+            error = in_mbctl_terms(exc, "readOnce")
             if not isinstance(error, FrankaFault):
                 kind = error.kind
                 self.comm_errors[kind] = self.comm_errors.get(kind, 0) + 1
@@ -268,7 +268,7 @@ class FrankaArm(JointInterface):
         try:
             self._control.writeOnce(self._plf.Torques(tau.tolist()))
         except (self._plf.FrankaException, RuntimeError) as exc:
-            error = in_mbctl_terms(exc, "writing the torque command")
+            error = in_mbctl_terms(exc, "writeOnce")
             if not isinstance(error, FrankaFault):
                 self.comm_errors[error.kind] = self.comm_errors.get(error.kind, 0) + 1
             raise error from None
