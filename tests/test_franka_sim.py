@@ -78,12 +78,13 @@ def test_a_gentle_move_at_1khz_completes(fr3, tmp_path):
 
 def test_gravity_is_removed_as_the_robot_adds_it(fr3):
     """The gravity the backend removes (libfranka's model, on the served URDF) equals pinocchio's on franky-sim's
-    own model at the same q; and holding the arm with the full gravity torque as mbctl's command, the torque the
+    own model at the same q (and libfranka's state socket got the state timeout); and holding the arm with the full gravity torque as mbctl's command, the torque the
     simulated robot applied (tau_J) is that command."""
     model, data = franky_gravity_model()
     q0 = START + 0.2
-    spec = dataclasses.replace(fr3.spec.franka, state_timeout_s=1.0)
+    spec = dataclasses.replace(fr3.spec.franka, state_timeout_s=0.75)
     with franky_sim_process(q0) as sim, FrankaArm(fr3.actuated_names, dataclasses.replace(spec, address=sim.address)) as arm:
+        assert arm.state_timeout_s == 0.75  # libfranka's state socket found and given the timeout
         state = arm.read()
         g_pin = pin.computeGeneralizedGravity(model, data, state.q)
         assert np.allclose(arm._g, g_pin, atol=1e-3), (arm._g, g_pin)

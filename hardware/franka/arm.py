@@ -57,6 +57,7 @@ from mbctl.hardware.interface import CommandMode, HardwareError, JointCommand, J
 __all__ = ["FrankaArm"]
 
 JOINTS = 7
+LIBFRANKA_STATE_TIMEOUT_S = 1.0  # libfranka's own wait for a state
 STANDARD_GRAVITY = (0.0, 0.0, -9.81)
 
 
@@ -98,6 +99,7 @@ class FrankaArm(JointInterface):
         self.success_rate_min = math.nan
         self.success_rate_last = math.nan
         self.gravity_source = ""
+        self.state_timeout_s = spec.state_timeout_s  # libfranka's own where its socket was not found unambiguously
         self._plf = None
         self._robot = None
         self._model = None
@@ -125,7 +127,7 @@ class FrankaArm(JointInterface):
             raise InputError(f"cannot connect to a Franka at {spec.address}: {' '.join(str(exc).split())} (FCI activated in Desk? franky-sim running?)",
                              file=spec.file, field="franka.address") from None  # fmt: skip
         try:
-            set_state_timeout(before, spec.state_timeout_s)
+            self.state_timeout_s = spec.state_timeout_s if set_state_timeout(before, spec.state_timeout_s) else LIBFRANKA_STATE_TIMEOUT_S
             self._check_idle()
             c, load = spec.collision, spec.load
             self._robot.set_collision_behavior(list(c.torque_lower), list(c.torque_upper), list(c.force_lower), list(c.force_upper))
@@ -279,7 +281,8 @@ class FrankaArm(JointInterface):
         """Where the measurements come from and what the commands lose, in one line (the run summary)."""
         server = "franky-sim (an FR3 in MuJoCo)" if self.spec.server == "franky-sim" else "a Franka over FCI"
         return (f"libfranka {getattr(self._plf, '__version__', '?')} at {self.spec.address}, {server}: q, dq, {self.effort_source} at the robot's 1 kHz "
-                f"(its clock the sample time); gravity removed from the commands: {self.gravity_source or 'none'} (the robot adds its own)")  # fmt: skip
+                f"(its clock the sample time), state timeout {self.state_timeout_s * 1e3:g} ms; gravity removed from the commands: "
+                f"{self.gravity_source or 'none'} (the robot adds its own)")  # fmt: skip
 
     def timing(self) -> dict[str, float]:
         """The robot's own report on the cycles of control: libfranka's command success rate (last and lowest

@@ -83,24 +83,30 @@ def socket_inodes() -> dict[int, str]:
     return found
 
 
-def set_state_timeout(before: dict[int, str], timeout_s: float) -> int:
-    """Give the UDP sockets opened since ``before`` (libfranka's state socket) a receive timeout of
-    ``timeout_s``; returns how many. libfranka waits 1 s for a robot state (its network layer's UDP
-    timeout, which the Python bindings do not expose) and then raises "UDP receive: Timeout"; the
-    socket's own ``SO_RCVTIMEO`` is that timeout, so setting it shortens the wait."""
-    count = 0
-    value = struct.pack("ll", int(timeout_s), int(round((timeout_s % 1.0) * 1e6)))
+def set_state_timeout(before: dict[int, str], timeout_s: float) -> bool:
+    """Give libfranka's state socket, the one UDP socket opened since ``before``, a receive timeout of
+    ``timeout_s``; False (nothing changed) where not exactly one was opened (another thread's sockets).
+
+    libfranka waits 1 s for a robot state (its network layer's UDP timeout, which the Python bindings
+    do not expose) and then raises "UDP receive: Timeout"; that wait is the socket's own
+    ``SO_RCVTIMEO``, so setting it shortens the wait."""
+    found = []
     for fd, inode in socket_inodes().items():
         if before.get(fd) == inode:
             continue
-        sock = socket.socket(fileno=os.dup(fd))
-        try:
-            if sock.type == socket.SOCK_DGRAM:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)  # an option of the socket, shared by every descriptor
-                count += 1
-        finally:
-            sock.close()  # the duplicate only
-    return count
+        sock = socket.socket(fileno=os.dup(fd))  # a duplicate: options belong to the socket, shared by every descriptor
+        if sock.type == socket.SOCK_DGRAM:
+            found.append(sock)
+        else:
+            sock.close()
+    try:
+        if len(found) != 1:
+            return False
+        found[0].setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(timeout_s), int(round((timeout_s % 1.0) * 1e6))))
+        return True
+    finally:
+        for sock in found:
+            sock.close()
 
 
 def realtime_kernel() -> bool:
