@@ -12,7 +12,6 @@ from mbctl.config.robot import read_robot_spec
 from mbctl.errors import ConfigError, InputError
 from mbctl.hardware.franka.arm import FrankaArm
 from mbctl.hardware.franka.libfranka import FrankaUnavailable
-from mbctl.hardware.interface import HardwareError
 
 CONFIGS = __import__("pathlib").Path(__file__).resolve().parent.parent / "configs"
 JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
@@ -104,8 +103,9 @@ def test_enforce_needs_a_real_time_kernel(monkeypatch):
     """realtime = "enforce" on a kernel without real-time scheduling: refused before connecting, naming the way out."""
     pytest.importorskip("pylibfranka")
     monkeypatch.setattr("mbctl.hardware.franka.arm.realtime_kernel", lambda: False)
-    with pytest.raises(HardwareError, match='realtime = "ignore"'):
+    with pytest.raises(InputError, match='set realtime = "ignore"') as info:
         FrankaArm(JOINTS, FrankaSpec(realtime="enforce")).open()
+    assert info.value.field == "franka.realtime"
 
 
 def test_nothing_at_the_address_is_one_line(tmp_path):

@@ -61,7 +61,7 @@ def franky_gravity_model() -> tuple[pin.Model, pin.Data]:
 def test_a_gentle_move_at_1khz_completes(fr3, tmp_path):
     """A 2 s quintic move under computed torque against franky-sim started at its start: the run completes
     (no reflex, no lost connection), tracks within the bound, ends by handing the arm to the robot's own
-    hold, and says whose gravity it removed; the robot's own report is kept."""
+    hold, and says whose gravity it removed; the robot's own report (its external torque estimate) is kept."""
     traj = quintic_rest_to_rest(np.array([START, GOAL]), [2.0], 1000.0, fr3.joint_names)
     options = SessionOptions(plant="franka", emulate=True, overrun=NO_OVERRUN_LIMIT)
     summary = run_session(fr3, traj, options, tmp_path / "run.npz")
@@ -74,6 +74,9 @@ def test_a_gentle_move_at_1khz_completes(fr3, tmp_path):
     assert summary.overruns <= robot["missed_samples"]  # a late cycle is one after which the robot sent states the loop missed
     log = np.load(tmp_path / "run.npz")
     assert np.allclose(log["q"][-1], GOAL, atol=TRACKING_BOUND)
+    # franky-sim fills the robot's external torque estimate with tau_J: its kept RMS is the logged effort's
+    kept = [robot[f"tau_ext_hat_rms.{n}"] for n in fr3.actuated_names]
+    assert np.allclose(kept, np.sqrt(np.mean(log["effort"] ** 2, axis=0)), rtol=1e-6)
 
 
 def test_gravity_is_removed_as_the_robot_adds_it(fr3):

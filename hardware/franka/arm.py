@@ -104,7 +104,6 @@ class FrankaArm(JointInterface):
         self._robot = None
         self._model = None
         self._control = None
-        self._state = None
         self._reports_gravity = False
         self._last_ms: int | None = None
         self._first_ms: int | None = None
@@ -117,8 +116,8 @@ class FrankaArm(JointInterface):
         plf = self._plf = require_pylibfranka()
         spec = self.spec
         if spec.realtime == "enforce" and not realtime_kernel():
-            raise HardwareError('this kernel has no real-time scheduling (/sys/kernel/realtime is not 1), which [franka] realtime = "enforce" '
-                                'requires (as libfranka does); install a PREEMPT_RT kernel, or set realtime = "ignore" (franky-sim, a rehearsal)')  # fmt: skip
+            raise InputError('this kernel has no real-time scheduling (/sys/kernel/realtime is not 1), which "enforce" requires (as libfranka does); '
+                             'install a PREEMPT_RT kernel, or set realtime = "ignore" (franky-sim, a rehearsal)', file=spec.file, field="franka.realtime")  # fmt: skip
         before = socket_inodes()
         config = plf.RealtimeConfig.kEnforce if spec.realtime == "enforce" else plf.RealtimeConfig.kIgnore
         try:
@@ -228,7 +227,6 @@ class FrankaArm(JointInterface):
                 kind = error.kind
                 self.comm_errors[kind] = self.comm_errors.get(kind, 0) + 1
             raise error from None
-        self._state = state
         ms = int(round(state.time.to_sec() * 1e3))
         if self._control is not None:
             self._count(state, ms)
