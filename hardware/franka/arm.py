@@ -1,4 +1,5 @@
-"""A Franka arm (FR3, Panda) in torque control over FCI, through libfranka's own client (pylibfranka).
+"""A Franka Research 3 in torque control over FCI, through libfranka's own client (pylibfranka; a Panda
+speaks an older protocol, which libfranka 0.21 refuses at the connection).
 
 The robot runs FCI's 1 kHz cycle: it sends its state every millisecond and expects, before the next
 one, the torque to add to its own gravity compensation. :class:`FrankaArm` is that cycle behind the

@@ -1,4 +1,4 @@
-"""``[franka]``: a Franka arm (FR3, Panda) in torque control over FCI, through libfranka (SI units inside).
+"""``[franka]``: a Franka Research 3 in torque control over FCI, through libfranka (SI units inside).
 
 ```toml
 [franka]
@@ -45,7 +45,7 @@ COLLISION_KEYS = ("torque_lower", "torque_upper", "force_lower", "force_upper")
 LOAD_KEYS = ("mass", "center", "inertia")
 SERVERS = ("robot", "franky-sim")
 GRAVITY_MODELS = ("libfranka", "mbctl")
-MAX_PAYLOAD_KG = 3.0  # the FR3's and the Panda's rated payload
+MAX_PAYLOAD_KG = 3.0  # the FR3's rated payload
 JOINTS = 7
 
 
