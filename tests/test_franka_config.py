@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from mbctl.errors import ConfigError, InputError
 from mbctl.hardware.franka.arm import FrankaArm
 from mbctl.hardware.franka.libfranka import FrankaUnavailable
 
-CONFIGS = __import__("pathlib").Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
 
 
