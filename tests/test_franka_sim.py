@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -81,13 +82,16 @@ def test_a_gentle_move_at_1khz_completes(fr3, tmp_path):
 
 def test_gravity_is_removed_as_the_robot_adds_it(fr3):
     """The gravity the backend removes (libfranka's model, on the served URDF) equals pinocchio's on franky-sim's
-    own model at the same q (and libfranka's state socket got the state timeout); and holding the arm with the full gravity torque as mbctl's command, the torque the
+    own model at the same q (libfranka's state socket got the state timeout, the thread kept its scheduling); and holding the arm with the full gravity torque as mbctl's command, the torque the
     simulated robot applied (tau_J) is that command."""
     model, data = franky_gravity_model()
     q0 = START + 0.2
     spec = dataclasses.replace(fr3.spec.franka, state_timeout_s=0.75)
+    scheduling = os.sched_getscheduler(0), os.sched_getparam(0)
     with franky_sim_process(q0) as sim, FrankaArm(fr3.actuated_names, dataclasses.replace(spec, address=sim.address)) as arm:
         assert arm.state_timeout_s == 0.75  # libfranka's state socket found and given the timeout
+        # libfranka raises the connecting thread to SCHED_FIFO 99: the backend puts it back; the simulator runs normal
+        assert (os.sched_getscheduler(0), os.sched_getparam(0)) == scheduling and os.sched_getscheduler(sim.process.pid) == os.SCHED_OTHER
         state = arm.read()
         g_pin = pin.computeGeneralizedGravity(model, data, state.q)
         assert np.allclose(arm._g, g_pin, atol=1e-3), (arm._g, g_pin)
@@ -101,6 +105,7 @@ def test_gravity_is_removed_as_the_robot_adds_it(fr3):
             commanded.append(tau)
             arm.write(JointCommand.torque(tau))
         assert arm.hand_over().startswith("torque control finished")
+        assert (os.sched_getscheduler(0), os.sched_getparam(0)) == scheduling
     error = np.abs(np.array(applied) - np.array(commanded[:-1]))
     assert error.max() < 0.05, error.max(axis=0)  # N·m: the arm moves a hair between a command and its step
 

@@ -47,6 +47,7 @@ from mbctl.errors import InputError
 from mbctl.hardware.franka.libfranka import (
     FrankaFault,
     in_mbctl_terms,
+    kept_scheduling,
     libfranka_errors,
     realtime_kernel,
     require_pylibfranka,
@@ -122,7 +123,8 @@ class FrankaArm(JointInterface):
         before = socket_inodes()
         config = plf.RealtimeConfig.kEnforce if spec.realtime == "enforce" else plf.RealtimeConfig.kIgnore
         try:
-            self._robot = plf.Robot(spec.address, config)
+            with kept_scheduling():
+                self._robot = plf.Robot(spec.address, config)
         except (plf.FrankaException, RuntimeError) as exc:
             raise InputError(f"cannot connect to a Franka at {spec.address}: {' '.join(str(exc).split())} (FCI activated in Desk? franky-sim running?)",
                              file=spec.file, field="franka.address") from None  # fmt: skip
@@ -183,7 +185,8 @@ class FrankaArm(JointInterface):
     # -- torque control -----------------------------------------------------------------------
     def enable(self) -> None:
         try:
-            self._control = self._robot.start_torque_control()
+            with kept_scheduling():
+                self._control = self._robot.start_torque_control()
         except (self._plf.FrankaException, RuntimeError) as exc:
             raise in_mbctl_terms(exc, "start_torque_control") from None
         self._sent = np.zeros(JOINTS)  # the robot adds nothing to its gravity compensation before the first command

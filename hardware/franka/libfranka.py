@@ -7,10 +7,12 @@ use raises one line saying how to get it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import socket
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -19,7 +21,7 @@ from mbctl.hardware.interface import CommunicationError, DriveFault, HardwareErr
 
 __all__ = [
     "INSTALL_HINT", "FrankaUnavailable", "FrankaFault", "require_pylibfranka", "libfranka_errors", "in_mbctl_terms",
-    "socket_inodes", "set_state_timeout", "realtime_kernel",
+    "socket_inodes", "set_state_timeout", "kept_scheduling", "realtime_kernel",
 ]  # fmt: skip
 
 INSTALL_HINT = 'pip install "mbctl[franka]" (pylibfranka, libfranka\'s own Python bindings)'
@@ -107,6 +109,26 @@ def set_state_timeout(before: dict[int, str], timeout_s: float) -> bool:
     finally:
         for sock in found:
             sock.close()
+
+
+@contextlib.contextmanager
+def kept_scheduling() -> Iterator[None]:
+    """The calling thread's scheduling policy and priority as they were before the block.
+
+    libfranka raises the thread that connects to the robot to ``SCHED_FIFO`` 99 (whatever the
+    ``RealtimeConfig``, where the OS allows it) and leaves it there: the loop then preempts at a
+    priority it did not ask for, and every process started from the thread afterwards inherits it
+    (a simulator, a compiler, a test's helper: a busy one at 99 starves the machine). The loop asks
+    for its own priority (``SCHED_FIFO`` 80, the summary's ``scheduling``)."""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, policy, param)
 
 
 def realtime_kernel() -> bool:

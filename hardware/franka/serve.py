@@ -9,6 +9,7 @@ differs only there (franky-sim's ``add_robot(initial_q=...)``), so a run can beg
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 
 __all__ = ["READY", "main"]
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     from franky_sim.mujoco_simulator import MujocoSimulator
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends it as Ctrl-C does: sockets closed
+    if hasattr(os, "sched_setscheduler"):  # normal scheduling whatever it inherited: a robot's clock is not this machine's to starve
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     with MujocoSimulator() as sim:
         robot = sim.add_robot(initial_q=q0)
         with SimulationServer(sim, hostname_candidates=[args.hostname]) as server:
