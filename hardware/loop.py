@@ -6,7 +6,9 @@ ends after the next deadline is an overrun; missed deadlines are skipped, not
 made up, so the rate does not drift (as ros2_control does). The
 :class:`~mbctl.hardware.overrun.OverrunPolicy` decides how many overruns stop the
 run; any overrun makes a completed run *degraded*, and its stop reason says so
-(``completed, degraded: 212 overruns (4.7 %)``).
+(``completed, degraded: 212 overruns (4.7 %)``). A backend with ``paces_loop`` (its read waits for the
+robot's next sample, as a Franka's does) paces the loop itself: no sleep, ``t`` is the robot's clock since
+the first sample, and a cycle overran when the robot sent samples it never read (``missed_samples``).
 
 Warm-up: before the first deadline the loop reads the backend once, calls the
 controller and the reference at t = 0 and goes through the logging path once
@@ -167,6 +169,9 @@ def run_loop(
     stop = threading.Event()
     stop_reason = ["completed"]
     cycle = _cycle(backend, controller, limits, config, log, reference, estimator, kept_cycles)
+    # a backend whose read waits for the robot's next sample (a Franka's 1 kHz): the robot paces the loop and
+    # its clock is the run's; a cycle is late when the robot sent samples the loop never read
+    robot_paced, t_robot0, missed = config.paced and getattr(backend, "paces_loop", False), None, 0
 
     def on_signal(signum: int, _frame: object) -> None:
         stop_reason[0] = f"signal {signal.Signals(signum).name}"
@@ -206,7 +211,7 @@ def run_loop(
                     held_until = stop_reason[0]
                     break
                 raise StopRun(stop_reason[0])
-            if config.paced:
+            if config.paced and not robot_paced:
                 clock.sleep_until(deadline)
             start = clock.now()
             slot = min(k, kept_cycles - 1)
@@ -229,6 +234,9 @@ def run_loop(
                 if consecutive_failures >= config.watchdog_failures:
                     raise StopRun(_watchdog_reason(consecutive_failures, first_failure, str(exc))) from None
             read_end = clock.now()
+            if robot_paced and state is not None:
+                t_robot0 = state.t if t_robot0 is None else t_robot0
+                t = state.t - t_robot0
 
             command = cycle.step(k, t, state, k < cycles_run)  # the end hold is not tracking
             control_end = write_end = clock.now()
@@ -259,6 +267,8 @@ def run_loop(
             if config.paced:
                 now = clock.now()
                 overran = now > deadline
+                if robot_paced:
+                    overran, missed = backend.missed_samples > missed, backend.missed_samples
                 if overran:
                     summary.overruns += 1
                     deadline = t0 + math.ceil((now - t0) / period) * period

@@ -97,7 +97,8 @@ class SessionOptions:
     """What to run against and how.
 
     Attributes:
-        plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"``, ``"canopen"`` or ``"ros2"``.
+        plant: ``"sim"`` (the robot's ``[plant]`` truth model), ``"dynamixel"``, ``"canopen"``, ``"ros2"`` or
+            ``"franka"`` (a Franka arm over FCI; with ``emulate``, franky-sim in its own process).
         law: Control law (:data:`mbctl.ctrl.controllers.LAWS`), :data:`MPC` (model predictive control,
             :class:`mbctl.ctrl.optimal.controller.MpcController`), or :data:`POSITION`: the
             trajectory's positions sent as goals to drives in position mode (servos with
@@ -124,6 +125,7 @@ class SessionOptions:
         mpc_fail: With ``law = "mpc"``: ``mpc_fail(cycle) -> bool`` forces failed updates (tests of
             the fallback); None: none forced.
         compiled_cycle: A compiled law's cycle runs as one generated call (``LoopConfig.compiled_cycle``).
+        robot_address: A Franka's FCI address replacing the robot's ``[franka] address`` (``plant="franka"``).
     """
 
     plant: str = "sim"
@@ -142,6 +144,7 @@ class SessionOptions:
     joint_states: str | None = None
     command_topic: str | None = None
     compiled_cycle: bool = True
+    robot_address: str | None = None
 
 
 @contextlib.contextmanager
@@ -169,6 +172,12 @@ def open_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray) -> 
         from mbctl.hardware.ros2.session import ros2_backend
 
         with ros2_backend(robot, options, q0, _drive_mode(options)) as arm:
+            yield arm
+        return
+    if options.plant == "franka":
+        from mbctl.hardware.franka.session import franka_backend
+
+        with franka_backend(robot, options, q0) as arm:
             yield arm
         return
     bus = bus_config(robot)
@@ -333,6 +342,10 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     # --lockstep-period in a process of its own): drives stepping once per SYNC. A real CAN bus never:
     # its drives expect SYNC at their configured period.
     emulator_bus = options.plant == "canopen" and options.interface in ("virtual", "udp_multicast")
+    if options.plant == "franka":
+        from mbctl.hardware.franka.session import check_options
+
+        check_options(options)  # before the controller is built
     if options.lockstep and not (options.plant in ("sim", "ros2") or options.emulate or emulator_bus):
         raise InputError("lock-step needs the simulated plant, an emulated bus (--emulate, or CANopen drives that mbctl emulate --lockstep-period "
                          "serves on a virtual or udp_multicast interface) or ROS 2", field="--lockstep")
@@ -349,8 +362,8 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
     duration = options.duration_s if options.duration_s is not None else traj.duration
     command = _drive_mode(options)
     # CANopen: a missed or late PDO is a fault in itself (the cycle's data is gone), not a retry; ROS 2: a
-    # stale joint state has already waited out its own timeout
-    watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant in ("canopen", "ros2") else LoopConfig.watchdog_failures
+    # stale joint state has already waited out its own timeout; a Franka: libfranka has waited out the state timeout
+    watchdog = CANOPEN_WATCHDOG_FAILURES if options.plant in ("canopen", "ros2", "franka") else LoopConfig.watchdog_failures
     end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else EndSpec()
     config = LoopConfig(rate_hz=options.rate_hz, duration_s=duration, paced=not options.lockstep, overrun=options.overrun, realtime_priority=options.realtime_priority,
                         command=command, watchdog_failures=watchdog, end_hold_s=end.hold_s, end=end.then, compiled_cycle=options.compiled_cycle)
@@ -367,7 +380,7 @@ def run_session(robot: RobotModel, traj: Trajectory, options: SessionOptions, lo
         summary = enable_and_run(backend, tracking, robot, config, RunLog(log_path, columns), tracking.reference, estimator=estimator)
         summary.sensing = getattr(backend, "sensing", "")
     summary.estimation = estimator.describe() if estimator is not None else "none (position mode: the drives close the loop)"
-    if isinstance(backend, PlantProcess):
+    if callable(getattr(backend, "timing", None)):  # a plant in its own process, a Franka's own report
         summary.plant_timing = backend.timing()  # complete once the plant has stopped
     summary.saturated += tracking.saturated_cycles
     if options.law == MPC:

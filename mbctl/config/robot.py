@@ -29,6 +29,7 @@ from mbctl.config.canopen import CanopenSpec
 from mbctl.config.control import ControlSpec, parse_control
 from mbctl.config.drives import DrivesSpec, parse_drives
 from mbctl.config.flexible import FlexibleSpec, parse_flexible
+from mbctl.config.franka import FrankaSpec, parse_franka
 from mbctl.config.identification import IdentificationSpec, parse_identification
 from mbctl.config.joints import JointSpec, parse_joint
 from mbctl.config.keepout import KeepoutSpec, parse_keepout
@@ -43,7 +44,7 @@ __all__ = ["ROBOT_KEYS", "RobotSpec", "locking_variants", "read_robot_spec", "ro
 
 ROBOT_KEYS = (
     "urdf", "gravity", "locked", "joints", "control", "constraints", "simulation", "plant", "drives", "actuation", "identification",
-    "flexible", "base", "xacro", "ros2", "keepout",
+    "flexible", "base", "xacro", "ros2", "keepout", "franka",
 )
 
 
@@ -72,6 +73,7 @@ class RobotSpec:
         xacro_args: The arguments it was expanded with (name -> value).
         ros2: A live arm's ROS 2 topics and controllers, or None (the defaults).
         keepout: Where no checked frame may go (a floor, boxes), checked on planned motions; None: nowhere.
+        franka: A Franka arm's FCI connection (libfranka), or None (the defaults).
     """
 
     urdf: Path
@@ -93,6 +95,7 @@ class RobotSpec:
     xacro_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
     ros2: Ros2Spec | None = None
     keepout: KeepoutSpec | None = None
+    franka: FrankaSpec | None = None
 
 
 def read_robot_spec(config: str | Path, *, xacro_args: Mapping[str, str] | None = None) -> RobotSpec:
@@ -173,6 +176,7 @@ def robot_spec_from_table(root: Table, *, xacro_args: Mapping[str, str] | None =
         xacro_args=args,
         ros2=parse_ros2(root.table("ros2")) if "ros2" in root else None,
         keepout=parse_keepout(root.table("keepout")) if "keepout" in root else None,
+        franka=parse_franka(root.table("franka")) if "franka" in root else None,
     )
 
 

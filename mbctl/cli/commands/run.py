@@ -1,5 +1,6 @@
 """``mbctl run``: a closed-loop run at a fixed rate against the simulated plant, Dynamixel drives,
-CiA 402 drives on CANopen (``--bus canopen``) or an arm under ros2_control (``--bus ros2``).
+CiA 402 drives on CANopen (``--bus canopen``), an arm under ros2_control (``--bus ros2``) or a Franka
+arm over FCI (``--bus franka``).
 
 Exit codes: 0 for a clean run (completed, no overrun); 1 for a run that stopped
 before its end (safety stop, overrun limit, fault, signal); 3 for a run that
@@ -67,12 +68,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trajectory", type=Path, required=True, help="trajectory CSV to follow")
     p.add_argument("--plant", choices=("sim", "dynamixel", "canopen", "ros2"), default="sim", help="the older spelling of --bus (as mbctl commission's): sim, the default, is no --bus")
     p.add_argument("--port", help="serial device of the Dynamixel bus (default: drives.port)")
-    p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel); ros2: an arm under ros2_control ([ros2] topics)")
+    p.add_argument("--bus", choices=("dynamixel", "canopen", "ros2", "franka"), help="joint drives on this bus instead of the simulated plant (--bus dynamixel is --plant dynamixel); ros2: an arm under ros2_control ([ros2] topics); franka: a Franka arm over FCI, through libfranka ([franka] table)")
+    p.add_argument("--robot-ip", help="franka: the robot's FCI address (default: [franka] address)")
     p.add_argument("--joint-states", help="ros2: the sensor_msgs/JointState topic (default: [ros2] joint_states, /joint_states)")
     p.add_argument("--command-topic", help="ros2: the forward command controller's Float64MultiArray topic (default: [ros2] command)")
     p.add_argument("--interface", help="canopen: python-can interface, e.g. socketcan, pcan, kvaser, virtual, udp_multicast (default: drives.interface)")
     p.add_argument("--channel", help="canopen: the interface's channel, e.g. can0 (default: drives.channel)")
-    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast); with --bus ros2: mbctl emulate --bus ros2 in its own process")
+    p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast); with --bus ros2: mbctl emulate --bus ros2 in its own process; with --bus franka: franky-sim (an FR3 in MuJoCo) in its own process")
     p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
@@ -152,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         reason = check_topic(topic, example) if topic is not None else ""
         if reason:
             raise InputError(reason, field=option)
+    if plant != "franka" and args.robot_ip:
+        raise InputError("only for --bus franka", field="--robot-ip")
     robot = load_robot(args.config, xacro_args=xacro_args_of(args))
     check_log_animation(robot, args.animate)
     check_run_view(robot, args)
@@ -174,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         emulate=args.emulate,
         joint_states=args.joint_states,
         command_topic=args.command_topic,
+        robot_address=args.robot_ip,
         overrun=policy,
         realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
         compiled_cycle=not args.python_cycle,
@@ -279,7 +284,11 @@ def format_run(s: RunSummary) -> str:
 
 
 def format_plant(plant: dict[str, float]) -> str:
-    """The line on a plant that steps on its own clock: its real-time factor and overruns."""
+    """The line on a plant that steps on its own clock: its real-time factor and overruns (a Franka: its
+    command success rate and the states the loop missed)."""
+    if "control_command_success_rate" in plant:
+        return (f"robot: command success rate {100 * plant['control_command_success_rate']:.1f} % (lowest {100 * plant['control_command_success_rate_min']:.1f} %), "
+                f"{plant['missed_samples']:.0f} of {plant['samples'] + plant['missed_samples']:.0f} states missed")
     return (
         f"plant (own process{', SCHED_FIFO' if plant.get('realtime') else ''}): real-time factor {plant['real_time_factor']:.2f}, {plant['steps']:.0f} steps, "
         f"step p50 {plant['step_p50_us']:.1f} us, p99 {plant['step_p99_us']:.1f} us, overruns {plant['overruns']:.0f}"

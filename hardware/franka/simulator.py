@@ -1,0 +1,105 @@
+"""franky-sim in a process of its own: an FR3 in MuJoCo behind libfranka's protocol, on a loopback
+address nobody else uses.
+
+libfranka holds Python's interpreter lock while it waits for the robot, so the simulator must not run
+in the client's process. Each simulator gets a random address in 127.0.0.0/8 (all of it is loopback
+on Linux): simulators started side by side (tests under pytest-xdist, other sessions) never share one,
+and none takes 127.0.0.1, where a user's own ``franky-sim`` listens by default. franky-sim's port is
+fixed (1337, the gripper 1338), as libfranka's is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import random
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from mbctl.hardware.franka.serve import READY
+from mbctl.hardware.interface import HardwareError
+
+__all__ = ["FrankySim", "franky_sim_available", "franky_sim_process", "loopback_address"]
+
+START_TIMEOUT_S = 120.0  # importing MuJoCo and pinocchio on a busy machine
+ATTEMPTS = 3  # addresses tried (a taken one fails to bind)
+
+
+@dataclass
+class FrankySim:
+    """A running franky-sim: its ``address`` and its ``process``."""
+
+    address: str
+    process: subprocess.Popen
+
+
+def franky_sim_available() -> str:
+    """``""`` when franky-sim and MuJoCo import here, else why not (one line)."""
+    missing = [name for name in ("franky_sim", "mujoco", "pinocchio") if importlib.util.find_spec(name) is None]
+    return f"franky-sim is not available here (no {', '.join(missing)}); pip install franky-sim" if missing else ""
+
+
+def loopback_address(rng: random.Random | None = None) -> str:
+    """A random address in 127.64.0.1 - 127.254.255.254 (loopback; never 127.0.0.1)."""
+    rng = rng or random.SystemRandom()
+    return f"127.{rng.randrange(64, 255)}.{rng.randrange(0, 256)}.{rng.randrange(1, 255)}"
+
+
+def _start(address: str, q0: Sequence[float], errors: object) -> tuple[subprocess.Popen, str]:
+    """Start the server; returns the process and its first line (``""`` if it ended or timed out first)."""
+    cmd = [sys.executable, "-u", "-m", "mbctl.hardware.franka.serve", "--hostname", address, "--q0", ",".join(f"{x:.17g}" for x in q0)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, start_new_session=True)
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (left := deadline - time.monotonic()) > 0:
+            if sel.select(timeout=left):
+                return proc, proc.stdout.readline()
+        return proc, ""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT (franky-sim closes its sockets), a kill after 10 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def franky_sim_process(q0: Sequence[float], address: str | None = None) -> Iterator[FrankySim]:
+    """franky-sim's FR3 starting at ``q0`` (rad) in a child process, on ``address`` or a random loopback
+    address; stopped on exit.
+
+    Raises:
+        HardwareError: franky-sim did not start (its last line of error output).
+    """
+    reason = franky_sim_available()
+    if reason:
+        raise HardwareError(reason)
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        for _ in range(ATTEMPTS if address is None else 1):
+            where = address or loopback_address()
+            proc, first = _start(where, q0, errors)
+            if READY in first:
+                break
+            _stop(proc)
+        else:
+            errors.seek(0)
+            lines = errors.read().strip().splitlines()
+            raise HardwareError(f"franky-sim did not start on {where}: {lines[-1] if lines else 'no output'}")
+        try:
+            yield FrankySim(address=first.split(READY, 1)[1].strip(), process=proc)
+        finally:
+            _stop(proc)
