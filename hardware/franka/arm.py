@@ -88,7 +88,7 @@ class FrankaArm(JointInterface):
             raise InputError(f"a Franka arm has {JOINTS} joints; the robot has {len(joint_names)} actuated ({', '.join(joint_names)})", file=spec.file, field="franka")
         self.joint_names = tuple(joint_names)
         self.spec = spec
-        self.period_s = period_s
+        self.period_s = self.sample_period_s = period_s  # FCI: a state every millisecond, a command acting from the next
         self._mbctl_gravity = mbctl_gravity
         self._gravity_vector = [float(g) for g in gravity_vector]
         simulated = spec.server == "franky-sim"
