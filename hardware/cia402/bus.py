@@ -13,10 +13,20 @@ drains what arrived since the last cycle (EMCY, heartbeats), sends one SYNC and 
 every drive's TPDO1 and TPDO2; :meth:`write` sends one RPDO per drive (controlword and
 target), which the drives apply at the next SYNC.
 
+Timing policy: a TPDO missing ``pdo_timeout_s`` after the SYNC costs that cycle its sample, not
+the run. :meth:`read` returns the last complete sample again, with its own time (the estimator sees
+no new sample), and counts it (``comm_errors``: ``missing`` TPDOs, ``reused`` samples). A TPDO
+that arrives after its cycle's deadline is ``late``: counted and dropped when it comes after the
+next cycle's sample is complete; one that comes after the next SYNC but first is taken for that
+SYNC's own (PDOs carry no cycle counter), and a second copy within the cycle replaces it. The run stops (``no_reply``, naming the node
+and the count) at the ``tpdo_missing_max``-th cycle in a row without a complete sample, when the
+last complete sample is older than ``sample_timeout_s``, when a drive whose TPDOs are missing is
+also past its heartbeat timeout (the drive is gone), or on a missing TPDO with no earlier sample to
+reuse. :attr:`degraded` says what was reused, for the run's stop reason.
+
 Every fault stops the loop (which then calls :meth:`disable`):
 
-- a TPDO missing ``pdo_timeout_s`` after the SYNC (``no_reply``), of the wrong length
-  (``frame``), arriving a cycle late (``late``), an error frame (``frame``);
+- TPDOs missing as above (``no_reply``), of the wrong length (``frame``), an error frame (``frame``);
 - no heartbeat from a drive for ``heartbeat_timeout_s`` (``heartbeat``), or a heartbeat
   saying the drive left NMT operational;
 - an EMCY message, a statusword with the Fault bit, or a statusword that left Operation
@@ -30,7 +40,9 @@ option code (0x605C) says (slow down on its ramp, then the power stage off). Eit
 with a holding brake engages it once its power stage is off (the emulated drives do).
 
 Sample times: the drives sample their TPDOs at the SYNC, so :attr:`JointState.t` is the instant
-the SYNC was sent, on ``clock`` (paced) or in SYNC periods (lock-step).
+the SYNC was sent, on ``clock`` (paced) or in SYNC periods (lock-step). Effort: where torque actual
+value (0x6077) is mapped, :attr:`effort_source` names it: the drives' own measure of the torque they
+applied, which the momentum observer then takes instead of the commands.
 
 Heartbeat ages are measured on ``clock`` (s), or, without one (lock-step runs), in SYNC
 periods of ``cycle_s``.
@@ -40,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +80,7 @@ from mbctl.hardware.cia402.objects import (
     SYNC_ID,
     TARGET_POSITION,
     TARGET_TORQUE,
+    TORQUE_ACTUAL,
     TPDO1,
     TPDO1_MAP,
     TPDO2,
@@ -91,7 +105,16 @@ from mbctl.hardware.interface import (
     JointState,
 )
 
-__all__ = ["Cia402Bus", "DriveStateFault"]
+__all__ = ["Cia402Bus", "DriveStateFault", "effort_source", "SAMPLE_TIMEOUT_PERIODS", "SAMPLE_TIMEOUT_MIN_S"]
+
+SAMPLE_TIMEOUT_PERIODS = 10  # default [drives] sample_timeout_ms: ten periods ...
+SAMPLE_TIMEOUT_MIN_S = 0.02  # ... and at least 20 ms
+
+
+def effort_source(tpdo_maps: Sequence[Sequence[tuple[int, int]]]) -> str:
+    """``"torque actual value 0x6077"`` where a TPDO layout maps it (the drives report the torque they
+    applied), else ``""`` (:attr:`~mbctl.hardware.interface.JointInterface.effort_source`)."""
+    return "torque actual value 0x6077" if any(index == TORQUE_ACTUAL for layout in tpdo_maps for index, _ in layout) else ""
 
 _CAN_ERRORS = (can.CanError, OSError)
 _SDO_ERRORS = (canopen.SdoAbortedError, canopen.SdoCommunicationError)
@@ -140,7 +163,9 @@ class Cia402Bus(JointInterface):
         cycle_s: SYNC period (s): the control period.
         pdo_timeout_s: How long after the SYNC the TPDOs may arrive (s); default
             ``config.pdo_timeout_s``, else 0.9 of the cycle.
-        clock: Time source of heartbeat ages (s); None: count SYNC periods (lock-step).
+        clock: Time source of heartbeat and sample ages (s); None: count SYNC periods (lock-step).
+            The timing policy's limits are ``config.tpdo_missing_max`` and ``config.sample_timeout_s``
+            (default :data:`SAMPLE_TIMEOUT_PERIODS` periods, at least :data:`SAMPLE_TIMEOUT_MIN_S`).
         sdo_timeout_s: Reply timeout of one SDO exchange (start-up only).
         transition_timeout_s: How long a drive may take for one state transition.
     """
@@ -171,7 +196,11 @@ class Cia402Bus(JointInterface):
         self.channel = channel if channel is not None else config.channel
         self.cycle_s = cycle_s
         self.pdo_timeout_s = pdo_timeout_s or config.pdo_timeout_s or 0.9 * cycle_s
+        self.missing_max = config.tpdo_missing_max
+        self.sample_timeout_s = config.sample_timeout_s or max(SAMPLE_TIMEOUT_PERIODS * cycle_s, SAMPLE_TIMEOUT_MIN_S)
         self.clock = clock
+        self.effort_source = effort_source((TPDO1_MAP, TPDO2_MAP))
+        self.effort_after_friction = False  # a drive torque (current times torque constant): friction still opposes it
         # paced, the drives act on an RPDO at the SYNC after it; the lock-step emulator applies it before stepping
         self.command_delay_cycles = 0 if clock is None else 1
         self.sdo_timeout_s = sdo_timeout_s
@@ -191,6 +220,9 @@ class Cia402Bus(JointInterface):
         self._heartbeat = {0x700 + i: k for k, i in enumerate(self._ids)}
         self._status, self._position, self._torque, self._velocity = [0] * n, [0] * n, [0] * n, [0] * n
         self._got = [0] * (2 * n)
+        self._sample: JointState | None = None  # the last complete sample: reused when TPDOs are missing
+        self._missing_in_row = 0
+        self.reply_s = math.nan  # the last cycle's SYNC to its last TPDO (s; NaN: incomplete)
         self._last_heartbeat = [0.0] * n
         self._targets = [0] * n  # last targets sent (per mille or increments): quick stop holds them in CSP
         self._syncs = 0
@@ -390,8 +422,11 @@ class Cia402Bus(JointInterface):
         if slot is not None:
             k, which = slot
             data = msg.data
-            if not in_cycle or self._got[2 * k + which - 1]:
-                raise self._fail("late", f"{self._who(k)}: TPDO{which} arrived after its cycle")
+            fresh = in_cycle and not self._got[2 * k + which - 1]
+            if not fresh:  # after its deadline: counted; within a cycle the later copy is the newer one
+                self.comm_errors["late"] += 1
+                if not in_cycle:
+                    return 0
             layout = TPDO1 if which == 1 else TPDO2
             if len(data) != layout.size:
                 raise self._fail("frame", f"{self._who(k)}: TPDO{which} of {len(data)} bytes, expected {layout.size}")
@@ -400,7 +435,7 @@ class Cia402Bus(JointInterface):
             else:
                 (self._velocity[k],) = layout.unpack(data)
             self._got[2 * k + which - 1] = 1
-            return 1
+            return int(fresh)
         if msg.is_error_frame:
             raise self._fail("frame", f"error frame on {self.interface} {self.channel}")
         k = self._emcy.get(cob)
@@ -422,27 +457,29 @@ class Cia402Bus(JointInterface):
     """How the drives are measured, for the run summary."""
 
     def read(self) -> JointState:
-        """One SYNC; every drive's TPDO1 and TPDO2 in SI units."""
+        """One SYNC; every drive's TPDO1 and TPDO2 in SI units, or, with some missing, the last
+        complete sample again (the timing policy of the module's docstring)."""
         bus = self._bus
         try:
             msg = bus.recv(0.0)
-            while msg is not None:  # what arrived since the last cycle: EMCY, heartbeats
+            while msg is not None:  # what arrived since the last cycle: EMCY, heartbeats, late TPDOs
                 self._dispatch(msg, in_cycle=False)
                 msg = bus.recv(0.0)
             got = self._got
             for i in range(len(got)):
                 got[i] = 0
             self._send(self._sync)
+            sent = time.perf_counter()
             self._syncs += 1
             sampled = self._now()  # the drives sample at the SYNC
             remaining = len(got)
-            deadline = time.perf_counter() + self.pdo_timeout_s
+            deadline = sent + self.pdo_timeout_s
             while remaining:
                 msg = bus.recv(max(0.0, deadline - time.perf_counter()))
                 if msg is None:
-                    k = got.index(0) // 2
-                    raise self._fail("no_reply", f"{self._who(k)}: TPDO{got.index(0) % 2 + 1} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC")
+                    break
                 remaining -= self._dispatch(msg, in_cycle=True)
+            self.reply_s = math.nan if remaining else time.perf_counter() - sent
         except _CAN_ERRORS as exc:
             raise self._fail("port", f"{self.interface} {self.channel}: {exc}") from None
         now = self._now()
@@ -453,14 +490,43 @@ class Cia402Bus(JointInterface):
                 raise DriveStateFault(self.joint_names[k], statusword, f"left Operation Enabled: {describe_state(statusword)}")
             age = now - self._last_heartbeat[k]
             if age > self.config.heartbeat_timeout_s + 1e-9:
-                raise self._fail("heartbeat", f"{self._who(k)}: no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
+                silent = remaining and not (got[2 * k] and got[2 * k + 1])
+                raise self._fail("no_reply" if silent else "heartbeat", f"{self._who(k)}: {'no TPDO and ' if silent else ''}no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
+        if remaining:
+            return self._reused(now)
         u = self.units
-        return JointState(
+        self._missing_in_row = 0
+        self._sample = JointState(
             t=sampled,
             q=u.q_from_counts(np.array(self._position, dtype=float)),
             dq=u.dq_from_counts(np.array(self._velocity, dtype=float)),
             effort=u.effort_from_permille(np.array(self._torque, dtype=float)),
         )
+        return self._sample
+
+    def _reused(self, now: float) -> JointState:
+        """The last complete sample again, counted; or the stop, when the policy's limits are reached."""
+        missing = [i for i, g in enumerate(self._got) if not g]
+        self.comm_errors["missing"] += len(missing)
+        self._missing_in_row += 1
+        k, which = missing[0] // 2, missing[0] % 2 + 1
+        what = f"{self._who(k)}: TPDO{which}" + (f" (and {len(missing) - 1} more TPDOs)" if len(missing) > 1 else "")
+        if self._sample is None:
+            raise self._fail("no_reply", f"{what} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC, and no earlier sample to reuse")
+        stale_s = now - self._sample.t
+        if self._missing_in_row >= self.missing_max or stale_s > self.sample_timeout_s + 1e-9:
+            raise self._fail("no_reply", f"{what} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC, {self._missing_in_row} cycles in a row; no fresh sample for "
+                                         f"{stale_s * 1e3:.3g} ms (limits: tpdo_missing_max {self.missing_max}, sample_timeout_ms {self.sample_timeout_s * 1e3:.3g})")
+        self.comm_errors["reused"] += 1
+        return self._sample
+
+    @property
+    def degraded(self) -> str:
+        """What the timing policy let through, for the stop reason of a completed run (``""``: nothing)."""
+        reused, missing, late = (self.comm_errors.get(key, 0) for key in ("reused", "missing", "late"))
+        if not (reused or late):
+            return ""
+        return f"{reused} CANopen samples reused ({missing} TPDOs missing at their deadline, {late} late)"
 
     def write(self, command: JointCommand) -> None:
         """One RPDO per drive: controlword and target torque (per mille) or target position (increments)."""

@@ -84,6 +84,8 @@ class CanopenConfig:
     eds: Path | None
     units: Cia402Units
     file: Path | None = None
+    tpdo_missing_max: int = 5
+    sample_timeout_s: float | None = None
 
 
 def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> CanopenConfig:
@@ -116,6 +118,8 @@ def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> Canope
         eds=spec.eds,
         units=units,
         file=spec.file,
+        tpdo_missing_max=spec.tpdo_missing_max,
+        sample_timeout_s=spec.sample_timeout_s,
     )
 
 
