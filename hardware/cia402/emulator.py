@@ -21,16 +21,17 @@ state transitions refused; and by method, a fault code with its EMCY
 (:meth:`Cia402Emulator.leave_operation`, as a safe torque off input would).
 
 Timing, paced (the default): the drives keep their own time, as real drives in synchronous mode do.
-Their loop runs every ``step_s`` on their own clock (which may drift, ``clock_drift_ppm``, against
-the host's), whatever the host does: the plant moves on while the host is late or silent. A SYNC
-is stamped on arrival (the frame's receive time); the drives sample the plant at the first step of
-their loop at or after it, latch the targets of the RPDOs received before it and apply them from
-that step on, and send their TPDOs ``reply_delay_s`` after the SYNC. The plant's steps are run
-between frames, not in the reply path. With ``lockstep_s`` set, time is virtual instead: a SYNC
-that follows new RPDOs applies them and advances the plant by exactly ``lockstep_s``, before its
-TPDOs, sent at once; other SYNCs sample without advancing. A host that sends its RPDOs and then one
-SYNC per cycle therefore sees, whatever the machine's load, the run of the same controller on the
-plant stepped directly, one period per command.
+Their loop runs every ``step_s`` whatever the host does: the plant moves on while the host is late
+or silent. A SYNC is stamped on arrival (the frame's receive time); the drives' loop locks to it as
+a drive's does: the plant is sampled at that instant (a part step up to it, or, when the loop had
+already stepped past it, the state interpolated between its last two steps), the targets of the
+RPDOs received before it are latched and act from then on, the loop's next step is ``step_s`` after
+it, and the TPDOs go out ``reply_delay_s`` after it. The plant's steps run between frames, not in
+the reply path. With ``lockstep_s`` set, time is virtual instead: a SYNC that follows new RPDOs
+applies them and advances the plant by exactly ``lockstep_s``, before its TPDOs, sent at once;
+other SYNCs sample without advancing. A host that sends its RPDOs and then one SYNC per cycle
+therefore sees, whatever the machine's load, the run of the same controller on the plant stepped
+directly, one period per command.
 
 The old paced emulator (until this module's timing above) ran the plant only when a SYNC came, in
 chunks up to the SYNC's arrival, in the reply path, skipped any gap longer than three periods, sent
@@ -52,7 +53,9 @@ import can
 import canopen
 import numpy as np
 
+from mbctl.config.plant import PlantConfig
 from mbctl.dynamics.external import ExternalWrench
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.drive_plant import DrivePlant
 from mbctl.hardware.cia402.emulated_drive import Cia402Faults, Cia402Stats, CspGains, EmulatedDrive
@@ -78,7 +81,7 @@ from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.emulator import TorquePlant
 from mbctl.hardware.realtime import realtime_priority
 
-__all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats"]
+__all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats", "plant_contact"]
 
 _STATUSWORD = {s: s.value[1] | 0x0200 for s in State}  # bit 9: remote
 _STATUSWORD[State.OPERATION_ENABLED] |= 0x10  # voltage enabled
@@ -86,6 +89,12 @@ MAX_CATCH_UP_S = 0.1  # s: a stall of the serving thread longer than this is ski
 REPLY_DELAY_S = 2.5e-4  # s: a drive's TPDOs after the SYNC (its loop's sample, then the CAN controller's queue)
 _FMT = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H", (32, True): "l", (32, False): "L"}
 _SIGNED = {MODES, MODES_DISPLAY, POSITION_ACTUAL, VELOCITY_ACTUAL, TARGET_TORQUE, TORQUE_ACTUAL, TARGET_POSITION}
+
+
+def plant_contact(truth: RobotModel, config: PlantConfig) -> ExternalWrench | None:
+    """The ``[plant.contact]`` push of the truth model's settings (None without one)."""
+    c = config.contact
+    return None if c is None else ExternalWrench(truth, c.frame, c.force, c.torque, c.start_s, c.duration_s)
 
 
 class Cia402Emulator:
@@ -107,8 +116,6 @@ class Cia402Emulator:
         reply_delay_s: Paced: the TPDOs go out this long after the SYNC (s).
         effort_noise_permille: The current loop's ripple: standard deviation of the applied torque,
             per mille of each drive's rated torque (0: none).
-        clock_drift_ppm: Paced: the drives' clock runs this many parts per million fast (negative: slow)
-            against the host's.
         contact: An external push on the arm, its window counted from the drives' enable.
         seed: Seed of the ripple.
     """
@@ -128,14 +135,13 @@ class Cia402Emulator:
         realtime_priority: int | None = None,
         reply_delay_s: float = REPLY_DELAY_S,
         effort_noise_permille: float = 0.0,
-        clock_drift_ppm: float = 0.0,
         contact: ExternalWrench | None = None,
         seed: int = 0,
     ):
         if lockstep_s is not None and not lockstep_s > 0:
             raise ValueError(f"lock-step period must be > 0 s, got {lockstep_s}")
-        if not (effort_noise_permille >= 0 and reply_delay_s >= 0 and abs(clock_drift_ppm) < 1e5):
-            raise ValueError(f"need effort noise >= 0, reply delay >= 0 and |drift| < 1e5 ppm; got {effort_noise_permille}, {reply_delay_s}, {clock_drift_ppm}")
+        if not (effort_noise_permille >= 0 and reply_delay_s >= 0):
+            raise ValueError(f"need effort noise >= 0 and reply delay >= 0; got {effort_noise_permille}, {reply_delay_s}")
         self.config = config
         self.units = config.units
         self.plant = plant
@@ -149,7 +155,6 @@ class Cia402Emulator:
         self.realtime_priority = realtime_priority
         self.reply_delay_s = reply_delay_s
         self.effort_noise_permille = effort_noise_permille
-        self.clock_drift_ppm = clock_drift_ppm
         self.contact = contact
         self.seed = seed
         self.stats = Cia402Stats()
@@ -164,11 +169,11 @@ class Cia402Emulator:
         self._delayed: list[can.Message] = []
         self._replies: collections.deque[tuple[float, list[can.Message]]] = collections.deque()
         self._new_setpoints = False
-        self._h = step_s / (1.0 + clock_drift_ppm * 1e-6)  # s: one step of the drives' loop, on the host's clock
-        self._next_step = 0.0  # host clock (s) of the drives' next loop step, paced
+        self._plant_t = 0.0  # s, on ``clock``: the instant the plant has reached, paced
+        self._next_step = 0.0  # s, on ``clock``: the drives' next loop step, paced
         self._next_heartbeat = math.inf
-        self._at: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # q, dq, applied at the last step ...
-        self._before: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # ... and at the one before
+        self._at: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, dq, applied at the last step ...
+        self._before: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # ... and at the one before
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, serve: bool = True) -> Cia402Emulator:
@@ -199,8 +204,9 @@ class Cia402Emulator:
             node.add_write_callback(lambda index, subindex, od, data, d=drive: self._written(d, index, od, data))
             self.drives.append(drive)
         self.power = DrivePlant(self.plant, u, self.drives, self.gains, noise_permille=self.effort_noise_permille, seed=self.seed, contact=self.contact)
-        self._next_step = self.clock() + self._h
-        self._at = self._before = self._state()
+        self._plant_t = self.clock()
+        self._next_step = self._plant_t + self.step_s
+        self._at = self._before = (self._plant_t, *self._state())
         self._stop.clear()
         if serve:
             self._thread = threading.Thread(target=self._serve, name="cia402-emulator", daemon=True)
@@ -318,12 +324,28 @@ class Cia402Emulator:
         q, dq = self.plant.state()
         return q, dq, self.power.applied.copy()
 
-    def _loop_step(self) -> None:
-        """One step of the drives' loop (paced): the plant advanced by the step's true duration."""
-        self.power.step(self._h)
-        self._before, self._at = self._at, self._state()
-        self._next_step += self._h
+    def _loop_step(self, until: float | None = None) -> None:
+        """One step of the drives' loop (paced): the plant advanced to the next step's instant (or to
+        ``until``, a SYNC's, and the loop locked to it)."""
+        t = self._next_step if until is None else until
+        self.power.step(t - self._plant_t)
+        self._plant_t = t
+        self._before, self._at = self._at, (t, *self._state())
+        self._next_step = t + self.step_s
         self.stats.steps += 1
+
+    def _sampled_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Positions, velocities and applied torques at ``t`` (s, on ``clock``): the plant stepped up to
+        it, or, where the loop has already stepped past it, interpolated between its last two steps."""
+        while self._next_step < t - 1e-9:
+            self._loop_step()
+        if self._plant_t < t - 1e-9:
+            self._loop_step(t)
+        (t0, q0, dq0, _), (t1, q1, dq1, applied) = self._before, self._at
+        if t >= t1 - 1e-9 or t1 - t0 < 1e-12:
+            return q1, dq1, applied
+        w = max(0.0, (t - t0) / (t1 - t0))
+        return q0 + w * (q1 - q0), dq0 + w * (dq1 - dq0), applied
 
     def _advance_lockstep(self) -> None:
         """One lock-step period: one step of the plant in CST, equal chunks of at most ``step_s`` in CSP."""
@@ -392,13 +414,14 @@ class Cia402Emulator:
         """Paced: one due job of the drives at ``clock()``: the oldest reply, else one step of their
         loop; and the heartbeats. (Run by the serving thread; a test without one calls it itself.)"""
         now = self.clock()
-        if self._replies and self._replies[0][0] <= now:
+        if self._replies and self._replies[0][0] <= now + 1e-9:
             self._reply(*self._replies.popleft(), now)
-        elif self._next_step <= now + 1e-9:  # (the steps accumulate round-off)
+        elif self._next_step <= now + 1e-9:
             if now - self._next_step > MAX_CATCH_UP_S:  # the thread was stopped: the gap is skipped
-                self.stats.slipped_s += now - self._next_step
-                self._next_step = now
-            self._loop_step()
+                self.stats.slipped_s += now - self._plant_t
+                self._plant_t, self._next_step = now, now + self.step_s
+            else:
+                self._loop_step()
         if self._next_heartbeat <= now:
             self._heartbeats(now)
 
@@ -469,10 +492,8 @@ class Cia402Emulator:
                 self._send_msg(msg)
             return
         arrived = self.clock() - age_s
-        while self._next_step - self._h < arrived - 1e-9:  # the plant up to the loop step at or after the SYNC
-            self._loop_step()
-        sampled = self._before if self._next_step - 2 * self._h >= arrived - 1e-9 else self._at  # stepped past it already
-        self._apply_rpdos()  # the latched targets act from that step on
+        sampled = self._sampled_at(arrived)
+        self._apply_rpdos()  # the latched targets act from the SYNC on
         frames, due = self._tpdos(sampled), arrived + self.reply_delay_s
         now = self.clock()
         if due <= now:
