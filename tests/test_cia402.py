@@ -29,7 +29,7 @@ from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault
 from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
 from mbctl.hardware.cia402.objects import Mode, State
-from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, canopen_config
+from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, bus_rate, canopen_config
 from mbctl.hardware.interface import CommandMode, CommunicationError, JointCommand, JointInterface, JointState
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
@@ -355,7 +355,7 @@ def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
         with contextlib.ExitStack() as stack:
             if name == "by hand":
                 stack.enter_context(child_process([str(Path(sys.executable).with_name("mbctl")), *by_hand[1:]], "emulating", "mbctl emulate"))
-            r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--lockstep", *extra,
+            r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--lockstep", "--rate", "1000", *extra,
                     "--log", tmp_path / f"{name}.npz", "--summary", tmp_path / f"{name}.json")
         s = json.loads((tmp_path / f"{name}.json").read_text())
         assert r.code == 0 and s["stop_reason"] == "completed" and s["plant"] == "canopen", r.err
@@ -394,6 +394,17 @@ def test_a_rate_beyond_the_bus_is_refused(cli, tmp_path):
     r = cli(*base, "--rate", "400", "--interface", "socketcan", "--channel", "mbctl-no-such-can")
     assert r.code == 1 and "cannot open CAN interface socketcan channel mbctl-no-such-can" in r.err, r.err
     assert not (tmp_path / "r.npz").exists()
+
+
+def test_without_rate_a_canopen_run_takes_what_the_bus_carries(cli, tmp_path):
+    """No ``--rate``: six drives on 1 Mbit/s run at 400 Hz (500 Hz needs 100.25 % of the bus), the
+    emulated bus alike; two drives would fit 1 kHz."""
+    assert bus_rate(6, Mode.CST, 1000000) == 400.0 and bus_load(6, Mode.CST, 1000000, 1 / 500) > 1.0 >= bus_load(6, Mode.CST, 1000000, 1 / 400)
+    assert bus_rate(2, Mode.CST, 1000000) == 1000.0 and bus_rate(6, Mode.CSP, 125000) == 50.0
+    robot = load_robot("ur5")
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)) + [0.0, -1.2, 1.4, -1.6, -1.57, 0.0], [0.02], 1000.0, robot.joint_names))
+    r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--emulate", "--lockstep", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
+    assert r.code == 0 and json.loads((tmp_path / "r.json").read_text())["rate_hz"] == 400.0, r.err
 
 
 def _mbctl(*args) -> subprocess.CompletedProcess:

@@ -7,7 +7,8 @@ asked, a current loop's ripple (Gaussian, ``noise_permille`` standard deviation,
 step, seeded): the torque actual value (0x6077) a drive reports is what it applied over the step
 that ended at its sample, ripple included. While no drive is in Operation Enabled their holding
 brakes hold the arm (the plant stands still). An external push (``[plant.contact]``) acts from
-``start`` seconds after the drives were first all enabled (the run starts then).
+``start`` seconds after :attr:`DrivePlant.run_start`: the first SYNC every drive received in
+Operation Enabled, which is the host loop's first cycle (its time 0).
 
 The arrays are rebuilt only when a drive's state or set-point changed (:meth:`DrivePlant.changed`),
 so a step costs one vectorised torque update and one compiled plant step.
@@ -38,7 +39,7 @@ class DrivePlant:
         gains: The CSP position loop.
         noise_permille: Standard deviation of the current loop's ripple, per mille of rated torque.
         seed: Seed of the ripple.
-        contact: An external wrench whose window counts from the drives' enable (None: none).
+        contact: An external wrench whose window counts from :attr:`run_start` (None: none).
     """
 
     def __init__(
@@ -59,7 +60,7 @@ class DrivePlant:
         self.noise_permille = float(noise_permille)
         self.contact = contact
         self.t = 0.0  # s: the plant's time
-        self.enabled_at: float | None = None  # plant time when every drive was first enabled
+        self.run_start: float | None = None  # plant time (s) of the first SYNC with every drive enabled
         n = len(units.node_ids)
         self.applied = np.zeros(n)  # per mille over the last step, ripple included
         self._rng = np.random.default_rng(seed)
@@ -87,9 +88,12 @@ class DrivePlant:
         self._goal[:] = [(x.target_position - z) for x, z in zip(d, self.units.zero_count)]
         self._goal *= self._scale
         self._limit[:] = [x.max_torque for x in d]
-        if self.enabled_at is None and self._enabled.all():
-            self.enabled_at = self.t
         self._dirty = False
+
+    def synced(self) -> None:
+        """A SYNC arrived, the plant at its instant: the run's time starts at the first with every drive enabled."""
+        if self.run_start is None and not self.braked and self._enabled.all():
+            self.run_start = self.t
 
     @property
     def braked(self) -> bool:
@@ -128,7 +132,7 @@ class DrivePlant:
         else:
             self.applied = self.torques()
             external = None
-            if self.contact is not None and self.enabled_at is not None and self.contact.active(self.t - self.enabled_at):
+            if self.contact is not None and self.run_start is not None and self.contact.active(self.t - self.run_start):
                 external = self.contact.generalized(self.plant.full.q)
             effort = self.units.effort_from_permille(self.applied)
             if external is None:

@@ -116,7 +116,8 @@ class Cia402Emulator:
         reply_delay_s: Paced: the TPDOs go out this long after the SYNC (s).
         effort_noise_permille: The current loop's ripple: standard deviation of the applied torque,
             per mille of each drive's rated torque (0: none).
-        contact: An external push on the arm, its window counted from the drives' enable.
+        contact: An external push on the arm, its window counted from the first SYNC with every drive
+            enabled (the host loop's first cycle).
         seed: Seed of the ripple.
     """
 
@@ -483,6 +484,7 @@ class Cia402Emulator:
             self._send_msg(msg)
         self._delayed = []
         if self.lockstep_s is not None:
+            self.power.synced()
             self._apply_rpdos()
             if self._new_setpoints:
                 self._advance_lockstep()
@@ -493,6 +495,7 @@ class Cia402Emulator:
             return
         arrived = self.clock() - age_s
         sampled = self._sampled_at(arrived)
+        self.power.synced()
         self._apply_rpdos()  # the latched targets act from the SYNC on
         frames, due = self._tpdos(sampled), arrived + self.reply_delay_s
         now = self.clock()
