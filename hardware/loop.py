@@ -6,8 +6,8 @@ ends after the next deadline is an overrun; missed deadlines are skipped, not
 made up, so the rate does not drift (as ros2_control does). The
 :class:`~mbctl.hardware.overrun.OverrunPolicy` decides how many overruns stop the
 run; any overrun makes a completed run *degraded*, and its stop reason says so
-(``completed, degraded: 212 overruns (4.7 %)``), as does a backend's own `degraded` account where it
-has one (CANopen samples reused for missing TPDOs).
+(``completed, degraded: 212 overruns (4.7 %)``), as does a backend's own ``degraded`` account where
+it has one (CANopen samples reused for missing TPDOs).
 
 Warm-up: before the first deadline the loop reads the backend once, calls the
 controller and the reference at t = 0 and goes through the logging path once

@@ -412,12 +412,16 @@ def _mbctl(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mbctl", *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("bad", ["notachannel", "239.74.163.2:99999", "10.1.2.3:43113"])
-def test_a_bad_udp_channel_is_one_line_and_exit_2(bad):
-    """`mbctl emulate ur5 --bus canopen --channel BAD`: one line naming --channel, exit 2, no python-can
-    warning at exit (no bus is built from a channel that cannot be one)."""
-    r = _mbctl("emulate", "ur5", "--bus", "canopen", "--channel", bad)
-    assert r.returncode == 2 and r.stderr.startswith("mbctl: error: --channel:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+@pytest.mark.parametrize(
+    "args, field",
+    [(["--channel", "notachannel"], "--channel"), (["--channel", "239.74.163.2:99999"], "--channel"), (["--channel", "10.1.2.3:43113"], "--channel"),
+     (["--effort-noise", "-1"], "--effort-noise"), (["--reply-delay-us", "-5"], "--reply-delay-us")],
+)  # fmt: skip
+def test_bad_emulate_options_are_one_line_and_exit_2(args, field):
+    """`mbctl emulate ur5 --bus canopen` with a bad channel or timing option: one line naming it, exit 2, no
+    python-can warning at exit (no bus is built from a channel that cannot be one)."""
+    r = _mbctl("emulate", "ur5", "--bus", "canopen", *args)
+    assert r.returncode == 2 and r.stderr.startswith(f"mbctl: error: {field}:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_udp_multicast_with_the_tables_can0_channel_names_both(cli, tmp_path):

@@ -257,3 +257,42 @@ def test_the_torque_actual_value_carries_the_current_loops_ripple():
     permille = np.array(plant.efforts) / np.array([0.5e-3, -0.6e-3])  # joint N·m -> per mille (joint b: gear 3, direction -1)
     assert len(permille) == 2000 and abs(permille[:, 0].mean() - 300) < 2.0 and permille.std(axis=0) == pytest.approx([20.0, 20.0], rel=0.05)
     assert np.array_equal(np.array(reported), np.round(permille))
+
+
+class Push:
+    """A contact of 1 N·m on joint a from 5 to 8 ms after the run's start (the ExternalWrench interface)."""
+
+    def active(self, t: float) -> bool:
+        return 5e-3 - 1e-9 <= t < 8e-3 - 1e-9
+
+    def generalized(self, q: np.ndarray) -> np.ndarray:
+        return np.array([1.0, 0.0])
+
+
+class PushedInertia(Recording):
+    """The plant, keeping the external force of each step too (``full.q``: what a contact reads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.external = []
+        self.full = self
+
+    def step(self, tau, dt, external=None):
+        self.external.append(0.0 if external is None else external[0])
+        super().step(tau, dt)
+
+
+def test_the_push_counts_from_the_first_sync_with_every_drive_enabled():
+    """Lock-step at 1 ms: the push acts in the 6th to 8th period after the first SYNC in Operation Enabled
+    (the host loop's first cycle), not from the emulator's start; nothing while the brakes hold."""
+    plant = PushedInertia()
+    emulator = Cia402Emulator(two_drives(), plant, lockstep_s=PERIOD_S, contact=Push())
+    bus = Cia402Bus(("a", "b"), emulator.config, cycle_s=PERIOD_S, pdo_timeout_s=5.0)
+    with emulator, bus:
+        for _ in range(5):  # SYNCs before the enable: the brakes hold, no run time passes
+            bus.read()
+        bus.enable()
+        for _ in range(12):
+            bus.read()
+            bus.write(JointCommand.torque(np.zeros(2)))
+    assert plant.external == [0.0] * 5 + [1.0] * 3 + [0.0] * 3  # 11 steps: the first SYNC after the enable follows no command

@@ -18,11 +18,12 @@ the run. :meth:`read` returns the last complete sample again, with its own time 
 no new sample), and counts it (``comm_errors``: ``missing`` TPDOs, ``reused`` samples). A TPDO
 that arrives after its cycle's deadline is ``late``: counted and dropped when it comes after the
 next cycle's sample is complete; one that comes after the next SYNC but first is taken for that
-SYNC's own (PDOs carry no cycle counter), and a second copy within the cycle replaces it. The run stops (``no_reply``, naming the node
-and the count) at the ``tpdo_missing_max``-th cycle in a row without a complete sample, when the
-last complete sample is older than ``sample_timeout_s``, when a drive whose TPDOs are missing is
-also past its heartbeat timeout (the drive is gone), or on a missing TPDO with no earlier sample to
-reuse. :attr:`degraded` says what was reused, for the run's stop reason.
+SYNC's own (PDOs carry no cycle counter), and a second copy within the cycle replaces it. The run
+stops (``no_reply``, naming the node and the count) at the ``tpdo_missing_max``-th cycle in a row
+without a complete sample, when the last complete sample is older than ``sample_timeout_s``, when
+a drive whose TPDOs are missing is also past its heartbeat timeout (the drive is gone), or on a
+missing TPDO with no earlier sample to reuse. :attr:`degraded` says what was reused, for the run's
+stop reason.
 
 Every fault stops the loop (which then calls :meth:`disable`):
 
@@ -168,6 +169,13 @@ class Cia402Bus(JointInterface):
             (default :data:`SAMPLE_TIMEOUT_PERIODS` periods, at least :data:`SAMPLE_TIMEOUT_MIN_S`).
         sdo_timeout_s: Reply timeout of one SDO exchange (start-up only).
         transition_timeout_s: How long a drive may take for one state transition.
+
+    Attributes:
+        comm_errors: Counts by kind: the faults that stopped a read, and the timing policy's
+            ``missing`` and ``late`` TPDOs and ``reused`` samples.
+        reply_s: The last cycle's time from its SYNC to its last TPDO (s; NaN when one was missing).
+        effort_source: ``"torque actual value 0x6077"`` (mapped in TPDO1): the efforts read are the
+            torques the drives applied.
     """
 
     def __init__(
@@ -222,7 +230,7 @@ class Cia402Bus(JointInterface):
         self._got = [0] * (2 * n)
         self._sample: JointState | None = None  # the last complete sample: reused when TPDOs are missing
         self._missing_in_row = 0
-        self.reply_s = math.nan  # the last cycle's SYNC to its last TPDO (s; NaN: incomplete)
+        self.reply_s = math.nan
         self._last_heartbeat = [0.0] * n
         self._targets = [0] * n  # last targets sent (per mille or increments): quick stop holds them in CSP
         self._syncs = 0

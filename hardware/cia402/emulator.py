@@ -32,11 +32,6 @@ applies them and advances the plant by exactly ``lockstep_s``, before its TPDOs,
 other SYNCs sample without advancing. A host that sends its RPDOs and then one SYNC per cycle
 therefore sees, whatever the machine's load, the run of the same controller on the plant stepped
 directly, one period per command.
-
-The old paced emulator (until this module's timing above) ran the plant only when a SYNC came, in
-chunks up to the SYNC's arrival, in the reply path, skipped any gap longer than three periods, sent
-the TPDOs the moment it had them and reported the target as the torque actual value: the host's
-timing set the plant's.
 """
 
 from __future__ import annotations
@@ -61,7 +56,7 @@ from mbctl.hardware.cia402.drive_plant import DrivePlant
 from mbctl.hardware.cia402.emulated_drive import Cia402Faults, Cia402Stats, CspGains, EmulatedDrive
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
-        ERROR_CODE,
+    ERROR_CODE,
     HEARTBEAT_TIME,
     MAX_TORQUE,
     MODES,
@@ -74,6 +69,7 @@ from mbctl.hardware.cia402.objects import (
     TARGET_TORQUE,
     TORQUE_ACTUAL,
     VELOCITY_ACTUAL,
+    Mode,
     State,
     build_dictionary,
 )
@@ -335,9 +331,17 @@ class Cia402Emulator:
         self._next_step = t + self.step_s
         self.stats.steps += 1
 
+    def _skip_to(self, t: float) -> None:
+        """The plant's time jumps to ``t`` (s, on ``clock``) without moving it (counted in ``stats.slipped_s``)."""
+        self.stats.slipped_s += t - self._plant_t
+        self._plant_t, self._next_step = t, t + self.step_s
+
     def _sampled_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Positions, velocities and applied torques at ``t`` (s, on ``clock``): the plant stepped up to
-        it, or, where the loop has already stepped past it, interpolated between its last two steps."""
+        it, or, where the loop has already stepped past it, interpolated between its last two steps. After
+        a stall of the serving thread longer than ``MAX_CATCH_UP_S`` the gap is skipped (counted)."""
+        if t - self._plant_t > MAX_CATCH_UP_S:
+            self._skip_to(t - self.step_s)
         while self._next_step < t - 1e-9:
             self._loop_step()
         if self._plant_t < t - 1e-9:
@@ -353,7 +357,7 @@ class Cia402Emulator:
         if self.power.braked:
             self.power.step(self.lockstep_s)
             return
-        chunks = 1 if all(d.mode == 10 for d in self.drives) else max(1, math.ceil(self.lockstep_s / self.step_s - 1e-9))
+        chunks = 1 if all(d.mode == Mode.CST for d in self.drives) else max(1, math.ceil(self.lockstep_s / self.step_s - 1e-9))
         for _ in range(chunks):
             self.power.step(self.lockstep_s / chunks)
 
@@ -419,8 +423,7 @@ class Cia402Emulator:
             self._reply(*self._replies.popleft(), now)
         elif self._next_step <= now + 1e-9:
             if now - self._next_step > MAX_CATCH_UP_S:  # the thread was stopped: the gap is skipped
-                self.stats.slipped_s += now - self._plant_t
-                self._plant_t, self._next_step = now, now + self.step_s
+                self._skip_to(now)
             else:
                 self._loop_step()
         if self._next_heartbeat <= now:
