@@ -234,7 +234,8 @@ def paced_runs(seconds: float, rates: list[float], runs: int) -> None:
                             reasons[f"did not start: {exc}"[:90]] += 1
                             continue
                     tau_ext = np.load(log)["tau_ext"]
-                    peaks.append(float(np.nanmax(np.abs(tau_ext) / threshold)))
+                    if tau_ext.size:  # (none when the run stopped before its first cycle)
+                        peaks.append(float(np.nanmax(np.abs(tau_ext) / threshold)))
                     stops += not s.completed
                     detections += bool(s.collision)
                     counts.update({key: s.comm_errors.get(key, 0) for key in ("missing", "late", "reused")})

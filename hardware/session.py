@@ -29,7 +29,8 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.canbus import udp_multicast_channel
-from mbctl.hardware.cia402.emulator import Cia402Emulator, plant_contact
+from mbctl.hardware.cia402.drive_plant import plant_contact
+from mbctl.hardware.cia402.emulator import Cia402Emulator
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.compiled_cycle import prepare as prepare_cycle
 from mbctl.hardware.drive_config import bus_config

@@ -18,9 +18,10 @@ from test_dynamixel import Inertia
 
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.errors import ConfigError
-from mbctl.hardware.cia402.bus import Cia402Bus, effort_source
+from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
 from mbctl.hardware.cia402.objects import POSITION_ACTUAL, RPDO_MAP, STATUSWORD, TORQUE_ACTUAL, TPDO1, TPDO1_MAP, TPDO2_MAP, Mode, State, rpdo_struct
+from mbctl.hardware.cia402.timing import effort_source
 from mbctl.hardware.cia402.units import canopen_config
 from mbctl.hardware.interface import JointCommand
 
@@ -108,8 +109,8 @@ def test_the_policy_defaults_and_bad_values(tmp_path):
     config = canopen_config(load_robot("ur5"))
     assert config.tpdo_missing_max == 5 and config.sample_timeout_s is None
     names = load_robot("ur5").actuated_names
-    assert Cia402Bus(names, config, cycle_s=1e-3).sample_timeout_s == pytest.approx(0.02)
-    assert Cia402Bus(names, config, cycle_s=4e-3).sample_timeout_s == pytest.approx(0.04)
+    assert Cia402Bus(names, config, cycle_s=1e-3).policy.sample_timeout_s == pytest.approx(0.02)
+    assert Cia402Bus(names, config, cycle_s=4e-3).policy.sample_timeout_s == pytest.approx(0.04)
     from pathlib import Path
 
     from mbctl.configs import __file__ as configs_init
@@ -188,7 +189,7 @@ def test_drives_sample_at_the_sync_latch_the_target_and_reply_later():
         _run_until(emulator, clock, 1.2e-3)
         emulator.handle(rpdo)
         emulator._sync()
-        assert _tpdo1s(watch) == [] and emulator._next_step == pytest.approx(1.7e-3)  # nothing sent yet
+        assert _tpdo1s(watch) == [] and emulator.power.next_step == pytest.approx(1.7e-3)  # nothing sent yet
         _run_until(emulator, clock, 1.45e-3)
         first = _tpdo1s(watch)
         _run_until(emulator, clock, 5.2e-3)
@@ -219,7 +220,7 @@ def test_the_plant_moves_on_without_the_host():
     expected = Inertia()
     for _ in range(40):
         expected.step(np.array([0.25, 0.0]), 5e-4)
-    assert emulator.stats.steps == 40 and emulator.plant.q == pytest.approx(expected.q, rel=1e-9)
+    assert emulator.power.steps == 40 and emulator.plant.q == pytest.approx(expected.q, rel=1e-9)
 
 
 class Recording(Inertia):
@@ -240,13 +241,13 @@ def test_the_torque_actual_value_carries_the_current_loops_ripple():
     emulator, clock, watch = _paced(noise_permille=20.0)
     emulator.plant = emulator.power.plant = plant = Recording()
     reported = []
-    step = emulator._loop_step
+    step = emulator.power.loop_step
 
     def step_and_report():
         step()
-        reported.append([s[TORQUE_ACTUAL] for s in emulator._samples(emulator._at[1:])])
+        reported.append([s[TORQUE_ACTUAL] for s in emulator._samples(emulator.power.at[1:])])
 
-    emulator._loop_step = step_and_report
+    emulator.power.loop_step = step_and_report
     try:
         emulator.drives[0].target_torque = 300
         emulator.power.changed()

@@ -13,17 +13,11 @@ drains what arrived since the last cycle (EMCY, heartbeats), sends one SYNC and 
 every drive's TPDO1 and TPDO2; :meth:`write` sends one RPDO per drive (controlword and
 target), which the drives apply at the next SYNC.
 
-Timing policy: a TPDO missing ``pdo_timeout_s`` after the SYNC costs that cycle its sample, not
-the run. :meth:`read` returns the last complete sample again, with its own time (the estimator sees
-no new sample), and counts it (``comm_errors``: ``missing`` TPDOs, ``reused`` samples). A TPDO
-that arrives after its cycle's deadline is ``late``: counted and dropped when it comes after the
-next cycle's sample is complete; one that comes after the next SYNC but first is taken for that
-SYNC's own (PDOs carry no cycle counter), and a second copy within the cycle replaces it. The run
-stops (``no_reply``, naming the node and the count) at the ``tpdo_missing_max``-th cycle in a row
-without a complete sample, when the last complete sample is older than ``sample_timeout_s``, when
-a drive whose TPDOs are missing is also past its heartbeat timeout (the drive is gone), or on a
-missing TPDO with no earlier sample to reuse. :attr:`degraded` says what was reused, for the run's
-stop reason.
+Timing policy (:mod:`mbctl.hardware.cia402.timing`): a cycle with a TPDO missing ``pdo_timeout_s``
+after the SYNC returns the last complete sample again, counted, until a limit stops the run; a drive
+whose TPDOs are missing and whose heartbeat is past its timeout stops it at once (it is gone). A
+TPDO after its deadline is ``late``: counted, and dropped when the next cycle's sample is complete
+without it (PDOs carry no cycle counter: one that comes first after the next SYNC passes for its own).
 
 Every fault stops the loop (which then calls :meth:`disable`):
 
@@ -52,7 +46,6 @@ periods of ``cycle_s``.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import time
 from collections import Counter
@@ -63,7 +56,7 @@ import canopen
 import numpy as np
 
 from mbctl.errors import ConfigError
-from mbctl.hardware.cia402.canbus import open_can_bus
+from mbctl.hardware.cia402.canbus import open_can_bus, sdo_log_held
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
     CYCLE_PERIOD,
@@ -81,7 +74,6 @@ from mbctl.hardware.cia402.objects import (
     SYNC_ID,
     TARGET_POSITION,
     TARGET_TORQUE,
-    TORQUE_ACTUAL,
     TPDO1,
     TPDO1_MAP,
     TPDO2,
@@ -95,6 +87,7 @@ from mbctl.hardware.cia402.objects import (
     rpdo_struct,
     state_of,
 )
+from mbctl.hardware.cia402.timing import SamplePolicy, effort_source
 from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.interface import (
     CommandMode,
@@ -106,16 +99,7 @@ from mbctl.hardware.interface import (
     JointState,
 )
 
-__all__ = ["Cia402Bus", "DriveStateFault", "effort_source", "SAMPLE_TIMEOUT_PERIODS", "SAMPLE_TIMEOUT_MIN_S"]
-
-SAMPLE_TIMEOUT_PERIODS = 10  # default [drives] sample_timeout_ms: ten periods ...
-SAMPLE_TIMEOUT_MIN_S = 0.02  # ... and at least 20 ms
-
-
-def effort_source(tpdo_maps: Sequence[Sequence[tuple[int, int]]]) -> str:
-    """``"torque actual value 0x6077"`` where a TPDO layout maps it (the drives report the torque they
-    applied), else ``""`` (:attr:`~mbctl.hardware.interface.JointInterface.effort_source`)."""
-    return "torque actual value 0x6077" if any(index == TORQUE_ACTUAL for layout in tpdo_maps for index, _ in layout) else ""
+__all__ = ["Cia402Bus", "DriveStateFault"]
 
 _CAN_ERRORS = (can.CanError, OSError)
 _SDO_ERRORS = (canopen.SdoAbortedError, canopen.SdoCommunicationError)
@@ -135,24 +119,6 @@ class DriveStateFault(DriveFault):
         HardwareError.__init__(self, f"drive of joint {joint}: {message}")
 
 
-class _Drop(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@contextlib.contextmanager
-def _sdo_log_held() -> Iterator[None]:
-    """canopen's SDO client logs an aborted transfer (``Transfer aborted by client``) as an error
-    before it raises; :meth:`Cia402Bus._sdo` reports the failure itself, in one line, so that
-    logger's records are dropped during the SDO phase (other loggers' warnings pass)."""
-    logger, drop = logging.getLogger("canopen.sdo.client"), _Drop()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
-
-
 class Cia402Bus(JointInterface):
     """Actuated joints driven by CiA 402 drives on one CAN bus.
 
@@ -165,8 +131,7 @@ class Cia402Bus(JointInterface):
         pdo_timeout_s: How long after the SYNC the TPDOs may arrive (s); default
             ``config.pdo_timeout_s``, else 0.9 of the cycle.
         clock: Time source of heartbeat and sample ages (s); None: count SYNC periods (lock-step).
-            The timing policy's limits are ``config.tpdo_missing_max`` and ``config.sample_timeout_s``
-            (default :data:`SAMPLE_TIMEOUT_PERIODS` periods, at least :data:`SAMPLE_TIMEOUT_MIN_S`).
+            The timing policy's limits are ``config.tpdo_missing_max`` and ``config.sample_timeout_s``.
         sdo_timeout_s: Reply timeout of one SDO exchange (start-up only).
         transition_timeout_s: How long a drive may take for one state transition.
 
@@ -174,8 +139,7 @@ class Cia402Bus(JointInterface):
         comm_errors: Counts by kind: the faults that stopped a read, and the timing policy's
             ``missing`` and ``late`` TPDOs and ``reused`` samples.
         reply_s: The last cycle's time from its SYNC to its last TPDO (s; NaN when one was missing).
-        effort_source: ``"torque actual value 0x6077"`` (mapped in TPDO1): the efforts read are the
-            torques the drives applied.
+        effort_source: ``"torque actual value 0x6077"`` (mapped in TPDO1): the torques applied.
     """
 
     def __init__(
@@ -204,8 +168,6 @@ class Cia402Bus(JointInterface):
         self.channel = channel if channel is not None else config.channel
         self.cycle_s = cycle_s
         self.pdo_timeout_s = pdo_timeout_s or config.pdo_timeout_s or 0.9 * cycle_s
-        self.missing_max = config.tpdo_missing_max
-        self.sample_timeout_s = config.sample_timeout_s or max(SAMPLE_TIMEOUT_PERIODS * cycle_s, SAMPLE_TIMEOUT_MIN_S)
         self.clock = clock
         self.effort_source = effort_source((TPDO1_MAP, TPDO2_MAP))
         self.effort_after_friction = False  # a drive torque (current times torque constant): friction still opposes it
@@ -214,6 +176,7 @@ class Cia402Bus(JointInterface):
         self.sdo_timeout_s = sdo_timeout_s
         self.transition_timeout_s = transition_timeout_s
         self.comm_errors: Counter[str] = Counter()
+        self.policy = SamplePolicy(config.tpdo_missing_max, config.sample_timeout_s, cycle_s, self.comm_errors)
         self.saturated = 0  # torque commands limited to the drives' max torque
         self._ids = [int(i) for i in self.units.node_ids]
         n = len(self._ids)
@@ -228,8 +191,6 @@ class Cia402Bus(JointInterface):
         self._heartbeat = {0x700 + i: k for k, i in enumerate(self._ids)}
         self._status, self._position, self._torque, self._velocity = [0] * n, [0] * n, [0] * n, [0] * n
         self._got = [0] * (2 * n)
-        self._sample: JointState | None = None  # the last complete sample: reused when TPDOs are missing
-        self._missing_in_row = 0
         self.reply_s = math.nan
         self._last_heartbeat = [0.0] * n
         self._targets = [0] * n  # last targets sent (per mille or increments): quick stop holds them in CSP
@@ -263,7 +224,7 @@ class Cia402Bus(JointInterface):
         raise one-line errors (:meth:`_sdo`), so canopen's own log records of them are held back."""
         notifier = can.Notifier(self._bus, self._network.listeners, timeout=0.005)
         try:
-            with _sdo_log_held():
+            with sdo_log_held():
                 yield
         finally:
             notifier.stop()
@@ -501,40 +462,22 @@ class Cia402Bus(JointInterface):
                 silent = remaining and not (got[2 * k] and got[2 * k + 1])
                 raise self._fail("no_reply" if silent else "heartbeat", f"{self._who(k)}: {'no TPDO and ' if silent else ''}no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
         if remaining:
-            return self._reused(now)
+            missing = [i for i, g in enumerate(got) if not g]
+            k, which = missing[0] // 2, missing[0] % 2 + 1
+            more = f" (and {len(missing) - 1} more TPDOs)" if len(missing) > 1 else ""
+            return self.policy.missing(now, f"{self._who(k)}: TPDO{which}{more} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC", len(missing))
         u = self.units
-        self._missing_in_row = 0
-        self._sample = JointState(
+        return self.policy.fresh(JointState(
             t=sampled,
             q=u.q_from_counts(np.array(self._position, dtype=float)),
             dq=u.dq_from_counts(np.array(self._velocity, dtype=float)),
             effort=u.effort_from_permille(np.array(self._torque, dtype=float)),
-        )
-        return self._sample
-
-    def _reused(self, now: float) -> JointState:
-        """The last complete sample again, counted; or the stop, when the policy's limits are reached."""
-        missing = [i for i, g in enumerate(self._got) if not g]
-        self.comm_errors["missing"] += len(missing)
-        self._missing_in_row += 1
-        k, which = missing[0] // 2, missing[0] % 2 + 1
-        what = f"{self._who(k)}: TPDO{which}" + (f" (and {len(missing) - 1} more TPDOs)" if len(missing) > 1 else "")
-        if self._sample is None:
-            raise self._fail("no_reply", f"{what} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC, and no earlier sample to reuse")
-        stale_s = now - self._sample.t
-        if self._missing_in_row >= self.missing_max or stale_s > self.sample_timeout_s + 1e-9:
-            raise self._fail("no_reply", f"{what} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC, {self._missing_in_row} cycles in a row; no fresh sample for "
-                                         f"{stale_s * 1e3:.3g} ms (limits: tpdo_missing_max {self.missing_max}, sample_timeout_ms {self.sample_timeout_s * 1e3:.3g})")
-        self.comm_errors["reused"] += 1
-        return self._sample
+        ))  # fmt: skip
 
     @property
     def degraded(self) -> str:
         """What the timing policy let through, for the stop reason of a completed run (``""``: nothing)."""
-        reused, missing, late = (self.comm_errors.get(key, 0) for key in ("reused", "missing", "late"))
-        if not (reused or late):
-            return ""
-        return f"{reused} CANopen samples reused ({missing} TPDOs missing at their deadline, {late} late)"
+        return self.policy.degraded
 
     def write(self, command: JointCommand) -> None:
         """One RPDO per drive: controlword and target torque (per mille) or target position (increments)."""

@@ -12,6 +12,10 @@ Operation Enabled, which is the host loop's first cycle (its time 0).
 
 The arrays are rebuilt only when a drive's state or set-point changed (:meth:`DrivePlant.changed`),
 so a step costs one vectorised torque update and one compiled plant step.
+
+Paced, the drives' loop runs on the emulator's clock (:meth:`DrivePlant.loop_step`, every ``step_s``)
+and locks to each SYNC (:meth:`DrivePlant.sampled_at`): a part step up to its instant, or, where the
+loop has already stepped past it, the state interpolated between its last two steps.
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mbctl.config.plant import PlantConfig
 from mbctl.dynamics.external import ExternalWrench
+from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.cia402.emulated_drive import CspGains, EmulatedDrive
 from mbctl.hardware.cia402.objects import Mode, State
 from mbctl.hardware.cia402.units import Cia402Units
 
-__all__ = ["DrivePlant"]
+__all__ = ["DrivePlant", "plant_contact"]
+
+
+def plant_contact(truth: RobotModel, config: PlantConfig) -> ExternalWrench | None:
+    """The ``[plant.contact]`` push of the truth model's settings (None without one)."""
+    c = config.contact
+    return None if c is None else ExternalWrench(truth, c.frame, c.force, c.torque, c.start_s, c.duration_s)
 
 
 class DrivePlant:
@@ -73,6 +85,10 @@ class DrivePlant:
         self._nm = units.rated_torque_Nm / 1e3  # motor N·m per per mille
         self._scale = 2 * math.pi / units.counts_per_rev
         self._motor = units.direction * units.gear_ratio
+        # the drives' loop on the clock (paced): times in s on the emulator's clock
+        self.step_s, self.plant_t, self.next_step = 5e-4, 0.0, 0.0
+        self.steps, self.slipped_s = 0, 0.0  # loop steps run, plant time skipped after stalls
+        self.at = self.before = (0.0, *self.state())  # t, q, dq, applied at the last step and the one before
 
     def changed(self) -> None:
         """A drive's state, mode or set-point changed: rebuild the arrays before the next step."""
@@ -142,3 +158,41 @@ class DrivePlant:
         for d, p in zip(self.drives, self.applied):
             d.torque_permille = float(p)
         self.t += dt
+
+    def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Joint positions, velocities (SI) and the torques applied over the last step (per mille)."""
+        q, dq = self.plant.state()
+        return q, dq, self.applied.copy()
+
+    # -- the drives' loop on the clock (paced) ----------------------------------------------------
+    def start_loop(self, t: float, step_s: float) -> None:
+        """The loop starts at ``t`` (s), one step every ``step_s``."""
+        self.step_s, self.plant_t, self.next_step = step_s, t, t + step_s
+        self.at = self.before = (t, *self.state())
+
+    def loop_step(self, until: float | None = None) -> None:
+        """One step of the loop: the plant advanced to the next step's instant, or to ``until`` (a
+        SYNC's, the loop then locked to it)."""
+        t = self.next_step if until is None else until
+        self.step(t - self.plant_t)
+        self.plant_t, self.next_step = t, t + self.step_s
+        self.before, self.at = self.at, (t, *self.state())
+        self.steps += 1
+
+    def skip_to(self, t: float) -> None:
+        """The loop's time jumps to ``t`` without moving the plant (a stalled thread; counted)."""
+        self.slipped_s += t - self.plant_t
+        self.plant_t, self.next_step = t, t + self.step_s
+
+    def sampled_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Positions, velocities and applied torques at ``t`` (a SYNC's instant): the plant stepped up
+        to it, or, where the loop has already stepped past it, interpolated between its last two steps."""
+        while self.next_step < t - 1e-9:
+            self.loop_step()
+        if self.plant_t < t - 1e-9:
+            self.loop_step(t)
+        (t0, q0, dq0, _), (t1, q1, dq1, applied) = self.before, self.at
+        if t >= t1 - 1e-9 or t1 - t0 < 1e-12:
+            return q1, dq1, applied
+        w = max(0.0, (t - t0) / (t1 - t0))
+        return q0 + w * (q1 - q0), dq0 + w * (dq1 - dq0), applied

@@ -51,9 +51,8 @@ class CspGains:
 
 @dataclass
 class Cia402Stats:
-    """What the emulator sent and dropped; ``steps``: the drives' loop steps run (paced);
-    ``reply_lag_max_s``: the latest a TPDO went out after its due time (SYNC + reply delay);
-    ``slipped_s``: plant time skipped after a stall of the serving thread."""
+    """What the emulator sent and dropped; ``reply_lag_max_s``: the latest a TPDO went out after its
+    due time (SYNC + reply delay)."""
 
     syncs: int = 0
     tpdos: int = 0
@@ -62,9 +61,7 @@ class Cia402Stats:
     corrupted: int = 0
     heartbeats: int = 0
     emcys: int = 0
-    steps: int = 0
     reply_lag_max_s: float = 0.0
-    slipped_s: float = 0.0
 
 
 @dataclass

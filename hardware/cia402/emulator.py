@@ -48,9 +48,7 @@ import can
 import canopen
 import numpy as np
 
-from mbctl.config.plant import PlantConfig
 from mbctl.dynamics.external import ExternalWrench
-from mbctl.dynamics.model.robot import RobotModel
 from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.drive_plant import DrivePlant
 from mbctl.hardware.cia402.emulated_drive import Cia402Faults, Cia402Stats, CspGains, EmulatedDrive
@@ -77,7 +75,7 @@ from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.emulator import TorquePlant
 from mbctl.hardware.realtime import realtime_priority
 
-__all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats", "plant_contact"]
+__all__ = ["Cia402Faults", "Cia402Emulator", "CspGains", "Cia402Stats"]
 
 _STATUSWORD = {s: s.value[1] | 0x0200 for s in State}  # bit 9: remote
 _STATUSWORD[State.OPERATION_ENABLED] |= 0x10  # voltage enabled
@@ -85,12 +83,6 @@ MAX_CATCH_UP_S = 0.1  # s: a stall of the serving thread longer than this is ski
 REPLY_DELAY_S = 2.5e-4  # s: a drive's TPDOs after the SYNC (its loop's sample, then the CAN controller's queue)
 _FMT = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H", (32, True): "l", (32, False): "L"}
 _SIGNED = {MODES, MODES_DISPLAY, POSITION_ACTUAL, VELOCITY_ACTUAL, TARGET_TORQUE, TORQUE_ACTUAL, TARGET_POSITION}
-
-
-def plant_contact(truth: RobotModel, config: PlantConfig) -> ExternalWrench | None:
-    """The ``[plant.contact]`` push of the truth model's settings (None without one)."""
-    c = config.contact
-    return None if c is None else ExternalWrench(truth, c.frame, c.force, c.torque, c.start_s, c.duration_s)
 
 
 class Cia402Emulator:
@@ -110,8 +102,7 @@ class Cia402Emulator:
             (None: the starting thread's policy). In a paced host's own process the thread needs it:
             at normal priority on a busy machine it woke up to 6 ms after a SYNC.
         reply_delay_s: Paced: the TPDOs go out this long after the SYNC (s).
-        effort_noise_permille: The current loop's ripple: standard deviation of the applied torque,
-            per mille of each drive's rated torque (0: none).
+        effort_noise_permille: The current loop's ripple (standard deviation, per mille of rated torque).
         contact: An external push on the arm, its window counted from the first SYNC with every drive
             enabled (the host loop's first cycle).
         seed: Seed of the ripple.
@@ -166,11 +157,7 @@ class Cia402Emulator:
         self._delayed: list[can.Message] = []
         self._replies: collections.deque[tuple[float, list[can.Message]]] = collections.deque()
         self._new_setpoints = False
-        self._plant_t = 0.0  # s, on ``clock``: the instant the plant has reached, paced
-        self._next_step = 0.0  # s, on ``clock``: the drives' next loop step, paced
         self._next_heartbeat = math.inf
-        self._at: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # t, q, dq, applied at the last step ...
-        self._before: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None  # ... and at the one before
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, serve: bool = True) -> Cia402Emulator:
@@ -201,9 +188,7 @@ class Cia402Emulator:
             node.add_write_callback(lambda index, subindex, od, data, d=drive: self._written(d, index, od, data))
             self.drives.append(drive)
         self.power = DrivePlant(self.plant, u, self.drives, self.gains, noise_permille=self.effort_noise_permille, seed=self.seed, contact=self.contact)
-        self._plant_t = self.clock()
-        self._next_step = self._plant_t + self.step_s
-        self._at = self._before = (self._plant_t, *self._state())
+        self.power.start_loop(self.clock(), self.step_s)
         self._stop.clear()
         if serve:
             self._thread = threading.Thread(target=self._serve, name="cia402-emulator", daemon=True)
@@ -248,7 +233,7 @@ class Cia402Emulator:
         if index == STATUSWORD:
             return _STATUSWORD[d.state]
         if index in (POSITION_ACTUAL, VELOCITY_ACTUAL, TORQUE_ACTUAL):
-            return self._samples(self._state())[self.drives.index(d)][index]
+            return self._samples(self.power.state())[self.drives.index(d)][index]
         return {ERROR_CODE: d.error_code, MODES_DISPLAY: d.mode, MODES: d.mode, CONTROLWORD: d.controlword,
                 TARGET_TORQUE: d.target_torque, TARGET_POSITION: d.target_position, MAX_TORQUE: d.max_torque}.get(index)
 
@@ -316,42 +301,6 @@ class Cia402Emulator:
                     d.tpdo.append((cob & 0x7FF, layout, indices))
 
     # -- simulation ------------------------------------------------------------------------
-    def _state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Joint positions, velocities (SI) and the torques applied over the last step (per mille)."""
-        q, dq = self.plant.state()
-        return q, dq, self.power.applied.copy()
-
-    def _loop_step(self, until: float | None = None) -> None:
-        """One step of the drives' loop (paced): the plant advanced to the next step's instant (or to
-        ``until``, a SYNC's, and the loop locked to it)."""
-        t = self._next_step if until is None else until
-        self.power.step(t - self._plant_t)
-        self._plant_t = t
-        self._before, self._at = self._at, (t, *self._state())
-        self._next_step = t + self.step_s
-        self.stats.steps += 1
-
-    def _skip_to(self, t: float) -> None:
-        """The plant's time jumps to ``t`` (s, on ``clock``) without moving it (counted in ``stats.slipped_s``)."""
-        self.stats.slipped_s += t - self._plant_t
-        self._plant_t, self._next_step = t, t + self.step_s
-
-    def _sampled_at(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Positions, velocities and applied torques at ``t`` (s, on ``clock``): the plant stepped up to
-        it, or, where the loop has already stepped past it, interpolated between its last two steps. After
-        a stall of the serving thread longer than ``MAX_CATCH_UP_S`` the gap is skipped (counted)."""
-        if t - self._plant_t > MAX_CATCH_UP_S:
-            self._skip_to(t - self.step_s)
-        while self._next_step < t - 1e-9:
-            self._loop_step()
-        if self._plant_t < t - 1e-9:
-            self._loop_step(t)
-        (t0, q0, dq0, _), (t1, q1, dq1, applied) = self._before, self._at
-        if t >= t1 - 1e-9 or t1 - t0 < 1e-12:
-            return q1, dq1, applied
-        w = max(0.0, (t - t0) / (t1 - t0))
-        return q0 + w * (q1 - q0), dq0 + w * (dq1 - dq0), applied
-
     def _advance_lockstep(self) -> None:
         """One lock-step period: one step of the plant in CST, equal chunks of at most ``step_s`` in CSP."""
         if self.power.braked:
@@ -404,7 +353,7 @@ class Cia402Emulator:
     def _answer_paced(self) -> None:
         """Frames first, as they arrive; between them, the due jobs (:meth:`poll`)."""
         while not self._stop.is_set():
-            due = min(self._next_step, self._replies[0][0] if self._replies else math.inf, self._next_heartbeat)
+            due = min(self.power.next_step, self._replies[0][0] if self._replies else math.inf, self._next_heartbeat)
             try:
                 msg = self._bus.recv(max(0.0, min(due - self.clock(), 0.01)))
             except (can.CanError, OSError):
@@ -421,11 +370,11 @@ class Cia402Emulator:
         now = self.clock()
         if self._replies and self._replies[0][0] <= now + 1e-9:
             self._reply(*self._replies.popleft(), now)
-        elif self._next_step <= now + 1e-9:
-            if now - self._next_step > MAX_CATCH_UP_S:  # the thread was stopped: the gap is skipped
-                self._skip_to(now)
+        elif self.power.next_step <= now + 1e-9:
+            if now - self.power.next_step > MAX_CATCH_UP_S:  # the thread was stopped: the gap is skipped
+                self.power.skip_to(now)
             else:
-                self._loop_step()
+                self.power.loop_step()
         if self._next_heartbeat <= now:
             self._heartbeats(now)
 
@@ -493,11 +442,13 @@ class Cia402Emulator:
                 self._advance_lockstep()
             self._new_setpoints = False
             self._heartbeats(self.stats.syncs * self.lockstep_s)
-            for msg in self._tpdos(self._state()):
+            for msg in self._tpdos(self.power.state()):
                 self._send_msg(msg)
             return
         arrived = self.clock() - age_s
-        sampled = self._sampled_at(arrived)
+        if arrived - self.power.plant_t > MAX_CATCH_UP_S:  # a stall of this thread: the gap is skipped
+            self.power.skip_to(arrived - self.step_s)
+        sampled = self.power.sampled_at(arrived)
         self.power.synced()
         self._apply_rpdos()  # the latched targets act from the SYNC on
         frames, due = self._tpdos(sampled), arrived + self.reply_delay_s

@@ -96,7 +96,8 @@ def stop_event() -> threading.Event:
 def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     """CiA 402 drives on udp_multicast (loopback) or a virtual channel, until interrupted."""
     from mbctl.hardware.cia402.canbus import UDP_DEFAULT_CHANNEL
-    from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults, plant_contact
+    from mbctl.hardware.cia402.drive_plant import plant_contact
+    from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
     from mbctl.hardware.cia402.units import canopen_config
     from mbctl.hardware.loop_support import no_gc_pauses
     from mbctl.hardware.realtime import realtime_priority
@@ -124,7 +125,7 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
         print(f"emulating {len(robot.actuated_names)} CiA 402 drives ({nodes}) on {channel} ({args.interface}; {scheduling})", flush=True)
         print("stop with Ctrl-C", flush=True)
         done.wait()
-        stats = emulator.stats
+        stats, slipped_s = emulator.stats, emulator.power.slipped_s
     print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}; "
-          f"latest reply {stats.reply_lag_max_s * 1e3:.3g} ms after its time; {stats.slipped_s * 1e3:.3g} ms of plant time skipped")
+          f"latest reply {stats.reply_lag_max_s * 1e3:.3g} ms after its time; {slipped_s * 1e3:.3g} ms of plant time skipped")
     return 0
