@@ -136,8 +136,7 @@ class Cia402Bus(JointInterface):
         transition_timeout_s: How long a drive may take for one state transition.
 
     Attributes:
-        comm_errors: Counts by kind: the faults that stopped a read, and the timing policy's
-            ``missing`` and ``late`` TPDOs and ``reused`` samples.
+        comm_errors: Counts by kind: faults, and the timing policy's ``missing``, ``late``, ``reused``.
         reply_s: The last cycle's time from its SYNC to its last TPDO (s; NaN when one was missing).
         effort_source: ``"torque actual value 0x6077"`` (mapped in TPDO1): the torques applied.
     """
@@ -437,10 +436,10 @@ class Cia402Bus(JointInterface):
             got = self._got
             for i in range(len(got)):
                 got[i] = 0
+            self._syncs += 1
+            sampled = self._now()  # the drives sample at the SYNC; stamped before a thread switch at the send can delay it
             self._send(self._sync)
             sent = time.perf_counter()
-            self._syncs += 1
-            sampled = self._now()  # the drives sample at the SYNC
             remaining = len(got)
             deadline = sent + self.pdo_timeout_s
             while remaining:
