@@ -285,12 +285,16 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=5000, help="cycles of the exchange's cost")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of each reply-latency run (s)")
     parser.add_argument("--runs", type=int, default=20, help="paced runs per interface and rate")
+    parser.add_argument("--sections", default="1,2,3", help="which to run: 1 the exchange's cost, 2 the reply latency, 3 the paced runs and the push")
     args = parser.parse_args()
-    rates = [float(r) for r in args.rates.split(",")]
+    rates, sections = [float(r) for r in args.rates.split(",")], args.sections.split(",")
     print(f"CANopen exchange; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)\n")
-    exchange_cost(args.cycles)
-    reply_latency(args.latency_seconds, rates)
-    paced_runs(args.seconds, rates, args.runs)
+    if "1" in sections:
+        exchange_cost(args.cycles)
+    if "2" in sections:
+        reply_latency(args.latency_seconds, rates)
+    if "3" in sections:
+        paced_runs(args.seconds, rates, args.runs)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f} (1 min)")
 
 

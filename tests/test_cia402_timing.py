@@ -297,3 +297,20 @@ def test_the_push_counts_from_the_first_sync_with_every_drive_enabled():
             bus.read()
             bus.write(JointCommand.torque(np.zeros(2)))
     assert plant.external == [0.0] * 5 + [1.0] * 3 + [0.0] * 3  # 11 steps: the first SYNC after the enable follows no command
+
+
+def test_tpdos_still_unsent_at_the_next_sync_are_never_sent():
+    """A stalled emulator (no due jobs run between two SYNCs): the first SYNC's TPDOs, still waiting,
+    would pass for the second's, so they are dropped and counted; the second's go out."""
+    emulator, clock, watch = _paced()
+    try:
+        _run_until(emulator, clock, 1e-3)
+        emulator._sync()
+        clock.t = 5e-3  # the thread stalled 4 ms: no poll
+        emulator._sync()
+        _run_until(emulator, clock, 5.3e-3)
+        frames = _tpdo1s(watch)
+    finally:
+        emulator.stop()
+        watch.shutdown()
+    assert [f[0] for f in frames] == [0x183, 0x187] and emulator.stats.unsent == 2 and emulator.stats.syncs == 2

@@ -52,7 +52,8 @@ class CspGains:
 @dataclass
 class Cia402Stats:
     """What the emulator sent and dropped; ``reply_lag_max_s``: the latest a TPDO went out after its
-    due time (SYNC + reply delay)."""
+    due time (SYNC + reply delay); ``unsent``: TPDOs not sent because the next SYNC came first (a
+    stalled serving thread)."""
 
     syncs: int = 0
     tpdos: int = 0
@@ -61,6 +62,7 @@ class Cia402Stats:
     corrupted: int = 0
     heartbeats: int = 0
     emcys: int = 0
+    unsent: int = 0
     reply_lag_max_s: float = 0.0
 
 

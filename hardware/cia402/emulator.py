@@ -313,9 +313,7 @@ class Cia402Emulator:
     def _samples(self, at: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[dict[int, int]]:
         """Every drive's mappable objects for the state ``at`` (positions, velocities, applied torques)."""
         q, dq, applied = at
-        u = self.units
-        counts = (u.counts_from_q(q) + 2**31) % 2**32 - 2**31
-        velocity = u.counts_from_dq(dq)
+        counts, velocity = (self.units.counts_from_q(q) + 2**31) % 2**32 - 2**31, self.units.counts_from_dq(dq)
         return [
             {STATUSWORD: _STATUSWORD[d.state], POSITION_ACTUAL: int(counts[k]), VELOCITY_ACTUAL: int(velocity[k]),
              TORQUE_ACTUAL: int(round(applied[k])), MODES_DISPLAY: d.mode, ERROR_CODE: d.error_code}  # fmt: skip
@@ -333,12 +331,10 @@ class Cia402Emulator:
             pass
 
     def _serve(self) -> None:
-        """Answer frames at once; between them, send heartbeats that fall due on the clock."""
+        """Lock-step: answer frames as they come; paced: frames and the due jobs (:meth:`poll`)."""
         with realtime_priority(self.realtime_priority):
-            self._answer()
-
-    def _answer(self) -> None:
-        if self.lockstep_s is not None:
+            if self.lockstep_s is None:
+                return self._answer_paced()
             while not self._stop.is_set():
                 try:
                     msg = self._bus.recv(0.01)
@@ -347,8 +343,6 @@ class Cia402Emulator:
                 if msg is not None and not msg.is_error_frame:
                     with self._lock:
                         self.handle(msg)
-            return
-        self._answer_paced()
 
     def _answer_paced(self) -> None:
         """Frames first, as they arrive; between them, the due jobs (:meth:`poll`)."""
@@ -446,6 +440,9 @@ class Cia402Emulator:
                 self._send_msg(msg)
             return
         arrived = self.clock() - age_s
+        # an earlier SYNC's TPDOs still unsent (a stalled thread) would pass for this one's: never sent
+        self.stats.unsent += sum(len(frames) for _, frames in self._replies)
+        self._replies.clear()
         if arrived - self.power.plant_t > MAX_CATCH_UP_S:  # a stall of this thread: the gap is skipped
             self.power.skip_to(arrived - self.step_s)
         sampled = self.power.sampled_at(arrived)

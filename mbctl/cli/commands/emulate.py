@@ -126,6 +126,6 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
         print("stop with Ctrl-C", flush=True)
         done.wait()
         stats, slipped_s = emulator.stats, emulator.power.slipped_s
-    print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}; "
+    print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}, unsent {stats.unsent}; "
           f"latest reply {stats.reply_lag_max_s * 1e3:.3g} ms after its time; {slipped_s * 1e3:.3g} ms of plant time skipped")
     return 0
