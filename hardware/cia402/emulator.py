@@ -448,12 +448,8 @@ class Cia402Emulator:
         sampled = self.power.sampled_at(arrived)
         self.power.synced()
         self._apply_rpdos()  # the latched targets act from the SYNC on
-        frames, due = self._tpdos(sampled), arrived + self.reply_delay_s
-        now = self.clock()
-        if due <= now:
-            self._reply(due, frames, now)
-        else:
-            self._replies.append((due, frames))
+        # sent by poll(), which runs when no frame waits: a later SYNC already here drops them first
+        self._replies.append((arrived + self.reply_delay_s, self._tpdos(sampled)))
 
     def _tpdos(self, at: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[can.Message]:
         """The TPDOs of this SYNC for the sampled state ``at``, the fault injection applied (delayed
