@@ -53,7 +53,7 @@ from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.objects import TPDO1, TPDO2
 from mbctl.hardware.cia402.units import canopen_config
 from mbctl.hardware.estimate import LoopEstimator
-from mbctl.hardware.interface import HardwareError, JointCommand
+from mbctl.hardware.interface import CommunicationError, HardwareError, JointCommand
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.realtime import realtime_priority
 from mbctl.hardware.session import SessionOptions, child_process, emulate_command, run_session
@@ -161,7 +161,7 @@ def reply_latency(seconds: float, rates: list[float]) -> None:
         for rate in rates:
             channel = f"239.74.163.{random.randrange(1, 255)}:{random.randrange(43200, 43999)}"
             cmd = [*emulate_command(robot, q0), "--bus", "canopen", "--interface", "udp_multicast", "--channel", channel, "--realtime-priority", "79"]
-            replies, period = [], 1.0 / rate
+            replies, period, stopped = [], 1.0 / rate, ""
             with busy_core(busy), child_process(cmd, " on ", "the emulator"):
                 bus = Cia402Bus(robot.actuated_names, config, interface="udp_multicast", channel=channel, cycle_s=period, pdo_timeout_s=0.05, clock=time.monotonic)
                 with bus, realtime_priority(80):
@@ -172,14 +172,18 @@ def reply_latency(seconds: float, rates: list[float]) -> None:
                             time.sleep(wait - 3e-4)
                         while time.perf_counter() < t0 + k * period:
                             pass
-                        s = bus.read()
+                        try:
+                            s = bus.read()
+                        except CommunicationError as exc:  # the timing policy's stop: reported, not raised
+                            stopped = f"; stopped at cycle {k}: {str(exc)[:100]}"
+                            break
                         replies.append(bus.reply_s)
                         g = pin.computeGeneralizedGravity(robot.model, data, robot.configuration(s.q))
                         bus.write(JointCommand.torque(g + 300.0 * (q0 - s.q) - 20.0 * s.dq))
             ms = np.array(replies) * 1e3
             late = int(np.sum(~(ms <= 0.9 * period * 1e3)))
             print(f"   {rate:5.0f} Hz {'busy ' if busy else 'quiet'}: p50 {np.nanpercentile(ms, 50):.2f} ms, p99 {np.nanpercentile(ms, 99):.2f} ms, max {np.nanmax(ms):.2f} ms; "
-                  f"past 0.9 of the period {late} of {ms.size}; {load()}")
+                  f"past 0.9 of the period {late} of {ms.size}; {load()}{stopped}")
 
 
 def _push_robot(folder: Path, traj, at_s: float) -> Path:
