@@ -254,7 +254,7 @@ def paced_runs(seconds: float, rates: list[float], runs: int) -> None:
                       f"{max(peaks, default=np.nan):.2f}; TPDOs missing {counts['missing']}, late {counts['late']}, samples reused {counts['reused']}; {load()}")
                 print(f"   {'':13s} tracking RMS {' '.join(f'{1e3 * x:.3f}' for x in rms)} mrad, over the simulated plant's "
                       f"{' '.join(f'{x:.2f}' for x in rms / sim_rms)}x")
-                for reason, n in reasons.most_common(4):
+                for reason, n in sorted(reasons.items(), key=lambda item: (item[0].startswith("completed"), -item[1]))[:6]:  # the stops first
                     print(f"   {'':13s} {n} x {reason}")
         for interface in ("virtual", "udp_multicast"):
             print(f"   {interface}: highest rate completed below 0.5 % overruns, no detection: {f'{best[interface]:g} Hz' if interface in best else 'none of those tried'}")
