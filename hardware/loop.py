@@ -6,7 +6,8 @@ ends after the next deadline is an overrun; missed deadlines are skipped, not
 made up, so the rate does not drift (as ros2_control does). The
 :class:`~mbctl.hardware.overrun.OverrunPolicy` decides how many overruns stop the
 run; any overrun makes a completed run *degraded*, and its stop reason says so
-(``completed, degraded: 212 overruns (4.7 %)``). A backend with ``paces_loop`` (its read waits for the
+(``completed, degraded: 212 overruns (4.7 %)``), as does a backend's own ``degraded`` account where
+it has one (CANopen samples reused for missing TPDOs). A backend with ``paces_loop`` (its read waits for the
 robot's next sample, as a Franka's does) paces the loop itself: no sleep, ``t`` is the robot's clock since
 the first sample, and a cycle overran when the robot sent samples it never read (``missed_samples``).
 
@@ -277,8 +278,10 @@ def run_loop(
                     raise StopRun(limit)
         clean = True
         stop_reason[0] = "completed"
-        if summary.overruns:
-            stop_reason[0] = f"completed, degraded: {summary.overruns} overruns ({100 * summary.overruns / k:.1f} %)"
+        degraded = [f"{summary.overruns} overruns ({100 * summary.overruns / k:.1f} %)"] if summary.overruns else []
+        degraded += [backend.degraded] if getattr(backend, "degraded", "") else []  # the backend's own (CANopen: reused samples)
+        if degraded:
+            stop_reason[0] = f"completed, degraded: {'; '.join(degraded)}"
         if cycle.detected and cycle.holding:
             stop_reason[0] = f"collision detected: {cycle.detected}; held compliantly to the end"
         elif cycle.detected:

@@ -29,6 +29,7 @@ from mbctl.dynamics.model.robot import RobotModel
 from mbctl.errors import InputError
 from mbctl.hardware.cia402.bus import Cia402Bus
 from mbctl.hardware.cia402.canbus import udp_multicast_channel
+from mbctl.hardware.cia402.drive_plant import plant_contact
 from mbctl.hardware.cia402.emulator import Cia402Emulator
 from mbctl.hardware.cia402.units import bus_load, canopen_config
 from mbctl.hardware.compiled_cycle import prepare as prepare_cycle
@@ -218,10 +219,12 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
     actuated_q0 = [q0[robot.joint(n).idx_v] for n in robot.actuated_names]
     if interface == "virtual":
         bus.channel = channel = f"mbctl-emulated-{os.getpid()}-{id(bus)}"
-        truth, _ = truth_model(robot)
+        truth, plant_config = truth_model(robot)
         # paced, the serving thread gets the priority an emulator process would (one below the loop's)
         priority = None if options.lockstep or options.realtime_priority is None else options.realtime_priority - 1
-        with Cia402Emulator(config, TruthPlant(truth, q0=q0, period_s=period_s), channel=channel, lockstep_s=lockstep_s, realtime_priority=priority), bus:
+        drives = Cia402Emulator(config, TruthPlant(truth, q0=q0, period_s=period_s), channel=channel, lockstep_s=lockstep_s, realtime_priority=priority,
+                                contact=plant_contact(truth, plant_config))  # fmt: skip
+        with drives, bus:
             yield bus
         return
     if interface != "udp_multicast":

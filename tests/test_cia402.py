@@ -29,7 +29,7 @@ from mbctl.hardware.cia402.bus import Cia402Bus, DriveStateFault
 from mbctl.hardware.cia402.canbus import open_can_bus
 from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
 from mbctl.hardware.cia402.objects import Mode, State
-from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, canopen_config
+from mbctl.hardware.cia402.units import CanopenConfig, Cia402Units, bus_load, bus_rate, canopen_config
 from mbctl.hardware.interface import CommandMode, CommunicationError, JointCommand, JointInterface, JointState
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
@@ -262,10 +262,12 @@ def test_csp_drives_follow_their_goal():
 # ---- faults: every one ends in a quick stop to every drive, the log kept, the reason stated ---
 
 
-def _run_with_fault(tmp_path, inject, faults_at_start=None):
-    """PD loop on two emulated drives; ``inject(emulator)`` is called in cycle 50."""
+def _run_with_fault(tmp_path, inject, faults_at_start=None, config=None):
+    """PD loop on two emulated drives (``config``, default :func:`two_drives`); ``inject(emulator)`` is
+    called in cycle 50. A missing TPDO waits 0.5 s: on a loaded machine no TPDO the emulator sends is
+    that late in lock-step."""
     limits = SafetyLimits(lower=np.full(2, -10.0), upper=np.full(2, 10.0), velocity=np.full(2, 50.0), effort=np.full(2, 0.9))
-    emulator, bus = lockstep_pair(two_drives(), faults=faults_at_start, pdo_timeout_s=1.0)
+    emulator, bus = lockstep_pair(config or two_drives(), faults=faults_at_start, pdo_timeout_s=0.5)
     cycles = []
 
     def controller(t, state):
@@ -288,8 +290,7 @@ def _faults(**kw):
 @pytest.mark.parametrize(
     "inject, reason, kind, max_cycles",
     [
-        (_faults(drop_tpdo=1.0), "watchdog: 1 consecutive failed reads (last: no_reply: node 7 (b): TPDO1 missing", "no_reply", 50),
-        (_faults(delay_tpdo=1.0), "watchdog: 1 consecutive failed reads (last: no_reply: node 7 (b)", "no_reply", 50),
+        (_faults(drop_tpdo=1.0), "watchdog: 1 consecutive failed reads (last: no_reply: node 7 (b): TPDO1 (and 1 more TPDOs) missing", "no_reply", 54),
         (_faults(corrupt_tpdo=1.0), "watchdog: 1 consecutive failed reads (last: frame: node 7 (b): TPDO1 of 7 bytes", "frame", 50),
         (_faults(stop_heartbeat=True), "watchdog: 1 consecutive failed reads (last: heartbeat: node 7 (b): no heartbeat", "heartbeat", 53),
         (lambda emu: emu.inject_fault(1, 0x4310), "drive fault: drive of joint b: EMCY 0x4310 (temperature)", "emcy", 50),
@@ -297,7 +298,8 @@ def _faults(**kw):
     ],
 )
 def test_faults_stop_the_loop_with_torque_off(tmp_path, inject, reason, kind, max_cycles):
-    """Injected in cycle 50, each fault stops the run within 3 cycles (heartbeat: its 2.5 ms timeout)."""
+    """Injected in cycle 50, each fault stops the run within 3 cycles (heartbeat: its 2.5 ms timeout; TPDOs
+    missing for good: the fifth cycle without them, ``tpdo_missing_max``'s default)."""
     summary, log, off = _run_with_fault(tmp_path, inject)
     assert summary.stop_reason.startswith(reason), summary.stop_reason
     assert kind is None or summary.comm_errors[kind] >= 1
@@ -354,7 +356,7 @@ def test_emulator_in_its_own_process_gives_the_same_run(cli, tmp_path):
         with contextlib.ExitStack() as stack:
             if name == "by hand":
                 stack.enter_context(child_process([str(Path(sys.executable).with_name("mbctl")), *by_hand[1:]], "emulating", "mbctl emulate"))
-            r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--lockstep", *extra,
+            r = cli("run", "ur5", "--trajectory", tmp_path / "traj.csv", "--bus", "canopen", "--lockstep", "--rate", "1000", *extra,
                     "--log", tmp_path / f"{name}.npz", "--summary", tmp_path / f"{name}.json")
         s = json.loads((tmp_path / f"{name}.json").read_text())
         assert r.code == 0 and s["stop_reason"] == "completed" and s["plant"] == "canopen", r.err
@@ -395,17 +397,32 @@ def test_a_rate_beyond_the_bus_is_refused(cli, tmp_path):
     assert not (tmp_path / "r.npz").exists()
 
 
+def test_without_rate_a_canopen_run_takes_what_the_bus_carries(cli, tmp_path):
+    """No ``--rate``: six drives on 1 Mbit/s run at 400 Hz (500 Hz needs 100.25 % of the bus), the
+    emulated bus alike; two drives would fit 1 kHz."""
+    assert bus_rate(6, Mode.CST, 1000000) == 400.0 and bus_load(6, Mode.CST, 1000000, 1 / 500) > 1.0 >= bus_load(6, Mode.CST, 1000000, 1 / 400)
+    assert bus_rate(2, Mode.CST, 1000000) == 1000.0 and bus_rate(6, Mode.CSP, 125000) == 50.0
+    robot = load_robot("ur5")
+    write_trajectory(tmp_path / "t.csv", quintic_rest_to_rest(np.zeros((2, 6)) + [0.0, -1.2, 1.4, -1.6, -1.57, 0.0], [0.02], 1000.0, robot.joint_names))
+    r = cli("run", "ur5", "--trajectory", tmp_path / "t.csv", "--bus", "canopen", "--emulate", "--lockstep", "--log", tmp_path / "r.npz", "--summary", tmp_path / "r.json")
+    assert r.code == 0 and json.loads((tmp_path / "r.json").read_text())["rate_hz"] == 400.0, r.err
+
+
 def _mbctl(*args) -> subprocess.CompletedProcess:
     """``mbctl ARGS`` in a process of its own: stderr then holds all a user sees, the interpreter's exit included."""
     return subprocess.run([sys.executable, "-m", "mbctl", *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("bad", ["notachannel", "239.74.163.2:99999", "10.1.2.3:43113"])
-def test_a_bad_udp_channel_is_one_line_and_exit_2(bad):
-    """`mbctl emulate ur5 --bus canopen --channel BAD`: one line naming --channel, exit 2, no python-can
-    warning at exit (no bus is built from a channel that cannot be one)."""
-    r = _mbctl("emulate", "ur5", "--bus", "canopen", "--channel", bad)
-    assert r.returncode == 2 and r.stderr.startswith("mbctl: error: --channel:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+@pytest.mark.parametrize(
+    "args, field",
+    [(["--channel", "notachannel"], "--channel"), (["--channel", "239.74.163.2:99999"], "--channel"), (["--channel", "10.1.2.3:43113"], "--channel"),
+     (["--effort-noise", "-1"], "--effort-noise"), (["--reply-delay-us", "-5"], "--reply-delay-us")],
+)  # fmt: skip
+def test_bad_emulate_options_are_one_line_and_exit_2(args, field):
+    """`mbctl emulate ur5 --bus canopen` with a bad channel or timing option: one line naming it, exit 2, no
+    python-can warning at exit (no bus is built from a channel that cannot be one)."""
+    r = _mbctl("emulate", "ur5", "--bus", "canopen", *args)
+    assert r.returncode == 2 and r.stderr.startswith(f"mbctl: error: {field}:") and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_udp_multicast_with_the_tables_can0_channel_names_both(cli, tmp_path):

@@ -13,10 +13,15 @@ drains what arrived since the last cycle (EMCY, heartbeats), sends one SYNC and 
 every drive's TPDO1 and TPDO2; :meth:`write` sends one RPDO per drive (controlword and
 target), which the drives apply at the next SYNC.
 
+Timing policy (:mod:`mbctl.hardware.cia402.timing`): a cycle with a TPDO missing ``pdo_timeout_s``
+after the SYNC returns the last complete sample again, counted, until a limit stops the run; a drive
+whose TPDOs are missing and whose heartbeat is past its timeout stops it at once (it is gone). A
+TPDO after its deadline is ``late``: counted, and dropped when the next cycle's sample is complete
+without it (PDOs carry no cycle counter: one that comes first after the next SYNC passes for its own).
+
 Every fault stops the loop (which then calls :meth:`disable`):
 
-- a TPDO missing ``pdo_timeout_s`` after the SYNC (``no_reply``), of the wrong length
-  (``frame``), arriving a cycle late (``late``), an error frame (``frame``);
+- TPDOs missing as above (``no_reply``), of the wrong length (``frame``), an error frame (``frame``);
 - no heartbeat from a drive for ``heartbeat_timeout_s`` (``heartbeat``), or a heartbeat
   saying the drive left NMT operational;
 - an EMCY message, a statusword with the Fault bit, or a statusword that left Operation
@@ -30,7 +35,9 @@ option code (0x605C) says (slow down on its ramp, then the power stage off). Eit
 with a holding brake engages it once its power stage is off (the emulated drives do).
 
 Sample times: the drives sample their TPDOs at the SYNC, so :attr:`JointState.t` is the instant
-the SYNC was sent, on ``clock`` (paced) or in SYNC periods (lock-step).
+the SYNC was sent, on ``clock`` (paced) or in SYNC periods (lock-step). Effort: where torque actual
+value (0x6077) is mapped, :attr:`effort_source` names it: the drives' own measure of the torque they
+applied, which the momentum observer then takes instead of the commands.
 
 Heartbeat ages are measured on ``clock`` (s), or, without one (lock-step runs), in SYNC
 periods of ``cycle_s``.
@@ -39,7 +46,7 @@ periods of ``cycle_s``.
 from __future__ import annotations
 
 import contextlib
-import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +56,7 @@ import canopen
 import numpy as np
 
 from mbctl.errors import ConfigError
-from mbctl.hardware.cia402.canbus import open_can_bus
+from mbctl.hardware.cia402.canbus import open_can_bus, sdo_log_held
 from mbctl.hardware.cia402.objects import (
     CONTROLWORD,
     CYCLE_PERIOD,
@@ -80,6 +87,7 @@ from mbctl.hardware.cia402.objects import (
     rpdo_struct,
     state_of,
 )
+from mbctl.hardware.cia402.timing import SamplePolicy, effort_source
 from mbctl.hardware.cia402.units import CanopenConfig
 from mbctl.hardware.interface import (
     CommandMode,
@@ -111,24 +119,6 @@ class DriveStateFault(DriveFault):
         HardwareError.__init__(self, f"drive of joint {joint}: {message}")
 
 
-class _Drop(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@contextlib.contextmanager
-def _sdo_log_held() -> Iterator[None]:
-    """canopen's SDO client logs an aborted transfer (``Transfer aborted by client``) as an error
-    before it raises; :meth:`Cia402Bus._sdo` reports the failure itself, in one line, so that
-    logger's records are dropped during the SDO phase (other loggers' warnings pass)."""
-    logger, drop = logging.getLogger("canopen.sdo.client"), _Drop()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
-
-
 class Cia402Bus(JointInterface):
     """Actuated joints driven by CiA 402 drives on one CAN bus.
 
@@ -140,9 +130,15 @@ class Cia402Bus(JointInterface):
         cycle_s: SYNC period (s): the control period.
         pdo_timeout_s: How long after the SYNC the TPDOs may arrive (s); default
             ``config.pdo_timeout_s``, else 0.9 of the cycle.
-        clock: Time source of heartbeat ages (s); None: count SYNC periods (lock-step).
+        clock: Time source of heartbeat and sample ages (s); None: count SYNC periods (lock-step).
+            The timing policy's limits are ``config.tpdo_missing_max`` and ``config.sample_timeout_s``.
         sdo_timeout_s: Reply timeout of one SDO exchange (start-up only).
         transition_timeout_s: How long a drive may take for one state transition.
+
+    Attributes:
+        comm_errors: Counts by kind: faults, and the timing policy's ``missing``, ``late``, ``reused``.
+        reply_s: The last cycle's time from its SYNC to its last TPDO (s; NaN when one was missing).
+        effort_source: ``"torque actual value 0x6077"`` (mapped in TPDO1): the torques applied.
     """
 
     def __init__(
@@ -172,11 +168,14 @@ class Cia402Bus(JointInterface):
         self.cycle_s = cycle_s
         self.pdo_timeout_s = pdo_timeout_s or config.pdo_timeout_s or 0.9 * cycle_s
         self.clock = clock
+        self.effort_source = effort_source((TPDO1_MAP, TPDO2_MAP))
+        self.effort_after_friction = False  # a drive torque (current times torque constant): friction still opposes it
         # paced, the drives act on an RPDO at the SYNC after it; the lock-step emulator applies it before stepping
         self.command_delay_cycles = 0 if clock is None else 1
         self.sdo_timeout_s = sdo_timeout_s
         self.transition_timeout_s = transition_timeout_s
         self.comm_errors: Counter[str] = Counter()
+        self.policy = SamplePolicy(config.tpdo_missing_max, config.sample_timeout_s, cycle_s, self.comm_errors)
         self.saturated = 0  # torque commands limited to the drives' max torque
         self._ids = [int(i) for i in self.units.node_ids]
         n = len(self._ids)
@@ -191,6 +190,7 @@ class Cia402Bus(JointInterface):
         self._heartbeat = {0x700 + i: k for k, i in enumerate(self._ids)}
         self._status, self._position, self._torque, self._velocity = [0] * n, [0] * n, [0] * n, [0] * n
         self._got = [0] * (2 * n)
+        self.reply_s = math.nan
         self._last_heartbeat = [0.0] * n
         self._targets = [0] * n  # last targets sent (per mille or increments): quick stop holds them in CSP
         self._syncs = 0
@@ -223,7 +223,7 @@ class Cia402Bus(JointInterface):
         raise one-line errors (:meth:`_sdo`), so canopen's own log records of them are held back."""
         notifier = can.Notifier(self._bus, self._network.listeners, timeout=0.005)
         try:
-            with _sdo_log_held():
+            with sdo_log_held():
                 yield
         finally:
             notifier.stop()
@@ -390,8 +390,11 @@ class Cia402Bus(JointInterface):
         if slot is not None:
             k, which = slot
             data = msg.data
-            if not in_cycle or self._got[2 * k + which - 1]:
-                raise self._fail("late", f"{self._who(k)}: TPDO{which} arrived after its cycle")
+            fresh = in_cycle and not self._got[2 * k + which - 1]
+            if not fresh:  # after its deadline: counted; within a cycle the later copy is the newer one
+                self.comm_errors["late"] += 1
+                if not in_cycle:
+                    return 0
             layout = TPDO1 if which == 1 else TPDO2
             if len(data) != layout.size:
                 raise self._fail("frame", f"{self._who(k)}: TPDO{which} of {len(data)} bytes, expected {layout.size}")
@@ -400,7 +403,7 @@ class Cia402Bus(JointInterface):
             else:
                 (self._velocity[k],) = layout.unpack(data)
             self._got[2 * k + which - 1] = 1
-            return 1
+            return int(fresh)
         if msg.is_error_frame:
             raise self._fail("frame", f"error frame on {self.interface} {self.channel}")
         k = self._emcy.get(cob)
@@ -422,27 +425,29 @@ class Cia402Bus(JointInterface):
     """How the drives are measured, for the run summary."""
 
     def read(self) -> JointState:
-        """One SYNC; every drive's TPDO1 and TPDO2 in SI units."""
+        """One SYNC; every drive's TPDO1 and TPDO2 in SI units, or, with some missing, the last
+        complete sample again (the timing policy of the module's docstring)."""
         bus = self._bus
         try:
             msg = bus.recv(0.0)
-            while msg is not None:  # what arrived since the last cycle: EMCY, heartbeats
+            while msg is not None:  # what arrived since the last cycle: EMCY, heartbeats, late TPDOs
                 self._dispatch(msg, in_cycle=False)
                 msg = bus.recv(0.0)
             got = self._got
             for i in range(len(got)):
                 got[i] = 0
-            self._send(self._sync)
             self._syncs += 1
-            sampled = self._now()  # the drives sample at the SYNC
+            sampled = self._now()  # the drives sample at the SYNC; stamped before a thread switch at the send can delay it
+            self._send(self._sync)
+            sent = time.perf_counter()
             remaining = len(got)
-            deadline = time.perf_counter() + self.pdo_timeout_s
+            deadline = sent + self.pdo_timeout_s
             while remaining:
                 msg = bus.recv(max(0.0, deadline - time.perf_counter()))
                 if msg is None:
-                    k = got.index(0) // 2
-                    raise self._fail("no_reply", f"{self._who(k)}: TPDO{got.index(0) % 2 + 1} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC")
+                    break
                 remaining -= self._dispatch(msg, in_cycle=True)
+            self.reply_s = math.nan if remaining else time.perf_counter() - sent
         except _CAN_ERRORS as exc:
             raise self._fail("port", f"{self.interface} {self.channel}: {exc}") from None
         now = self._now()
@@ -453,14 +458,25 @@ class Cia402Bus(JointInterface):
                 raise DriveStateFault(self.joint_names[k], statusword, f"left Operation Enabled: {describe_state(statusword)}")
             age = now - self._last_heartbeat[k]
             if age > self.config.heartbeat_timeout_s + 1e-9:
-                raise self._fail("heartbeat", f"{self._who(k)}: no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
+                silent = remaining and not (got[2 * k] and got[2 * k + 1])
+                raise self._fail("no_reply" if silent else "heartbeat", f"{self._who(k)}: {'no TPDO and ' if silent else ''}no heartbeat for {age * 1e3:.3g} ms (timeout {self.config.heartbeat_timeout_s * 1e3:.3g} ms)")
+        if remaining:
+            missing = [i for i, g in enumerate(got) if not g]
+            k, which = missing[0] // 2, missing[0] % 2 + 1
+            more = f" (and {len(missing) - 1} more TPDOs)" if len(missing) > 1 else ""
+            return self.policy.missing(now, f"{self._who(k)}: TPDO{which}{more} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC", len(missing))
         u = self.units
-        return JointState(
+        return self.policy.fresh(JointState(
             t=sampled,
             q=u.q_from_counts(np.array(self._position, dtype=float)),
             dq=u.dq_from_counts(np.array(self._velocity, dtype=float)),
             effort=u.effort_from_permille(np.array(self._torque, dtype=float)),
-        )
+        ))  # fmt: skip
+
+    @property
+    def degraded(self) -> str:
+        """What the timing policy let through, for the stop reason of a completed run (``""``: nothing)."""
+        return self.policy.degraded
 
     def write(self, command: JointCommand) -> None:
         """One RPDO per drive: controlword and target torque (per mille) or target position (increments)."""

@@ -1,18 +1,22 @@
 """The python-can bus under the CiA 402 driver and its emulator: opened by interface name, with
 ``udp_multicast`` (the emulator in another process) kept on the loopback interface and its channel
-``GROUP:PORT`` checked before python-can builds anything."""
+``GROUP:PORT`` checked before python-can builds anything; and canopen's SDO log held back while the
+driver reports SDO failures itself."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import logging
 import socket
 import struct
+from collections.abc import Iterator
 
 import can
 
 from mbctl.hardware.interface import CommunicationError
 
-__all__ = ["UDP_DEFAULT_CHANNEL", "open_can_bus", "udp_multicast_channel"]
+__all__ = ["UDP_DEFAULT_CHANNEL", "open_can_bus", "sdo_log_held", "udp_multicast_channel"]
 
 UDP_DEFAULT_CHANNEL = "239.74.163.2:43113"
 
@@ -69,3 +73,21 @@ def _loopback_only(bus: can.BusABC, group: str) -> None:
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, g + struct.pack("@I", socket.INADDR_ANY))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, g + socket.inet_aton("127.0.0.1"))
+
+
+class _Drop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def sdo_log_held() -> Iterator[None]:
+    """canopen's SDO client logs an aborted transfer (``Transfer aborted by client``) as an error
+    before it raises; the driver reports the failure itself, in one line, so that logger's records
+    are dropped during the SDO phase (other loggers' warnings pass)."""
+    logger, drop = logging.getLogger("canopen.sdo.client"), _Drop()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)

@@ -22,6 +22,8 @@ class Cia402Faults:
         drop_tpdo: Probability that a TPDO is not sent.
         delay_tpdo: Probability that a TPDO is held back until the next SYNC.
         corrupt_tpdo: Probability that a TPDO is sent one byte short.
+        drop_syncs: The TPDOs of the next this many SYNCs are not sent (counted down).
+        delay_syncs: The TPDOs of the next this many SYNCs are held back until the SYNC after (counted down).
         stop_heartbeat: No more heartbeats.
         refuse_transitions: Controlword commands leave the state as it is.
         nodes: Node IDs the faults apply to.
@@ -31,6 +33,8 @@ class Cia402Faults:
     drop_tpdo: float = 0.0
     delay_tpdo: float = 0.0
     corrupt_tpdo: float = 0.0
+    drop_syncs: int = 0
+    delay_syncs: int = 0
     stop_heartbeat: bool = False
     refuse_transitions: bool = False
     nodes: tuple[int, ...] | None = None
@@ -47,7 +51,9 @@ class CspGains:
 
 @dataclass
 class Cia402Stats:
-    """What the emulator sent and dropped."""
+    """What the emulator sent and dropped; ``reply_lag_max_s``: the latest a TPDO went out after its
+    due time (SYNC + reply delay); ``unsent``: TPDOs not sent because the next SYNC came first (a
+    stalled serving thread)."""
 
     syncs: int = 0
     tpdos: int = 0
@@ -56,7 +62,8 @@ class Cia402Stats:
     corrupted: int = 0
     heartbeats: int = 0
     emcys: int = 0
-    slipped_s: float = 0.0
+    unsent: int = 0
+    reply_lag_max_s: float = 0.0
 
 
 @dataclass

@@ -19,7 +19,10 @@ from mbctl.errors import ConfigError
 from mbctl.hardware.cia402.objects import Mode
 from mbctl.hardware.drive_config import joint_drives
 
-__all__ = ["Cia402Units", "CanopenConfig", "canopen_config", "bus_load"]
+__all__ = ["Cia402Units", "CanopenConfig", "canopen_config", "bus_load", "bus_rate", "COMMON_RATES"]
+
+COMMON_RATES = (1000.0, 500.0, 400.0, 250.0, 200.0, 125.0, 100.0, 50.0, 20.0, 10.0)
+"""Control rates (Hz) drives commonly take as their SYNC period: 1, 2, 2.5, 4, 5, 8, 10, 20, 50, 100 ms."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class CanopenConfig:
     eds: Path | None
     units: Cia402Units
     file: Path | None = None
+    tpdo_missing_max: int = 5
+    sample_timeout_s: float | None = None
 
 
 def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> CanopenConfig:
@@ -116,6 +121,8 @@ def canopen_config(robot: RobotModel, spec: CanopenSpec | None = None) -> Canope
         eds=spec.eds,
         units=units,
         file=spec.file,
+        tpdo_missing_max=spec.tpdo_missing_max,
+        sample_timeout_s=spec.sample_timeout_s,
     )
 
 
@@ -130,3 +137,11 @@ def bus_load(n_drives: int, mode: Mode, bitrate: int, period_s: float) -> float:
     rpdo = 4 if mode is Mode.CST else 6
     bits = _frame_bits(0) + n_drives * (_frame_bits(rpdo) + _frame_bits(8) + _frame_bits(4))
     return bits / bitrate / period_s
+
+
+def bus_rate(n_drives: int, mode: Mode, bitrate: int, share: float = 1.0) -> float:
+    """The highest of :data:`COMMON_RATES` (Hz) whose cycle takes at most ``share`` of the bus time
+    (:func:`bus_load`; the slowest where none does): 400 Hz for six drives in CST at 1 Mbit/s (2005 bits
+    a cycle; 500 Hz would need 100.25 %), 250 Hz with a fifth of the bus left for the rest (heartbeats,
+    emergencies, SDOs)."""
+    return next((rate for rate in COMMON_RATES if bus_load(n_drives, mode, bitrate, 1.0 / rate) <= share), COMMON_RATES[-1])

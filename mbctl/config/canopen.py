@@ -10,6 +10,8 @@ mode = "cst"                 # "cst": cyclic synchronous torque; "csp": cyclic s
 heartbeat_ms = 10.0          # heartbeat producer time written to every drive (0x1017)
 heartbeat_timeout_ms = 30.0  # no heartbeat from a drive for this long stops the loop
 pdo_timeout_ms = 0.8         # a drive's TPDOs must arrive this long after the SYNC (paced runs)
+tpdo_missing_max = 5         # this many cycles in a row without a drive's TPDOs stop the run (fewer: the last sample is reused)
+sample_timeout_ms = 20.0     # no fresh sample for this long stops the run (default: ten periods, at least 20 ms)
 eds = "drive.eds"            # optional: the drives' EDS file, relative to this TOML (default: built-in CiA 402 objects)
 
 [drives.joints.shoulder_pan_joint]
@@ -34,7 +36,7 @@ from mbctl.tomlfields import Table
 
 __all__ = ["CanopenDriveSpec", "CanopenSpec", "INTERFACES", "parse_canopen"]
 
-BUS_KEYS = ("bus", "interface", "channel", "bitrate", "mode", "heartbeat_ms", "heartbeat_timeout_ms", "pdo_timeout_ms", "eds", "joints")
+BUS_KEYS = ("bus", "interface", "channel", "bitrate", "mode", "heartbeat_ms", "heartbeat_timeout_ms", "pdo_timeout_ms", "tpdo_missing_max", "sample_timeout_ms", "eds", "joints")
 JOINT_KEYS = ("node_id", "rated_torque_mNm", "gear_ratio", "counts_per_rev", "zero_count", "direction", "max_torque_permille")
 INTERFACES = ("socketcan", "pcan", "kvaser", "virtual", "udp_multicast", "vector", "ixxat", "slcan", "gs_usb")
 MODES = ("cst", "csp")
@@ -67,6 +69,8 @@ class CanopenSpec:
     heartbeat_s: float = 0.01
     heartbeat_timeout_s: float = 0.03
     pdo_timeout_s: float | None = None
+    tpdo_missing_max: int = 5
+    sample_timeout_s: float | None = None
     eds: Path | None = None
     file: Path | None = None
 
@@ -119,6 +123,12 @@ def parse_canopen(t: Table) -> CanopenSpec:
     pdo_timeout = t.number("pdo_timeout_ms", None)
     if pdo_timeout is not None and not 0 < pdo_timeout <= 1000:
         raise t.error("pdo_timeout_ms", "must be in (0, 1000] ms")
+    missing_max = t.number("tpdo_missing_max", 5.0)
+    if missing_max != int(missing_max) or not 1 <= missing_max <= 1000:
+        raise t.error("tpdo_missing_max", "must be an integer in 1..1000 (cycles in a row)")
+    sample_timeout = t.number("sample_timeout_ms", None)
+    if sample_timeout is not None and not 0 < sample_timeout <= 60e3:
+        raise t.error("sample_timeout_ms", "must be in (0, 60000] ms")
     eds = t.string("eds", None)
     eds_path = None
     if eds is not None:
@@ -139,6 +149,8 @@ def parse_canopen(t: Table) -> CanopenSpec:
         heartbeat_s=times["heartbeat_ms"] * 1e-3,
         heartbeat_timeout_s=times["heartbeat_timeout_ms"] * 1e-3,
         pdo_timeout_s=None if pdo_timeout is None else pdo_timeout * 1e-3,
+        tpdo_missing_max=int(missing_max),
+        sample_timeout_s=None if sample_timeout is None else sample_timeout * 1e-3,
         eds=eds_path,
         file=t.file,
     )

@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--garbage", type=float, default=0.0, help="probability of garbage bytes before a reply")
     p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms (ros2: before each joint state)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    p.add_argument("--effort-noise", type=float, default=0.0, help="canopen: the drives' current loop ripple, standard deviation in per mille of rated torque, in the torque applied and reported (0x6077) (default 0)")
+    p.add_argument("--reply-delay-us", type=float, default=250.0, help="canopen, paced: the drives send their TPDOs this many µs after the SYNC (default 250)")
     p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read (canopen: each SYNC after new set-points; ros2: each command), and only then (default: follow the clock)")
     p.add_argument("--q0", help="initial joint positions of the plant, rad or m, one per actuated joint (default zeros)")
     add_ros2_arguments(p)
@@ -102,6 +104,7 @@ def stop_event() -> threading.Event:
 def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     """CiA 402 drives on udp_multicast (loopback) or a virtual channel, until interrupted."""
     from mbctl.hardware.cia402.canbus import UDP_DEFAULT_CHANNEL
+    from mbctl.hardware.cia402.drive_plant import plant_contact
     from mbctl.hardware.cia402.emulator import Cia402Emulator, Cia402Faults
     from mbctl.hardware.cia402.units import canopen_config
     from mbctl.hardware.loop_support import no_gc_pauses
@@ -109,21 +112,28 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     from mbctl.hardware.session import check_udp_channel
 
     config = canopen_config(robot)
-    truth, _ = truth_model(robot)
     q0 = initial_positions(robot, args)
     channel = args.channel or (UDP_DEFAULT_CHANNEL if args.interface == "udp_multicast" else "mbctl")
     if args.interface == "udp_multicast":
         check_udp_channel(channel)
     faults = Cia402Faults(drop_tpdo=args.drop, corrupt_tpdo=args.corrupt, seed=args.seed)
+    for option, value in (("--effort-noise", args.effort_noise), ("--reply-delay-us", args.reply_delay_us)):
+        if not value >= 0:
+            raise InputError(f"must be >= 0, got {value:g}", field=option)
     done = stop_event()
+    truth, plant_config = truth_model(robot)
     plant = TruthPlant(truth, q0=q0, period_s=args.lockstep_period)
+    timing = dict(reply_delay_s=args.reply_delay_us * 1e-6, effort_noise_permille=args.effort_noise, seed=args.seed)
     # the serving thread inherits the scheduling policy: a paced host then gets its TPDOs in time on a busy
     # machine; no collector pauses of milliseconds between a SYNC and its TPDOs
-    with realtime_priority(args.realtime_priority) as scheduling, no_gc_pauses(), Cia402Emulator(config, plant, interface=args.interface, channel=channel, faults=faults, lockstep_s=args.lockstep_period) as emulator:
+    with realtime_priority(args.realtime_priority) as scheduling, no_gc_pauses(), Cia402Emulator(
+        config, plant, interface=args.interface, channel=channel, faults=faults, lockstep_s=args.lockstep_period, contact=plant_contact(truth, plant_config), **timing
+    ) as emulator:
         nodes = ", ".join(f"{name}: node {i}" for name, i in zip(robot.actuated_names, config.units.node_ids))
         print(f"emulating {len(robot.actuated_names)} CiA 402 drives ({nodes}) on {channel} ({args.interface}; {scheduling})", flush=True)
         print("stop with Ctrl-C", flush=True)
         done.wait()
-        stats = emulator.stats
-    print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}")
+        stats, slipped_s = emulator.stats, emulator.power.slipped_s
+    print(f"served {stats.syncs} SYNCs, {stats.tpdos} TPDOs, {stats.heartbeats} heartbeats; dropped {stats.dropped}, corrupted {stats.corrupted}, unsent {stats.unsent}; "
+          f"latest reply {stats.reply_lag_max_s * 1e3:.3g} ms after its time; {slipped_s * 1e3:.3g} ms of plant time skipped")
     return 0

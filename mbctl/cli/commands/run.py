@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interface", help="canopen: python-can interface, e.g. socketcan, pcan, kvaser, virtual, udp_multicast (default: drives.interface)")
     p.add_argument("--channel", help="canopen: the interface's channel, e.g. can0 (default: drives.channel)")
     p.add_argument("--emulate", action="store_true", help="with --plant dynamixel: serve the bus from an emulator in its own process; with --bus canopen: in this process (virtual bus) or its own (--interface udp_multicast); with --bus ros2: mbctl emulate --bus ros2 in its own process; with --bus franka: franky-sim (an FR3 in MuJoCo) in its own process")
-    p.add_argument("--rate", type=float, default=1000.0, help="control rate in Hz (default 1000)")
+    p.add_argument("--rate", type=float, help="control rate in Hz (default 1000; --bus canopen: the highest of 1000, 500, 400, 250, 200, 125, 100 ... Hz whose frames fit the [drives] bit rate, 400 Hz for six drives at 1 Mbit/s)")
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default="computed-torque", help="control law (default computed-torque)")
     p.add_argument("--duration", type=float, help="run length in s (default: the trajectory's)")
     p.add_argument("--lockstep", action="store_true", help="simulated plant, emulated bus (--emulate, or drives mbctl emulate --lockstep-period serves on a udp_multicast bus) or ROS 2 (a node stepping once per command): advance the plant one period per cycle, as fast as possible (deterministic)")
@@ -134,6 +134,17 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int, end
     check_disk(disk, args.log, what=what, **where)
 
 
+def default_rate(plant: str, robot: RobotModel) -> float:
+    """The rate (Hz) of a run without ``--rate``: 1000; over CANopen, the highest common rate whose
+    frames fit the bus (:func:`~mbctl.hardware.cia402.units.bus_rate`), emulated buses alike."""
+    if plant != "canopen":
+        return 1000.0
+    from mbctl.hardware.cia402.units import bus_rate, canopen_config
+
+    config = canopen_config(robot)
+    return bus_rate(len(robot.actuated_names), config.mode, config.bitrate)
+
+
 def run(args: argparse.Namespace) -> int:
     check_output(args.log, (".npz", ".mcap"))
     check_output(args.summary, (".json",))
@@ -161,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_view(robot, args)
     check_read(args.trajectory, budget(args), field="--trajectory")
     traj = read_trajectory(args.trajectory, robot.joint_names)
+    args.rate = args.rate if args.rate is not None else default_rate(plant, robot)
     end = robot.spec.control.end if robot.spec is not None and robot.spec.control is not None else None
     check_run_size(args, traj.duration if args.duration is None else args.duration, len(robot.actuated_names), end, robot.spec.source if robot.spec else None)
     for message in limit_violations(robot, traj):
