@@ -209,7 +209,8 @@ def _canopen_backend(robot: RobotModel, options: SessionOptions, q0: np.ndarray)
     if interface == "udp_multicast" and channel is not None and not (options.emulate and options.channel is None):  # an emulator gets a channel of its own below
         check_udp_channel(channel, given=options.channel is not None)
     # lock-step: the emulator takes what time it needs; the heartbeat clock counts SYNC periods
-    timing = {"pdo_timeout_s": 5.0, "clock": None} if options.lockstep else {"clock": time.monotonic}
+    # paced: the host's monotonic clock, the loop's (each SYNC's instant is then on it: the sample timing takes it as is)
+    timing = {"pdo_timeout_s": 5.0, "clock": None} if options.lockstep else {"clock": time.perf_counter}
     bus = Cia402Bus(robot.actuated_names, config, interface=interface, channel=channel, mode=_drive_mode(options), cycle_s=period_s, **timing)
     if not options.emulate:
         with bus:

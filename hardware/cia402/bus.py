@@ -467,7 +467,7 @@ class Cia402Bus(JointInterface):
             return self.policy.missing(now, f"{self._who(k)}: TPDO{which}{more} missing {self.pdo_timeout_s * 1e3:.3g} ms after the SYNC", len(missing))
         u = self.units
         return self.policy.fresh(JointState(
-            t=sampled,
+            t=sampled, t_host=sampled if self.clock is time.perf_counter else math.nan,
             q=u.q_from_counts(np.array(self._position, dtype=float)),
             dq=u.dq_from_counts(np.array(self._velocity, dtype=float)),
             effort=u.effort_from_permille(np.array(self._torque, dtype=float)),
