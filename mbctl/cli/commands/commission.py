@@ -34,7 +34,7 @@ from mbctl.cli.arguments import add_xacro_option, robot_config, xacro_args_of
 from mbctl.errors import InputError
 
 STEPS = ("preflight", "friction", "excitation", "identify", "verify", "report")  # mbctl.identification.commission.STEPS
-BUSES = ("dynamixel", "canopen", "ros2")  # as mbctl run's --bus
+BUSES = ("dynamixel", "canopen", "ros2", "franka")  # as mbctl run's --bus
 
 
 def joint_values(text: str | None, option: str) -> dict[str, float]:
@@ -83,11 +83,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("backend (as mbctl run)")
     b.add_argument("--bus", choices=BUSES, help="joint drives on this bus (default: the simulated plant of the robot's [plant] truth)")
     b.add_argument("--plant", choices=("sim", *BUSES), default="sim", help="the older spelling: sim is no --bus, the others --bus")
-    b.add_argument("--emulate", action="store_true", help="serve the bus from an emulator of the [plant] truth (dynamixel, canopen, ros2)")
+    b.add_argument("--emulate", action="store_true", help="serve the bus from an emulator of the [plant] truth (dynamixel, canopen, ros2; franka: franky-sim, its own MuJoCo model)")
     b.add_argument("--lockstep", action="store_true", help="simulated plant or emulated bus: one plant period per cycle, as fast as possible")
     b.add_argument("--port", help="dynamixel: serial device (default: drives.port)")
     b.add_argument("--interface", help="canopen: python-can interface (default: drives.interface; emulated: virtual)")
     b.add_argument("--channel", help="canopen: the interface's channel (default: drives.channel)")
+    b.add_argument("--robot-ip", help="franka: the robot's FCI address (default: [franka] address)")
     b.add_argument("--rate", type=float, help="control rate in Hz (default: [identification] rate_hz; else, canopen, the highest of 1000, 500, 250, ... Hz the bus carries; else 1000)")
     b.add_argument("--no-realtime", action="store_true", help="paced runs: do not ask for SCHED_FIFO priority")
     e = p.add_argument_group("envelope and pre-flight")
@@ -120,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # option -> (args attribute, default); the resume command repeats the ones given
 _OPTIONS = {
     "--bus": ("bus", None), "--emulate": ("emulate", False), "--lockstep": ("lockstep", False), "--port": ("port", None),
-    "--interface": ("interface", None), "--channel": ("channel", None), "--rate": ("rate", None), "--no-realtime": ("no_realtime", False),
+    "--interface": ("interface", None), "--channel": ("channel", None), "--robot-ip": ("robot_ip", None), "--rate": ("rate", None), "--no-realtime": ("no_realtime", False),
     "--position-margin": ("position_margin", 0.1), "--velocity-margin": ("velocity_margin", 0.2), "--torque-margin": ("torque_margin", 0.2),
     "--hold-time": ("hold_time", 1.0), "--hold-drift": ("hold_drift", 0.02), "--detect-collisions": ("detect_collisions", False),
     "--joints": ("joints", None), "--friction-law": ("friction_law", "stribeck"), "--presliding": ("presliding", False), "--speeds": ("speeds", None),
@@ -160,9 +161,11 @@ def run(args: argparse.Namespace) -> int:
     args.bus = args.bus or (None if args.plant == "sim" else args.plant)  # one spelling from here on (and in the resume command)
     args.plant = "sim"
     if args.bus is None and args.emulate:
-        raise InputError("only for --bus dynamixel, canopen or ros2", field="--emulate")
+        raise InputError("only for --bus dynamixel, canopen, ros2 or franka", field="--emulate")
     if args.bus != "canopen" and (args.interface or args.channel):
         raise InputError("only for --bus canopen", field="--interface" if args.interface else "--channel")
+    if args.bus != "franka" and args.robot_ip:
+        raise InputError("only for --bus franka", field="--robot-ip")
     if args.rate is not None and not (args.rate > 0 and args.rate < float("inf")):
         raise InputError(f"must be a finite number > 0, got {args.rate!r}", field="--rate")
     settings = CommissionSettings(
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     rate, rate_source = (args.rate, "--rate") if args.rate is not None else default_rate(robot, args.bus)
     options = SessionOptions(
         plant=args.bus or "sim", rate_hz=rate, lockstep=args.lockstep, port=args.port, interface=args.interface, channel=args.channel,
-        emulate=args.emulate, realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
+        robot_address=args.robot_ip, emulate=args.emulate, realtime_priority=None if args.no_realtime else SessionOptions.realtime_priority,
     )
     commission = Commission(robot, options, settings, args.out, progress=lambda line: print(f"commission: {line}", file=sys.stderr, flush=True), rate_source=rate_source)
     commission.q0  # noqa: B018  (a bad --start is refused before anything runs)
