@@ -20,14 +20,20 @@ Backends:
   ``SCHED_FIFO`` 79, one below the loop, where the OS grants it): nothing but the bus reaches the
   command;
 - ``canopen-process-lockstep``: the same, in lock-step (the emulator steps its plant once per SYNC,
-  ``--lockstep-period``).
+  ``--lockstep-period``);
+- ``sim``: the simulated plant paced, in its own process on its own clock (a command acts from its next tick);
+- ``ros2``: ``mbctl emulate ARM.toml --bus ros2 --rate R`` in its own process, a robot that keeps its own
+  time (its own rate, stamps at measurement, the latest command at its update, the torque it applied as
+  ``effort``), and the command on the nominal UR5 (plus a ``[ros2]`` table naming the emulator's holding
+  controller) over ROS 2, paced at the robot's rate: every run starts with the switch to the effort
+  controller and ends with the hand-over.
 
 Printed: per joint the torque prediction RMS on the validation run (nominal, identified, ratio), the
 computed-torque tracking RMS (nominal, identified, ratio), the friction fitted against the truth, the
 wall time and the arm time (what a user waits for on hardware). Targets: torque prediction at most a
 tenth of the nominal's and tracking at least 3 times better, every joint.
 
-Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen|canopen-process-lockstep] [--rate HZ] [--out DIR]
+Run: python benchmarks/commission.py [--backend lockstep|canopen-lockstep|ros2-lockstep|canopen|canopen-process-lockstep|sim|ros2] [--rate HZ] [--out DIR]
 """
 
 from __future__ import annotations
@@ -100,9 +106,25 @@ def table(out: Path, truth: dict[str, dict], wall: float) -> None:
     print(f"wall time {wall:.1f} s ({steps} s); arm time {report['arm_time_s']:.1f} s; load average at the end {os.getloadavg()[0]:.2f}")
 
 
+def ros2_paced(folder: Path, arm: Path, out: Path, rate: float, opts: list[str]) -> int:
+    """The arm served by ``mbctl emulate --bus ros2 --rate`` in its own process; the command on the nominal UR5 over ROS 2."""
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # traffic stays on this machine
+    os.environ["ROS_DOMAIN_ID"] = str(random.randrange(100, 200))
+    nominal = folder / "ur5.toml"
+    nominal.write_text(bundled_config("ur5").read_text() + '\n[ros2]\nholding_controller = "joint_trajectory_controller"\n')
+    emulator = subprocess.Popen([sys.executable, "-m", "mbctl.cli", "emulate", str(arm), "--bus", "ros2", "--rate", f"{rate:g}", "--q0", "0,-1.5708,0,0,0,0",
+                                 "--realtime-priority", "79"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        print(emulator.stdout.readline().strip())
+        return main(["commission", str(nominal), "--out", str(out), "--bus", "ros2", *opts])
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=20)
+
+
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep"), default="lockstep")
+    ap.add_argument("--backend", choices=("lockstep", "canopen-lockstep", "ros2-lockstep", "canopen", "canopen-process-lockstep", "sim", "ros2"), default="lockstep")
     ap.add_argument("--rate", type=float, help="control rate, Hz (default: 250 for canopen and canopen-process-lockstep, where a loaded 2-core machine misses 1 ms SYNC replies; else 1000)")
     ap.add_argument("--out", type=Path, help="keep the commissioning folder here (default: a temporary one)")
     args = ap.parse_args()
@@ -119,6 +141,10 @@ def main_() -> int:
         start = time.perf_counter()
         if args.backend == "lockstep":
             code = main(["commission", str(arm), "--out", str(out), "--lockstep", *opts])
+        elif args.backend == "sim":
+            code = main(["commission", str(arm), "--out", str(out), *opts])
+        elif args.backend == "ros2":
+            code = ros2_paced(folder, arm, out, rate, opts)
         elif args.backend == "ros2-lockstep":
             os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # traffic stays on this machine
             os.environ.setdefault("ROS_DOMAIN_ID", str(random.randrange(100, 200)))
