@@ -35,6 +35,8 @@ import numpy as np
 from mbctl.config.control import MpcSpec
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
+from mbctl.ctrl.optimal.box_ipm import REALTIME_ITERATIONS, WARM_MU
+from mbctl.ctrl.optimal.box_qp import PATHS
 from mbctl.ctrl.optimal.mpc import MpcWeights, linearisation_function, reference_input_function, step_function, update_function
 from mbctl.ctrl.optimal.mpc_cycle import ReferenceRows, cycle_function
 from mbctl.ctrl.settings import control_settings
@@ -85,7 +87,9 @@ class MpcController:
     Attributes:
         saturated_cycles: Cycles whose applied input sits on a torque limit.
         fallbacks: Cycles that applied the fallback.
-        unsettled: Updates whose subproblem needed the interior point (its active-set passes did not settle).
+        paths: Updates by the path their subproblem took (:data:`~mbctl.ctrl.optimal.box_qp.PATHS`: the
+            active-set passes settled, the interior point within its cap did, or neither: the better of the
+            clamped plan and the interior point's last iterate).
         solve_times: Wall time of every update (s).
     """
 
@@ -121,6 +125,7 @@ class MpcController:
         update = update_function(
             step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step),
             lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]), step_size=spec.step,
+            qp_iterations=REALTIME_ITERATIONS, qp_mu0=WARM_MU,  # a bounded worst case: the interior point capped, warm
         )  # fmt: skip
         mass = SymbolicDynamics(robot).mass_matrix
         cycle = cycle_function(update, self._effort)
@@ -136,7 +141,7 @@ class MpcController:
         self.cycles = 0
         self.saturated_cycles = 0
         self.fallbacks = 0
-        self.unsettled = 0
+        self.paths = [0] * len(PATHS)
         self.solve_times: list[float] = []
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -166,8 +171,7 @@ class MpcController:
             # u0 holds over the model's whole first step, so it carries that step's feed-forward (h/2
             # ahead of now); applied for one loop period, the plan's correction rides on the feed-forward of now
             tau = out[2].copy()
-        if out[4][0] < 0.5:
-            self.unsettled += 1
+        self.paths[int(out[4][0])] += 1
         if not failed:
             f.inputs[2][...] = out[0]
             f.inputs[3][...] = out[1]
@@ -185,12 +189,13 @@ class MpcController:
         return np.clip(u_plan + M @ a, -self._effort, self._effort)
 
     def describe(self) -> dict[str, float | int | str]:
-        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates that
-        needed the interior point (``interior_point``), for the run summary."""
+        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates by the
+        subproblem's path (``active_set``, ``interior_point``, ``capped``; :data:`~mbctl.ctrl.optimal.box_qp.PATHS`),
+        for the run summary."""
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
             "solver": f"{self.spec.solver} (Gauss-Newton, exact box QP, {self.spec.knots} knots of {self.spec.step:g} s)",
-            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, "interior_point": self.unsettled,
+            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, **dict(zip(PATHS, self.paths)),
             "solve_us_p50": float(np.percentile(times, 50)), "solve_us_p99": float(np.percentile(times, 99)), "solve_us_max": float(times.max()),
         }  # fmt: skip
 

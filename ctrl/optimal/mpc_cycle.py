@@ -26,7 +26,7 @@ def shift_weights(s: ca.MX, rows: int, cols: int, last: float) -> ca.MX:
 def cycle_function(update: ca.Function, effort: np.ndarray) -> ca.Function:
     """One cycle around ``update``::
 
-        (x0, s, U_plan, X_plan, rows) -> (U, X, tau, cost, settled, u_plan, x_plan, check)
+        (x0, s, U_plan, X_plan, rows) -> (U, X, tau, cost, path, u_plan, x_plan, check)
 
     ``s`` the time since the plan was made, in knots (>= 0); ``U_plan`` (nv, N), ``X_plan`` (2nv, N+1) that
     plan; ``rows`` (N+1, 4nv) the reference at the new knots ``t + k h``: positions, velocities, the
@@ -45,11 +45,11 @@ def cycle_function(update: ca.Function, effort: np.ndarray) -> ca.Function:
     out = update(x0, guess, rows[:, :nx].T, rows[:N, nx : nx + nu].T)
     big = ca.DM(np.where(np.isfinite(effort), effort, 1e30))
     tau = ca.fmin(ca.fmax(rows[0, nx + nu :].T + out[2] - rows[0, nx : nx + nu].T, -big), big)
-    settled = out[4] if len(out) > 4 else ca.MX(1)
+    path = out[4] if len(out) > 4 else ca.MX(0)  # the subproblem's path (mbctl.ctrl.optimal.box_qp.PATHS)
     check = ca.sum1(ca.sum2(out[0])) + ca.sum1(ca.sum2(out[1])) + out[3]
     return ca.Function(
-        "mpc_cycle", [x0, s, U_plan, X_plan, rows], [out[0], out[1], tau, out[3], settled, guess[:, 0], x_plan, check],
-        ["x0", "s", "U_plan", "X_plan", "rows"], ["U", "X", "tau", "cost", "settled", "u_plan", "x_plan", "check"],
+        "mpc_cycle", [x0, s, U_plan, X_plan, rows], [out[0], out[1], tau, out[3], path, guess[:, 0], x_plan, check],
+        ["x0", "s", "U_plan", "X_plan", "rows"], ["U", "X", "tau", "cost", "path", "u_plan", "x_plan", "check"],
     )  # fmt: skip
 
 
