@@ -9,6 +9,8 @@ import casadi as ca
 import numpy as np
 import pytest
 
+from mbctl.ctrl.optimal.box_ipm import WARM_MU
+from mbctl.ctrl.optimal.box_qp import PATH_CAPPED, PATH_INTERIOR_POINT
 from mbctl.ctrl.optimal.mpc import MpcWeights, update_function
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.hardware.interface import JointState
@@ -66,6 +68,28 @@ def test_box_constrained_plan_is_the_dense_qp_optimum_where_clamping_is_not(spee
     clamped = np.clip(np.asarray(free(np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N)))[0]).ravel(), -effort, effort)
     too_fast = np.abs(np.cumsum(H * clamped)).max() > speed + 1e-3
     assert too_fast or _cost(clamped) > _cost(U.ravel()) + 1e-3
+
+
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_a_capped_interior_point_still_commands_within_the_torque_limit_and_says_so(cap):
+    """The step under a speed limit from a plan at rest needs the interior point (its active-set
+    passes do not settle); capped at a few warm iterations it does not converge: the update reports the
+    capped path, and its plan keeps every input within the torque limit, finite, costing no less than
+    the optimum. Uncapped, the same update reports the interior point and is the optimum."""
+    weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]), terminal=10.0)
+    effort, speed = 0.5, 0.17
+    bounds = dict(lower=np.array([-np.inf, -speed]), upper=np.array([np.inf, speed]))
+    ref = np.tile(TARGET[:, None], (1, N + 1))
+    args = (np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N)))
+    capped = update_function(_double_integrator_step(), N, weights, np.array([effort]), qp_iterations=cap, qp_mu0=WARM_MU, **bounds)
+    U, _, u0, cost, path = (np.asarray(v) for v in capped(*args))
+    assert path.item() == PATH_CAPPED
+    assert np.all(np.isfinite(U)) and np.abs(U).max() <= effort + 1e-12 and abs(u0.item()) <= effort + 1e-12
+    assert _cost(U.ravel()) >= _cost(_dense_qp(effort, speed)) - 1e-9
+    exact = update_function(_double_integrator_step(), N, weights, np.array([effort]), **bounds)
+    U, _, _, _, path = (np.asarray(v) for v in exact(*args))
+    assert path.item() == PATH_INTERIOR_POINT
+    np.testing.assert_allclose(U.ravel(), _dense_qp(effort, speed), atol=1e-5)
 
 
 def test_a_state_past_its_speed_bound_gets_full_braking_not_a_failure():
@@ -146,3 +170,18 @@ def test_no_joint_is_traded_away_when_every_joint_moves_and_the_torques_saturate
     assert np.all(ratio[saturating] <= 1 / 1.5), dict(zip(robot.joint_names, ratio))
     assert np.all(np.abs(logs["mpc"]["tau"]) <= effort + 1e-9)
     assert np.all(np.abs(logs["mpc"]["dq"]) <= speed)
+
+
+def test_the_active_set_passes_settle_along_a_saturating_ur5_reference(ur5_without_reaction, tmp_path):
+    """Shoulder lift and elbow 0.22 rad out and back in 0.14 s, twice (feed-forward 178 N·m against 150),
+    lock-step: every update's subproblem but the first two (the warm-up call, from a plan that holds the
+    first sample's feed-forward) settles in its active-set passes (with the states' stiffness uncapped the
+    recursion's round-off left 7 unsettled). The paths add up to the updates."""
+    robot = ur5_without_reaction
+    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])
+    traj = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)
+    summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True), tmp_path / "run.npz")
+    report = summary.mpc
+    assert summary.completed and summary.saturated > 0, summary.stop_reason
+    assert report["interior_point"] + report["capped"] <= 2 and report["fallbacks"] == 0, report
+    assert report["active_set"] + report["interior_point"] + report["capped"] == report["updates"]
