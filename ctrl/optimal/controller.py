@@ -2,12 +2,12 @@
 
 Each cycle (``state`` is the loop's estimate: positions and the estimated velocity):
 
-1. the reference states at the new knots ``t + k h``, the model's inputs and the feed-forward along
-   them are interpolated from a table made once per trajectory, into the compiled call's buffer
-   (:class:`~mbctl.ctrl.optimal.mpc_cycle.ReferenceRows`);
-2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) shifts the previous
-   plan's inputs to the current time (linear interpolation between its knots, the last held), runs
-   the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
+1. the call is pointed at the rows of a table laid out once per trajectory (the reference states, the
+   model's inputs and the feed-forward) at the new knots ``t + k h`` from the samples below and above
+   ``t``, with the weight between them (:class:`~mbctl.ctrl.optimal.mpc_cycle.KnotRows`): no copy;
+2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) interpolates them, shifts
+   the previous plan's inputs to the current time (linear interpolation between its knots, the last
+   held), runs the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
    input ``u0`` as a correction of the feed-forward of now::
 
        tau = clip(tau_ff(t) + u0 - u_ref,0, ±effort)
@@ -38,7 +38,7 @@ from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
 from mbctl.ctrl.optimal.box_ipm import REALTIME_ITERATIONS, WARM_MU
 from mbctl.ctrl.optimal.box_qp import PATHS
 from mbctl.ctrl.optimal.mpc import MpcWeights, linearisation_function, reference_input_function, step_function, update_function
-from mbctl.ctrl.optimal.mpc_cycle import ReferenceRows, cycle_function
+from mbctl.ctrl.optimal.mpc_cycle import KnotRows, cycle_function
 from mbctl.ctrl.settings import control_settings
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.codegen import compile_function
@@ -136,8 +136,13 @@ class MpcController:
         f.inputs[2][...] = self._tau_ref[0][:, None]  # the first plan: holding the first sample's feed-forward
         f.inputs[3][...] = np.concatenate([q[0], dq[0]])[:, None]
         self._plan_t: float | None = None
-        self._rows = ReferenceRows(self.trajectory.t, self._table, spec.step, N, out=f.inputs[4])
+        self._rows = KnotRows(self.trajectory.t, self._table, spec.step, N)
         self._at_limit = self._effort * (1 - 1e-9)
+        # what a cycle touches, looked up once: the call's buffers and the rows' addresses
+        self._nv, self._per_knot = robot.nv, 1.0 / spec.step
+        self._x0, self._s, self._w, self._out = f.inputs[0], f.inputs[1], f.inputs[6], f.outputs
+        self._late = spec.budget * period if period is not None else math.inf
+        self._point = f.point_input if compiled and f.compiled else None
         self.cycles = 0
         self.saturated_cycles = 0
         self.fallbacks = 0
@@ -150,34 +155,46 @@ class MpcController:
         return q, dq
 
     def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
-        f, nv = self._update, self.robot.nv
-        x0 = f.inputs[0]
+        # the cycle's Python: a few assignments around the call, each attribute looked up once
+        f, x0, nv, out = self._update, self._x0, self._nv, self._out
         x0[:nv] = state.q
         x0[nv:] = state.dq
-        f.inputs[1][0] = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
-        self._rows.at(t)
-        start = time.perf_counter()
+        plan_t = self._plan_t
+        self._s[0] = 0.0 if plan_t is None else max(t - plan_t, 0.0) * self._per_knot
+        rows = self._rows
+        i, self._w[0] = rows.locate(t)
+        point = self._point
+        if point is not None:
+            address = rows.address
+            point(4, address[i])
+            point(5, address[i + 1])
+        else:
+            f.inputs[4][...], f.inputs[5][...] = rows.block(i), rows.block(i + 1)
+        clock = time.perf_counter
+        start = clock()
         f.eval()
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         self.solve_times.append(elapsed)
-        out = f.outputs
-        failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(self.cycles))
-        late = self.period is not None and elapsed > self.spec.budget * self.period
-        self.cycles += 1
-        if failed or late:
+        cycle = self.cycles
+        self.cycles = cycle + 1
+        failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(cycle))
+        if failed or elapsed > self._late:
             self.fallbacks += 1
             tau = self._fallback(state, out[6], out[5])
+            self.saturated_cycles += bool((np.abs(tau) >= self._at_limit).any())
         else:
             # u0 holds over the model's whole first step, so it carries that step's feed-forward (h/2
             # ahead of now); applied for one loop period, the plan's correction rides on the feed-forward of now
             tau = out[2].copy()
-        self.paths[int(out[4][0])] += 1
+            if out[8][0]:
+                self.saturated_cycles += 1
+        path = out[4][0]
+        if path == path:  # not NaN
+            self.paths[int(path)] += 1
         if not failed:
             f.inputs[2][...] = out[0]
             f.inputs[3][...] = out[1]
             self._plan_t = t
-        if (np.abs(tau) >= self._at_limit).any():
-            self.saturated_cycles += 1
         return tau
 
     def _fallback(self, state, x_plan: np.ndarray, u_plan: np.ndarray) -> np.ndarray:  # noqa: ANN001
