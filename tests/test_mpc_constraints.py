@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mbctl.ctrl.optimal.box_ipm import WARM_MU
-from mbctl.ctrl.optimal.box_qp import PATH_CAPPED, PATH_INTERIOR_POINT
+from mbctl.ctrl.optimal.box_qp import PATH_CLAMPED, PATH_INTERIOR_POINT
 from mbctl.ctrl.optimal.mpc import MpcWeights, update_function
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.hardware.interface import JointState
@@ -74,18 +74,20 @@ def test_box_constrained_plan_is_the_dense_qp_optimum_where_clamping_is_not(spee
 def test_a_capped_interior_point_still_commands_within_the_torque_limit_and_says_so(cap):
     """The step under a speed limit from a plan at rest needs the interior point (its active-set
     passes do not settle); capped at a few warm iterations it does not converge: the update reports the
-    capped path, and its plan keeps every input within the torque limit, finite, costing no less than
-    the optimum. Uncapped, the same update reports the interior point and is the optimum."""
+    clamped plan, the update before the exact constraints (full thrust toward the target here: every
+    input at, not past, the torque limit, the speed limit it does not know passed). With the iterations
+    of an exact solve the same update reports the interior point and is the optimum."""
     weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]), terminal=10.0)
     effort, speed = 0.5, 0.17
     bounds = dict(lower=np.array([-np.inf, -speed]), upper=np.array([np.inf, speed]))
     ref = np.tile(TARGET[:, None], (1, N + 1))
     args = (np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N)))
     capped = update_function(_double_integrator_step(), N, weights, np.array([effort]), qp_iterations=cap, qp_mu0=WARM_MU, **bounds)
-    U, _, u0, cost, path = (np.asarray(v) for v in capped(*args))
-    assert path.item() == PATH_CAPPED
-    assert np.all(np.isfinite(U)) and np.abs(U).max() <= effort + 1e-12 and abs(u0.item()) <= effort + 1e-12
-    assert _cost(U.ravel()) >= _cost(_dense_qp(effort, speed)) - 1e-9
+    U, X, u0, _, path = (np.asarray(v) for v in capped(*args))
+    assert path.item() == PATH_CLAMPED
+    assert np.abs(U).max() <= effort + 1e-12 and u0.item() == pytest.approx(effort)
+    np.testing.assert_allclose(U.ravel(), effort, atol=1e-9)
+    assert np.abs(X[1]).max() > speed
     exact = update_function(_double_integrator_step(), N, weights, np.array([effort]), **bounds)
     U, _, _, _, path = (np.asarray(v) for v in exact(*args))
     assert path.item() == PATH_INTERIOR_POINT
@@ -183,5 +185,5 @@ def test_the_active_set_passes_settle_along_a_saturating_ur5_reference(ur5_witho
     summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True), tmp_path / "run.npz")
     report = summary.mpc
     assert summary.completed and summary.saturated > 0, summary.stop_reason
-    assert report["interior_point"] + report["capped"] <= 2 and report["fallbacks"] == 0, report
-    assert report["active_set"] + report["interior_point"] + report["capped"] == report["updates"]
+    assert report["interior_point"] + report["clamped"] <= 2 and report["fallbacks"] == 0, report
+    assert report["active_set"] + report["interior_point"] + report["clamped"] == report["updates"]

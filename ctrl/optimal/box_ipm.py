@@ -38,7 +38,7 @@ __all__ = [
 
 IPM_ITERATIONS = 30
 """Iterations of an exact solve (each one factorisation and two solves)."""
-REALTIME_ITERATIONS = 4
+REALTIME_ITERATIONS = 3
 """The cap in the control loop (:class:`~mbctl.ctrl.optimal.controller.MpcController`)."""
 MU_FLOOR = 1e-12
 """The least complementarity aimed at (the cost's units)."""
@@ -46,7 +46,7 @@ START_SLACK = 1e-2
 """The start's least slack, as a fraction of the box's width (the inputs', and a bound's the pass did not hold)."""
 START_MU = 1.0
 """The start's complementarity ``t λ`` (the cost's units) of an exact solve."""
-WARM_MU = 1e-3
+WARM_MU = 1e-4
 """A real-time solve's (1e-2 and 1e-4 did about as well on the UR5)."""
 CONVERGED_MU = 1e-9
 """The mean complementarity (the cost's units) under which an iterate is the optimum (its inputs then

@@ -17,7 +17,8 @@ Each cycle (``state`` is the loop's estimate: positions and the estimated veloci
    period it would lead the motion. ``tau_ff`` is the reference's inverse dynamics with the exact
    friction law, as computed torque's;
 3. **fallback**: when the update fails (a non-finite result, or ``fail`` says so) or takes longer
-   than its budget (``budget`` x the control period, wall clock), the cycle applies the previous
+   than its budget (``budget`` x the control period, wall clock; not the first call, the loop's
+   warm-up before its first deadline, whose command is not applied), the cycle applies the previous
    plan's input at this time plus computed-torque feedback toward the plan's state,
    ``u = clip(u_plan(t) + M(q) (Kp (q_plan - q) + Kd (dq_plan - dq)))`` with the
    ``[control.computed-torque]`` gains; fallbacks are counted and reported. An update that was
@@ -88,8 +89,7 @@ class MpcController:
         saturated_cycles: Cycles whose applied input sits on a torque limit.
         fallbacks: Cycles that applied the fallback.
         paths: Updates by the path their subproblem took (:data:`~mbctl.ctrl.optimal.box_qp.PATHS`: the
-            active-set passes settled, the interior point within its cap did, or neither: the better of the
-            clamped plan and the interior point's last iterate).
+            active-set passes settled, the interior point within its cap did, or neither: the clamped plan).
         solve_times: Wall time of every update (s).
     """
 
@@ -178,7 +178,7 @@ class MpcController:
         cycle = self.cycles
         self.cycles = cycle + 1
         failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(cycle))
-        if failed or elapsed > self._late:
+        if failed or (elapsed > self._late and cycle):
             self.fallbacks += 1
             tau = self._fallback(state, out[6], out[5])
             self.saturated_cycles += bool((np.abs(tau) >= self._at_limit).any())
@@ -207,7 +207,7 @@ class MpcController:
 
     def describe(self) -> dict[str, float | int | str]:
         """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates by the
-        subproblem's path (``active_set``, ``interior_point``, ``capped``; :data:`~mbctl.ctrl.optimal.box_qp.PATHS`),
+        subproblem's path (``active_set``, ``interior_point``, ``clamped``; :data:`~mbctl.ctrl.optimal.box_qp.PATHS`),
         for the run summary."""
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
