@@ -15,10 +15,10 @@ states their rollout; each bound the pass held starts with the push-back it meas
 multiplier ``λ`` and the slack ``μ₀ / λ``, centred near its boundary, the others at a hundredth of
 their box's width with ``λ = μ₀ / t``. ``μ₀`` sets how much of the start is kept: :data:`START_MU`
 forgets most of it and takes :data:`IPM_ITERATIONS` to the optimum from far away (the double
-integrator's step in ``tests/test_mpc_constraints.py``: 16 to 24); a real-time update capped at
-:data:`REALTIME_ITERATIONS` starts warm, at :data:`WARM_MU`, where the pass left it nearly right:
-of the 12 subproblems along the UR5's saturating references that three passes left unsettled, 7
-settled within 4 iterations so (1 with ``μ₀`` = 1).
+integrator's step in ``tests/test_mpc_constraints.py``: 16 to 24); a real-time update, capped at
+:data:`REALTIME_ITERATIONS`, starts warm at :data:`WARM_MU`. With the former start of the passes
+(two more, every state bound the plan passed held), 12 UR5 subproblems were left to the interior
+point: 5 settled within 3 iterations so, none with ``μ₀`` = 1.
 
 **Cap.** A fixed number of iterations (the generated code is straight-line), each one factorisation
 and two solves (about 90 µs on the UR5 at 20 knots). The iterate it stops at is the optimum when its
@@ -47,7 +47,7 @@ START_SLACK = 1e-2
 START_MU = 1.0
 """The start's complementarity ``t λ`` (the cost's units) of an exact solve."""
 WARM_MU = 1e-4
-"""A real-time solve's (1e-2 and 1e-4 did about as well on the UR5)."""
+"""A real-time solve's (3e-4 and 1e-3: 2 and none of those 12 within 3 iterations)."""
 CONVERGED_MU = 1e-9
 """The mean complementarity (the cost's units) under which an iterate is the optimum (its inputs then
 within about as much of a dense solver's on the double integrator of ``tests/test_mpc_constraints.py``)."""
