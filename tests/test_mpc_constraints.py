@@ -176,9 +176,9 @@ def test_no_joint_is_traded_away_when_every_joint_moves_and_the_torques_saturate
 
 def test_the_active_set_passes_settle_along_a_saturating_ur5_reference(ur5_without_reaction, tmp_path):
     """Shoulder lift and elbow 0.22 rad out and back in 0.14 s, twice (feed-forward 178 N·m against 150),
-    lock-step: every update's subproblem but the first two (the warm-up call, from a plan that holds the
-    first sample's feed-forward) settles in its active-set passes (with the states' stiffness uncapped the
-    recursion's round-off left 7 unsettled). The paths add up to the updates."""
+    lock-step: every update's subproblem but at most the first two (the warm-up call, from a plan that
+    holds the first sample's feed-forward) settles in its active-set passes (the former solver left 4 to
+    its interior point, 2.4 ms each). The paths add up to the updates."""
     robot = ur5_without_reaction
     move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])
     traj = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)

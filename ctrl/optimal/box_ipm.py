@@ -15,13 +15,13 @@ states their rollout; each bound the pass held starts with the push-back it meas
 multiplier ``λ`` and the slack ``μ₀ / λ``, centred near its boundary, the others at a hundredth of
 their box's width with ``λ = μ₀ / t``. ``μ₀`` sets how much of the start is kept: :data:`START_MU`
 forgets most of it and takes :data:`IPM_ITERATIONS` to the optimum from far away (the double
-integrator's step in ``tests/test_mpc_constraints.py``: 16 to 24); a real-time update, capped at
+integrator's step in ``tests/test_mpc_constraints.py``: 16 to 20); a real-time update, capped at
 :data:`REALTIME_ITERATIONS`, starts warm at :data:`WARM_MU`. With the former start of the passes
 (two more, every state bound the plan passed held), 12 UR5 subproblems were left to the interior
 point: 5 settled within 3 iterations so, none with ``μ₀`` = 1.
 
 **Cap.** A fixed number of iterations (the generated code is straight-line), each one factorisation
-and two solves (about 90 µs on the UR5 at 20 knots). The iterate it stops at is the optimum when its
+and two solves (about 100 µs on the UR5 at 20 knots). The iterate it stops at is the optimum when its
 complementarity and residuals are below :data:`CONVERGED_MU` and :data:`CONVERGED_RESIDUAL`; if not,
 :func:`~mbctl.ctrl.optimal.box_qp.solve` tries the active sets it points at.
 """
