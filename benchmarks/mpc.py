@@ -38,6 +38,7 @@ libmim-solvers==0.3.0 proxsuite`` (pinocchio and crocoddyl are imported first, o
 A peer that is absent is skipped with a line saying so.
 
 Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01] [--paced-seconds 10] [--paced-repeats 3] [--no-realtime]
+     [--only update|closed-loop|paced|offline]
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ATTEMPTS = 4
 """Runs of a peer's timing before the benchmark gives up on it (SolverCSQP crashes at random calls)."""
 Q0 = np.array([0.0, -1.5, 1.2, -1.2, -1.57, 0.0])
+SATURATING = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])
+"""Shoulder lift and elbow out and back in 0.14 s moves (rad): the saturating reference."""
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -179,7 +182,7 @@ def crocoddyl_iteration(
 
 def _references(robot) -> dict:  # noqa: ANN001
     """The benchmark's references by name: feasible, saturating (lift and elbow), all joints."""
-    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
+    move = SATURATING
     every = np.array([0.14, 0.14, -0.14, 0.14, 0.14, 0.14])  # every joint, out and back
     names = robot.joint_names
     return {
@@ -228,7 +231,7 @@ def main() -> int:
     parser.add_argument("--paced-seconds", type=float, default=10.0, help="length of the paced saturating runs (s)")
     parser.add_argument("--paced-repeats", type=int, default=3)
     parser.add_argument("--no-realtime", action="store_true", help="paced runs without SCHED_FIFO")
-    parser.add_argument("--only", choices=["update", "closed-loop", "paced", "offline"], help="one section (and the update's timing is always first)")
+    parser.add_argument("--only", choices=["update", "closed-loop", "paced", "offline"], help="run one section (1, 2, 3 or 4)")
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # a child process timing one peer
     parser.add_argument("--reference", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -254,7 +257,7 @@ def main() -> int:
         closed_loops(robot, feasible, hard, every)
     if run("paced"):
         with tempfile.TemporaryDirectory() as tmp:
-            paced(robot, feasible, hard, args, Path(tmp))
+            paced(robot, feasible, args, Path(tmp))
         worst_path(robot, hard, spec)
     if run("offline"):
         offline(robot)
@@ -312,11 +315,10 @@ def closed_loops(robot, feasible, hard, every) -> None:  # noqa: ANN001
             print(f"  {name:10s} {'ratio':15s}     [{ratio}]")
 
 
-def paced(robot, feasible, hard, args: argparse.Namespace, tmp: Path) -> None:  # noqa: ANN001
+def paced(robot, feasible, args: argparse.Namespace, tmp: Path) -> None:  # noqa: ANN001
     """Paced 1 kHz runs: the feasible reference once, the saturating one repeated for ``--paced-seconds``."""
-    move = hard.q[np.argmax(np.abs(hard.q - Q0).sum(axis=1))] - Q0
     segments = max(2, 2 * int(np.ceil(args.paced_seconds / (2 * 0.14))))
-    long = quintic_rest_to_rest(np.array([Q0 + move * (k % 2) for k in range(segments + 1)]), [0.14] * segments, 1000.0, robot.joint_names)
+    long = quintic_rest_to_rest(np.array([Q0 + SATURATING * (k % 2) for k in range(segments + 1)]), [0.14] * segments, 1000.0, robot.joint_names)
     priority = None if args.no_realtime else SessionOptions.realtime_priority
     print(f"\n3. paced 1 kHz MPC runs (simulated plant in its own process; SCHED_FIFO {priority})")
     for name, traj, repeats in (("feasible", feasible, 1), (f"saturating x{segments // 4}", long, args.paced_repeats)):
@@ -336,7 +338,7 @@ def worst_path(robot, hard, spec: MpcSpec, repeats: int = 10) -> None:  # noqa: 
     """The update from the plan a run starts with (the first sample's feed-forward held) at every 10th
     sample of the saturating move, the least wall and CPU time of ``repeats`` calls, by path."""
     mpc = MpcController(robot, hard, spec=spec, period=None)
-    f = mpc._update
+    f = mpc._update  # the compiled cycle: its plan inputs reset to the first plan before each call
     first = (f.inputs[2].copy(), f.inputs[3].copy())
     by_path: dict[str, list] = {name: [] for name in PATHS}
     for k in range(0, len(hard.t), 10):
