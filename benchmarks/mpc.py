@@ -17,7 +17,13 @@
    shoulder lift saturates): tracking RMS per joint and its ratio, saturated commands, worst
    |tau| / effort and |dq| / speed limit. The momentum observer's collision reaction is off (the
    limits make a saturating run look like a collision to it).
-3. A paced 1 kHz MPC run (wall clock): overruns.
+3. Paced 1 kHz MPC runs (wall clock, the simulated plant in its own process, ``SCHED_FIFO`` when
+   granted): the feasible reference, and the saturating one repeated for ``--paced-seconds``
+   (``--paced-repeats`` runs): overruns, the update's p50/p99/max, the paths its subproblem took
+   (the active-set passes settled, the capped interior point did, or neither: the clamped plan) and
+   the fallbacks. Then the hard subproblems forced: from the plan a run starts with (the first
+   sample's feed-forward held) at every 10th sample of the saturating move, the update's wall and
+   CPU time (thread time: the machine's other jobs left out) by the path its subproblem took.
 4. Offline, time-optimal point to point between two UR5 poses (``mbctl trajectory ocp``): its
    duration beside the best quintic within the same limits (bisection on its duration) and the
    time-optimal timing of the straight joint-space line (``mbctl trajectory optimal``); and
@@ -31,7 +37,8 @@ the package the UR5's URDF comes from); mim-solvers beside it: ``pip install --n
 libmim-solvers==0.3.0 proxsuite`` (pinocchio and crocoddyl are imported first, or its library is not found).
 A peer that is absent is skipped with a line saying so.
 
-Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01]
+Run: python benchmarks/mpc.py [--calls 2000] [--knots 20] [--step 0.01] [--paced-seconds 10] [--paced-repeats 3] [--no-realtime]
+     [--only update|closed-loop|paced|offline]
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import numpy as np
 
 from mbctl.config.control import MpcSpec
 from mbctl.ctrl.feedforward import feedforward
+from mbctl.ctrl.optimal.box_qp import PATHS
 from mbctl.ctrl.optimal.controller import MpcController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
@@ -58,6 +66,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ATTEMPTS = 4
 """Runs of a peer's timing before the benchmark gives up on it (SolverCSQP crashes at random calls)."""
 Q0 = np.array([0.0, -1.5, 1.2, -1.2, -1.57, 0.0])
+SATURATING = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])
+"""Shoulder lift and elbow out and back in 0.14 s moves (rad): the saturating reference."""
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -77,7 +87,12 @@ def mpc_update(robot, traj, spec: MpcSpec, calls: int) -> dict[str, tuple[float,
         start = time.perf_counter()
         mpc(traj.t[k], state)
         cycle.append(time.perf_counter() - start)
-    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:]), "interior": mpc.unsettled}
+    return {"update": _percentiles(mpc.solve_times[50:]), "cycle": _percentiles(cycle[50:]), "paths": _paths(mpc.describe())}
+
+
+def _paths(report: dict) -> str:
+    """The subproblem's paths of a run's MPC report, one line."""
+    return ", ".join(f"{name.replace('_', ' ')} {report[name]}" for name in PATHS)
 
 
 def crocoddyl_iteration(
@@ -167,7 +182,7 @@ def crocoddyl_iteration(
 
 def _references(robot) -> dict:  # noqa: ANN001
     """The benchmark's references by name: feasible, saturating (lift and elbow), all joints."""
-    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])  # shoulder lift and elbow, out and back
+    move = SATURATING
     every = np.array([0.14, 0.14, -0.14, 0.14, 0.14, 0.14])  # every joint, out and back
     names = robot.joint_names
     return {
@@ -204,7 +219,7 @@ def closed_loop(robot, traj, law: str, tmp: Path) -> dict:
     speed = np.array([j.limits.velocity for j in robot.joints])
     return {
         "rms": summary.tracking_rms, "saturated": summary.saturated, "worst": float(np.max(np.abs(log["tau"]) / effort)),
-        "speed": float(np.max(np.abs(log["dq"]) / speed)), "stop": summary.stop_reason,
+        "speed": float(np.max(np.abs(log["dq"]) / speed)), "stop": summary.stop_reason + (f"; {_paths(summary.mpc)}" if summary.mpc else ""),
     }  # fmt: skip
 
 
@@ -213,6 +228,10 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--knots", type=int, default=20)
     parser.add_argument("--step", type=float, default=0.01)
+    parser.add_argument("--paced-seconds", type=float, default=10.0, help="length of the paced saturating runs (s)")
+    parser.add_argument("--paced-repeats", type=int, default=3)
+    parser.add_argument("--no-realtime", action="store_true", help="paced runs without SCHED_FIFO")
+    parser.add_argument("--only", choices=["update", "closed-loop", "paced", "offline"], help="run one section (1, 2, 3 or 4)")
     parser.add_argument("--peer", help=argparse.SUPPRESS)  # a child process timing one peer
     parser.add_argument("--reference", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -231,14 +250,30 @@ def main() -> int:
     print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} (1, 5 min) on {os.cpu_count()} cores")
     references = _references(robot)
     feasible, hard, every = references["feasible"], references["saturating"], references["all joints"]
+    run = lambda section: args.only in (None, section)  # noqa: E731
+    if run("update"):
+        update_and_peers(robot, config, {"feasible": feasible, "all joints": every}, spec, args)
+    if run("closed-loop"):
+        closed_loops(robot, feasible, hard, every)
+    if run("paced"):
+        with tempfile.TemporaryDirectory() as tmp:
+            paced(robot, feasible, args, Path(tmp))
+        worst_path(robot, hard, spec)
+    if run("offline"):
+        offline(robot)
+    return 0
+
+
+def update_and_peers(robot, config: Path, references: dict, spec: MpcSpec, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """1. one update beside its peers, per reference."""
     print(f"\n1. one update, UR5, {args.knots} knots of {args.step:g} s ({args.knots * args.step:.2f} s), {args.calls} calls per reference")
-    for name, traj in (("feasible", feasible), ("all joints", every)):
+    for name, traj in references.items():
         ours = mpc_update(robot, traj, spec, args.calls)
         print(f"  reference: {name}")
         print(f"    mbctl MPC update (compiled, full friction)   p50 {ours['update'][0]:7.1f} us  p99 {ours['update'][1]:7.1f} us")
         print(f"    mbctl MPC controller call (Python included) p50 {ours['cycle'][0]:7.1f} us  p99 {ours['cycle'][1]:7.1f} us")
         print(
-            f"    Python overhead of the call: p50 {ours['cycle'][0] - ours['update'][0]:5.1f} us; updates that needed the interior point: {ours['interior']}"
+            f"    Python overhead of the call: p50 {ours['cycle'][0] - ours['update'][0]:5.1f} us; subproblem paths: {ours['paths']}"
         )
         for solver, label, how in (
             ("box-fddp", "Crocoddyl box-FDDP (torque bounds)", "pip install --no-deps crocoddyl==3.2.1 libcrocoddyl==3.2.1"),
@@ -257,6 +292,10 @@ def main() -> int:
                 f"    {label}, 1 iteration (no friction): solve alone p50 {s50:7.1f} us  p99 {s99:7.1f} us (with the reference update p50 {c50:7.1f} us){crashes}"
             )
             print(f"      ratio to the mbctl update: p50 {s50 / ours['update'][0]:.2f}x, p99 {s99 / ours['update'][1]:.2f}x")
+
+
+def closed_loops(robot, feasible, hard, every) -> None:  # noqa: ANN001
+    """2. closed loop, lock-step: computed torque against the MPC."""
     print("\n2. closed loop, simulated plant, lock-step (tracking RMS in mrad; ratio MPC / computed torque per joint)")
     limits = ", ".join(f"{j.limits.effort:.0f}" for j in robot.joints)
     for name, traj in (("saturating", hard), ("all joints", every)):
@@ -274,11 +313,50 @@ def main() -> int:
                 )
             ratio = " ".join(f"{results['mpc']['rms'][j] / results['computed-torque']['rms'][j]:6.2f}" for j in robot.joint_names)
             print(f"  {name:10s} {'ratio':15s}     [{ratio}]")
-        paced = run_session(robot, feasible, SessionOptions(law="mpc", lockstep=False, realtime_priority=None), Path(tmp) / "paced.npz")
-    print(f"\n3. paced 1 kHz MPC run: {paced.cycles} cycles, overruns {paced.overruns} ({100 * paced.overrun_fraction:.2f} %), {paced.stop_reason}")
-    print(f"   {paced.mpc}")
-    offline(robot)
-    return 0
+
+
+def paced(robot, feasible, args: argparse.Namespace, tmp: Path) -> None:  # noqa: ANN001
+    """Paced 1 kHz runs: the feasible reference once, the saturating one repeated for ``--paced-seconds``."""
+    segments = max(2, 2 * int(np.ceil(args.paced_seconds / (2 * 0.14))))
+    long = quintic_rest_to_rest(np.array([Q0 + SATURATING * (k % 2) for k in range(segments + 1)]), [0.14] * segments, 1000.0, robot.joint_names)
+    priority = None if args.no_realtime else SessionOptions.realtime_priority
+    print(f"\n3. paced 1 kHz MPC runs (simulated plant in its own process; SCHED_FIFO {priority})")
+    for name, traj, repeats in (("feasible", feasible, 1), (f"saturating x{segments // 4}", long, args.paced_repeats)):
+        for _ in range(repeats):
+            load = os.getloadavg()[0]
+            s = run_session(robot, traj, SessionOptions(law="mpc", lockstep=False, realtime_priority=priority), tmp / "paced.npz")
+            c = s.mpc
+            print(
+                f"  {name:15s} load {load:4.2f}: {s.cycles} cycles, overruns {s.overruns} ({100 * s.overrun_fraction:.2f} %); update p50 "
+                f"{c['solve_us_p50']:.0f} us, p99 {c['solve_us_p99']:.0f} us, max {c['solve_us_max']:.0f} us; {_paths(c)}; "
+                f"fallbacks {c['fallbacks']}; {s.scheduling}; {s.stop_reason}",
+                flush=True,
+            )
+
+
+def worst_path(robot, hard, spec: MpcSpec, repeats: int = 10) -> None:  # noqa: ANN001
+    """The update from the plan a run starts with (the first sample's feed-forward held) at every 10th
+    sample of the saturating move, the least wall and CPU time of ``repeats`` calls, by path."""
+    mpc = MpcController(robot, hard, spec=spec, period=None)
+    f = mpc._update  # the compiled cycle: its plan inputs reset to the first plan before each call
+    first = (f.inputs[2].copy(), f.inputs[3].copy())
+    by_path: dict[str, list] = {name: [] for name in PATHS}
+    for k in range(0, len(hard.t), 10):
+        mpc._plan_t = None
+        mpc(hard.t[k], JointState(t=hard.t[k], q=hard.q[k], dq=hard.dq[k], effort=np.zeros(6)))  # the knots' rows in place
+        wall, cpu = np.inf, np.inf
+        for _ in range(repeats):
+            f.inputs[2][...], f.inputs[3][...] = first
+            start, thread = time.perf_counter(), time.thread_time()
+            f.eval()
+            wall, cpu = min(wall, time.perf_counter() - start), min(cpu, time.thread_time() - thread)
+        by_path[PATHS[int(f.outputs[4][0])]].append((1e6 * wall, 1e6 * cpu))
+    load = os.getloadavg()[0]
+    print(f"\n   hard subproblems forced (the plan a run starts with, every 10th sample of the saturating move; load {load:.2f}), least of {repeats}:")
+    for name, times in by_path.items():
+        if times:
+            w, c = np.array(times).T
+            print(f"     {name.replace('_', ' '):15s} {len(times):3d} updates: wall median {np.median(w):5.0f} us, max {w.max():5.0f} us; CPU max {c.max():5.0f} us")
 
 
 def _ratios(robot, traj) -> tuple[float, float]:

@@ -111,10 +111,12 @@ def test_run_command_reports_the_mpc(cli, scara_reference, tmp_path):
     assert r.code == 0, r.err
     updates = 501 + round(EndSpec.hold_s * 1000)  # a warm-up call, the move, the end hold
     assert f"mpc: riccati (Gauss-Newton, exact box QP, 20 knots of 0.01 s); {updates} updates" in r.out and "fallbacks 0" in r.out
+    assert f"subproblem: active set {updates}, interior point 0, clamped 0" in r.out  # a move within every limit
     import json
 
     report = json.loads(summary.read_text())["mpc"]
     assert report["updates"] == updates and report["fallbacks"] == 0 and 0 < report["solve_us_p50"] <= report["solve_us_p99"]
+    assert (report["active_set"], report["interior_point"], report["clamped"]) == (updates, 0, 0)
 
 
 def test_model_step_lands_on_the_reference_and_predicts_the_plant(scara_reference):

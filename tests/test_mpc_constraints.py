@@ -9,6 +9,8 @@ import casadi as ca
 import numpy as np
 import pytest
 
+from mbctl.ctrl.optimal.box_ipm import WARM_MU
+from mbctl.ctrl.optimal.box_qp import PATH_CLAMPED, PATH_INTERIOR_POINT
 from mbctl.ctrl.optimal.mpc import MpcWeights, update_function
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.hardware.interface import JointState
@@ -68,6 +70,30 @@ def test_box_constrained_plan_is_the_dense_qp_optimum_where_clamping_is_not(spee
     assert too_fast or _cost(clamped) > _cost(U.ravel()) + 1e-3
 
 
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_a_capped_interior_point_still_commands_within_the_torque_limit_and_says_so(cap):
+    """The step under a speed limit from a plan at rest needs the interior point (its active-set
+    passes do not settle); capped at a few warm iterations it does not converge: the update reports the
+    clamped plan, the update before the exact constraints (full thrust toward the target here: every
+    input at, not past, the torque limit, the speed limit it does not know passed). With the iterations
+    of an exact solve the same update reports the interior point and is the optimum."""
+    weights = MpcWeights(q=np.array([100.0]), dq=np.array([1.0]), tau=np.array([1e-4]), terminal=10.0)
+    effort, speed = 0.5, 0.17
+    bounds = dict(lower=np.array([-np.inf, -speed]), upper=np.array([np.inf, speed]))
+    ref = np.tile(TARGET[:, None], (1, N + 1))
+    args = (np.zeros(2), np.zeros((1, N)), ref, np.zeros((1, N)))
+    capped = update_function(_double_integrator_step(), N, weights, np.array([effort]), qp_iterations=cap, qp_mu0=WARM_MU, **bounds)
+    U, X, u0, _, path = (np.asarray(v) for v in capped(*args))
+    assert path.item() == PATH_CLAMPED
+    assert np.abs(U).max() <= effort + 1e-12 and u0.item() == pytest.approx(effort)
+    np.testing.assert_allclose(U.ravel(), effort, atol=1e-9)
+    assert np.abs(X[1]).max() > speed
+    exact = update_function(_double_integrator_step(), N, weights, np.array([effort]), **bounds)
+    U, _, _, _, path = (np.asarray(v) for v in exact(*args))
+    assert path.item() == PATH_INTERIOR_POINT
+    np.testing.assert_allclose(U.ravel(), _dense_qp(effort, speed), atol=1e-5)
+
+
 def test_a_state_past_its_speed_bound_gets_full_braking_not_a_failure():
     """Starting at 0.5 m/s under a 0.2 m/s bound the torque limit cannot restore for 12 steps: the
     plan is finite and brakes at the limit throughout (the bound held as closely as it can be)."""
@@ -104,7 +130,7 @@ def test_cycle_equals_the_clamped_update_where_no_bound_is_met(robots):
         state = JointState(t=t, q=traj.q[i] + 1e-4 * rng.standard_normal(4), dq=traj.dq[i] + 1e-3 * rng.standard_normal(4), effort=np.zeros(4))
         taus[c] = mpc(t, state)
     np.testing.assert_allclose(np.array([taus[c] for c in (10, 20, 29)]), CLAMPED_UPDATE, rtol=1e-9, atol=1e-9)
-    assert mpc.unsettled == 0 and mpc.fallbacks == 0
+    assert mpc.paths[1:] == [0, 0] and mpc.fallbacks == 0
 
 
 Q0 = np.array([0.0, -1.5, 1.2, -1.2, -1.57, 0.0])
@@ -146,3 +172,18 @@ def test_no_joint_is_traded_away_when_every_joint_moves_and_the_torques_saturate
     assert np.all(ratio[saturating] <= 1 / 1.5), dict(zip(robot.joint_names, ratio))
     assert np.all(np.abs(logs["mpc"]["tau"]) <= effort + 1e-9)
     assert np.all(np.abs(logs["mpc"]["dq"]) <= speed)
+
+
+def test_the_active_set_passes_settle_along_a_saturating_ur5_reference(ur5_without_reaction, tmp_path):
+    """Shoulder lift and elbow 0.22 rad out and back in 0.14 s, twice (feed-forward 178 N·m against 150),
+    lock-step: every update's subproblem but at most the first two (the warm-up call, from a plan that
+    holds the first sample's feed-forward) settles in its active-set passes (the former solver left 4 to
+    its interior point, 2.4 ms each). The paths add up to the updates."""
+    robot = ur5_without_reaction
+    move = np.array([0.0, 0.22, -0.22, 0.0, 0.0, 0.0])
+    traj = quintic_rest_to_rest(np.array([Q0, Q0 + move, Q0, Q0 + move, Q0]), [0.14] * 4, 1000.0, robot.joint_names)
+    summary = run_session(robot, traj, SessionOptions(law="mpc", lockstep=True), tmp_path / "run.npz")
+    report = summary.mpc
+    assert summary.completed and summary.saturated > 0, summary.stop_reason
+    assert report["interior_point"] + report["clamped"] <= 2 and report["fallbacks"] == 0, report
+    assert report["active_set"] + report["interior_point"] + report["clamped"] == report["updates"]

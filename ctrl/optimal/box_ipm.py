@@ -7,9 +7,23 @@ gradient by ``-σμ/t_l + σμ/t_u + (λ_l/t_l) r_l - (λ_u/t_u) r_u - Σ v`` (`
 for a start outside the box): one factorisation of the Riccati recursion
 (:class:`~mbctl.ctrl.optimal.riccati.Factors`) and two solves per iteration, the affine step then
 the centred one with ``σ = (μ_aff / μ)³`` and the second-order correction; primal and dual steps are
-cut apart at 0.995 of the distance to the boundary. Robust from any start, but
-:data:`IPM_ITERATIONS` factorisations: :func:`~mbctl.ctrl.optimal.box_qp.solve` calls it only when
-its active-set pass does not settle.
+cut apart at 0.995 of the distance to the boundary.
+
+**Start** from the last active-set pass of :func:`~mbctl.ctrl.optimal.box_qp.solve` (which calls
+the interior point only when its passes do not settle): the pass's inputs moved into their box, the
+states their rollout; each bound the pass held starts with the push-back it measured as its
+multiplier ``λ`` and the slack ``μ₀ / λ``, centred near its boundary, the others at a hundredth of
+their box's width with ``λ = μ₀ / t``. ``μ₀`` sets how much of the start is kept: :data:`START_MU`
+forgets most of it and takes :data:`IPM_ITERATIONS` to the optimum from far away (the double
+integrator's step in ``tests/test_mpc_constraints.py``: 16 to 20); a real-time update, capped at
+:data:`REALTIME_ITERATIONS`, starts warm at :data:`WARM_MU`. With the former start of the passes
+(two more, every state bound the plan passed held), 12 UR5 subproblems were left to the interior
+point: 5 settled within 3 iterations so, none with ``μ₀`` = 1.
+
+**Cap.** A fixed number of iterations (the generated code is straight-line), each one factorisation
+and two solves (about 100 µs on the UR5 at 20 knots). The iterate it stops at is the optimum when its
+complementarity and residuals are below :data:`CONVERGED_MU` and :data:`CONVERGED_RESIDUAL`; if not,
+:func:`~mbctl.ctrl.optimal.box_qp.solve` tries the active sets it points at.
 """
 
 from __future__ import annotations
@@ -18,16 +32,27 @@ import casadi as ca
 
 from mbctl.ctrl.optimal.riccati import Factors, LqStages, riccati_functions
 
-__all__ = ["IPM_ITERATIONS", "MU_FLOOR", "START_MU", "START_SLACK", "interior_point"]
+__all__ = [
+    "CONVERGED_MU", "CONVERGED_RESIDUAL", "IPM_ITERATIONS", "MU_FLOOR", "REALTIME_ITERATIONS", "START_MU", "START_SLACK", "WARM_MU", "interior_point",
+]  # fmt: skip
 
-IPM_ITERATIONS = 16
-"""Iterations (each one factorisation and two solves): within 1e-9 of a dense QP solver on saturated double integrators."""
+IPM_ITERATIONS = 30
+"""Iterations of an exact solve (each one factorisation and two solves)."""
+REALTIME_ITERATIONS = 3
+"""The cap in the control loop (:class:`~mbctl.ctrl.optimal.controller.MpcController`)."""
 MU_FLOOR = 1e-12
 """The least complementarity aimed at (the cost's units)."""
 START_SLACK = 1e-2
-"""The slacks' least start, as a fraction of the box's width."""
+"""The start's least slack, as a fraction of the box's width (the inputs', and a bound's the pass did not hold)."""
 START_MU = 1.0
-"""The start's complementarity ``t λ`` (the cost's units)."""
+"""The start's complementarity ``t λ`` (the cost's units) of an exact solve."""
+WARM_MU = 1e-4
+"""A real-time solve's (3e-4 and 1e-3: 2 and none of those 12 within 3 iterations)."""
+CONVERGED_MU = 1e-9
+"""The mean complementarity (the cost's units) under which an iterate is the optimum (its inputs then
+within about as much of a dense solver's on the double integrator of ``tests/test_mpc_constraints.py``)."""
+CONVERGED_RESIDUAL = 1e-9
+"""The largest slack residual ``|v - l - t|`` (the variables' units) of an iterate taken as the optimum."""
 
 
 def _boundary_step(v: ca.MX, dv: ca.MX) -> ca.MX:
@@ -40,11 +65,17 @@ class _Box:
     """The bounds ``l <= v <= u`` of one block of variables (the inputs, or the states), with slacks
     ``t_l = v - l``, ``t_u = u - v`` and multipliers ``λ_l``, ``λ_u`` (interior-point iterates)."""
 
-    def __init__(self, v: ca.MX, lower: ca.MX, upper: ca.MX) -> None:
-        width = ca.fmax(upper - lower, 1e-9)
+    def __init__(self, v: ca.MX, lower: ca.MX, upper: ca.MX, held_l: ca.MX, held_u: ca.MX, mu0: float) -> None:
+        """The start (module docstring) from ``v`` and the multipliers ``held_l``, ``held_u`` of the bounds
+        a pass held (0 where it did not), at the complementarity ``mu0``."""
         self.lower, self.upper = lower, upper
-        self.tl, self.tu = ca.fmax(v - lower, START_SLACK * width), ca.fmax(upper - v, START_SLACK * width)
-        self.ll, self.lu = START_MU / self.tl, START_MU / self.tu
+        free = START_SLACK * ca.fmax(upper - lower, 1e-9)
+
+        def slack(distance: ca.MX, held: ca.MX) -> ca.MX:
+            return ca.fmax(distance, ca.if_else(held > 0, mu0 / ca.fmax(held, 1e-300), free))
+
+        self.tl, self.tu = slack(v - lower, held_l), slack(upper - v, held_u)
+        self.ll, self.lu = ca.fmax(held_l, mu0 / self.tl), ca.fmax(held_u, mu0 / self.tu)
 
     def gap(self) -> ca.MX:
         return ca.sum1(ca.sum2(self.tl * self.ll + self.tu * self.lu))
@@ -71,27 +102,37 @@ class _Box:
 
 
 def interior_point(
-    stages: LqStages, U: ca.MX, bounds: tuple[ca.MX, ca.MX, ca.MX, ca.MX], W: ca.DM, Wn: ca.DM, R: ca.DM, iterations: int = IPM_ITERATIONS
-) -> tuple[ca.MX, ca.MX, list, tuple]:
-    """``(δU, δX, K, sets)``: the subproblem's optimum from the inputs ``U`` (nu, N; moved into their box
-    first), with ``bounds = (lower_u, upper_u, lower_x, upper_x)`` as in
+    stages: LqStages, U: ca.MX, held: tuple[ca.MX, ca.MX, ca.MX, ca.MX], bounds: tuple[ca.MX, ca.MX, ca.MX, ca.MX], W: ca.DM, Wn: ca.DM, R: ca.DM,
+    iterations: int = IPM_ITERATIONS, mu0: float = START_MU,
+) -> tuple[ca.MX, ca.MX, list, tuple, ca.MX]:
+    """``(δU, δX, K, sets, converged)`` after ``iterations`` from the inputs ``U`` (nu, N; moved into their
+    box first) and the multipliers ``held`` of the bounds a pass held (above, below for the inputs, then
+    the states; 0 where not held) at the complementarity ``mu0`` (module docstring), with ``bounds =
+    (lower_u, upper_u, lower_x, upper_x)`` as in
     :func:`~mbctl.ctrl.optimal.box_qp.solve`; ``K`` the last factorisation's gains, ``sets`` the active
-    sets it points at (above, below for the inputs, then the states: 0/1 matrices)."""
+    sets the iterate points at (in the order of ``held``: 0/1 matrices), ``converged`` 1 when the iterate is
+    the optimum (:data:`CONVERGED_MU`, :data:`CONVERGED_RESIDUAL`)."""
     functions = riccati_functions(W, Wn, R, stages.h)
     lower_u, upper_u, lower_x, upper_x = bounds
     width = ca.fmax(upper_u - lower_u, 1e-9)
     U = ca.fmin(ca.fmax(U, lower_u + START_SLACK * width), upper_u - START_SLACK * width)
     X = _rollout(stages, U, functions[2])
-    bu, bx = _Box(U, lower_u, upper_u), _Box(X, lower_x, upper_x)
+    bu, bx = _Box(U, lower_u, upper_u, held[1], held[0], mu0), _Box(X, lower_x, upper_x, held[3], held[2], mu0)
     step = _iteration(stages, bounds, W, Wn, R)
-    # one iteration generated once and called ``iterations`` times: a sixteenth of the unrolled code
+    # one iteration generated once and called ``iterations`` times: the code does not grow with them
     rest = [*bounds, *stages.A, *stages.B, *stages.q, *stages.r]
     out = [U, X, bu.tl, bu.tu, bu.ll, bu.lu, bx.tl, bx.tu, bx.ll, bx.lu]
     for _ in range(iterations):
         out = step(*out[:10], *rest)
     # the entries whose multiplier outweighs their slack: the active sets the iterates point at
     sets = (out[5] > out[3], out[4] > out[2], out[9] > out[7], out[8] > out[6])
-    return out[0], out[1], out[10:], sets
+    bu.tl, bu.tu, bu.ll, bu.lu, bx.tl, bx.tu, bx.ll, bx.lu = out[2:10]
+    bu.residuals(out[0])
+    bx.residuals(out[1])
+    m = 2 * (U.numel() + X.numel())
+    residual = ca.mmax(ca.fabs(ca.vertcat(ca.vec(bu.rl), ca.vec(bu.ru), ca.vec(bx.rl), ca.vec(bx.ru))))
+    converged = ca.logic_and((bu.gap() + bx.gap()) / m <= CONVERGED_MU, residual <= CONVERGED_RESIDUAL)
+    return out[0], out[1], out[10:], sets, converged
 
 
 def _iteration(stages: LqStages, bounds: tuple, W: ca.DM, Wn: ca.DM, R: ca.DM) -> ca.Function:

@@ -2,12 +2,12 @@
 
 Each cycle (``state`` is the loop's estimate: positions and the estimated velocity):
 
-1. the reference states at the new knots ``t + k h``, the model's inputs and the feed-forward along
-   them are interpolated from a table made once per trajectory, into the compiled call's buffer
-   (:class:`~mbctl.ctrl.optimal.mpc_cycle.ReferenceRows`);
-2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) shifts the previous
-   plan's inputs to the current time (linear interpolation between its knots, the last held), runs
-   the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
+1. the call is pointed at the rows of a table laid out once per trajectory (the reference states, the
+   model's inputs and the feed-forward) at the new knots ``t + k h`` from the samples below and above
+   ``t``, with the weight between them (:class:`~mbctl.ctrl.optimal.mpc_cycle.KnotRows`): no copy;
+2. one compiled call (:func:`~mbctl.ctrl.optimal.mpc_cycle.cycle_function`) interpolates them, shifts
+   the previous plan's inputs to the current time (linear interpolation between its knots, the last
+   held), runs the update of :func:`~mbctl.ctrl.optimal.mpc.update_function` from them, and applies its first
    input ``u0`` as a correction of the feed-forward of now::
 
        tau = clip(tau_ff(t) + u0 - u_ref,0, ±effort)
@@ -17,7 +17,8 @@ Each cycle (``state`` is the loop's estimate: positions and the estimated veloci
    period it would lead the motion. ``tau_ff`` is the reference's inverse dynamics with the exact
    friction law, as computed torque's;
 3. **fallback**: when the update fails (a non-finite result, or ``fail`` says so) or takes longer
-   than its budget (``budget`` x the control period, wall clock), the cycle applies the previous
+   than its budget (``budget`` x the control period, wall clock; not the first call, the loop's
+   warm-up before its first deadline, whose command is not applied), the cycle applies the previous
    plan's input at this time plus computed-torque feedback toward the plan's state,
    ``u = clip(u_plan(t) + M(q) (Kp (q_plan - q) + Kd (dq_plan - dq)))`` with the
    ``[control.computed-torque]`` gains; fallbacks are counted and reported. An update that was
@@ -35,8 +36,10 @@ import numpy as np
 from mbctl.config.control import MpcSpec
 from mbctl.ctrl.feedforward import feedforward
 from mbctl.ctrl.limits import PLANNING_VELOCITY_MARGIN, run_limits
+from mbctl.ctrl.optimal.box_ipm import REALTIME_ITERATIONS, WARM_MU
+from mbctl.ctrl.optimal.box_qp import PATHS
 from mbctl.ctrl.optimal.mpc import MpcWeights, linearisation_function, reference_input_function, step_function, update_function
-from mbctl.ctrl.optimal.mpc_cycle import ReferenceRows, cycle_function
+from mbctl.ctrl.optimal.mpc_cycle import KnotRows, cycle_function
 from mbctl.ctrl.settings import control_settings
 from mbctl.ctrl.trajectory import Trajectory
 from mbctl.dynamics.codegen import compile_function
@@ -85,7 +88,8 @@ class MpcController:
     Attributes:
         saturated_cycles: Cycles whose applied input sits on a torque limit.
         fallbacks: Cycles that applied the fallback.
-        unsettled: Updates whose subproblem needed the interior point (its active-set passes did not settle).
+        paths: Updates by the path their subproblem took (:data:`~mbctl.ctrl.optimal.box_qp.PATHS`: the
+            active-set passes settled, the interior point within its cap did, or neither: the clamped plan).
         solve_times: Wall time of every update (s).
     """
 
@@ -121,6 +125,7 @@ class MpcController:
         update = update_function(
             step, spec.knots, mpc_weights(robot, spec, q[0]), self._effort, spec.iterations, linearisation_function(robot, spec.step),
             lower=np.concatenate([limits.lower, -speed]), upper=np.concatenate([limits.upper, speed]), step_size=spec.step,
+            qp_iterations=REALTIME_ITERATIONS, qp_mu0=WARM_MU,  # a bounded worst case: the interior point capped, warm
         )  # fmt: skip
         mass = SymbolicDynamics(robot).mass_matrix
         cycle = cycle_function(update, self._effort)
@@ -131,12 +136,17 @@ class MpcController:
         f.inputs[2][...] = self._tau_ref[0][:, None]  # the first plan: holding the first sample's feed-forward
         f.inputs[3][...] = np.concatenate([q[0], dq[0]])[:, None]
         self._plan_t: float | None = None
-        self._rows = ReferenceRows(self.trajectory.t, self._table, spec.step, N, out=f.inputs[4])
+        self._rows = KnotRows(self.trajectory.t, self._table, spec.step, N)
         self._at_limit = self._effort * (1 - 1e-9)
+        # what a cycle touches, looked up once: the call's buffers and the rows' addresses
+        self._nv, self._per_knot = robot.nv, 1.0 / spec.step
+        self._x0, self._s, self._w, self._out = f.inputs[0], f.inputs[1], f.inputs[6], f.outputs
+        self._late = spec.budget * period if period is not None else math.inf
+        self._point = f.point_input if compiled and f.compiled else None
         self.cycles = 0
         self.saturated_cycles = 0
         self.fallbacks = 0
-        self.unsettled = 0
+        self.paths = [0] * len(PATHS)
         self.solve_times: list[float] = []
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -145,35 +155,46 @@ class MpcController:
         return q, dq
 
     def __call__(self, t: float, state) -> np.ndarray:  # noqa: ANN001  (mbctl.hardware.interface.JointState)
-        f, nv = self._update, self.robot.nv
-        x0 = f.inputs[0]
+        # the cycle's Python: a few assignments around the call, each attribute looked up once
+        f, x0, nv, out = self._update, self._x0, self._nv, self._out
         x0[:nv] = state.q
         x0[nv:] = state.dq
-        f.inputs[1][0] = 0.0 if self._plan_t is None else max(t - self._plan_t, 0.0) / self.spec.step
-        self._rows.at(t)
-        start = time.perf_counter()
+        plan_t = self._plan_t
+        self._s[0] = 0.0 if plan_t is None else max(t - plan_t, 0.0) * self._per_knot
+        rows = self._rows
+        i, self._w[0] = rows.locate(t)
+        point = self._point
+        if point is not None:
+            address = rows.address
+            point(4, address[i])
+            point(5, address[i + 1])
+        else:
+            f.inputs[4][...], f.inputs[5][...] = rows.block(i), rows.block(i + 1)
+        clock = time.perf_counter
+        start = clock()
         f.eval()
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         self.solve_times.append(elapsed)
-        out = f.outputs
-        failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(self.cycles))
-        late = self.period is not None and elapsed > self.spec.budget * self.period
-        self.cycles += 1
-        if failed or late:
+        cycle = self.cycles
+        self.cycles = cycle + 1
+        failed = not math.isfinite(out[7][0]) or (self._fail is not None and self._fail(cycle))
+        if failed or (elapsed > self._late and cycle):
             self.fallbacks += 1
             tau = self._fallback(state, out[6], out[5])
+            self.saturated_cycles += bool((np.abs(tau) >= self._at_limit).any())
         else:
             # u0 holds over the model's whole first step, so it carries that step's feed-forward (h/2
             # ahead of now); applied for one loop period, the plan's correction rides on the feed-forward of now
             tau = out[2].copy()
-        if out[4][0] < 0.5:
-            self.unsettled += 1
+            if out[8][0]:
+                self.saturated_cycles += 1
+        path = out[4][0]
+        if path == path:  # not NaN
+            self.paths[int(path)] += 1
         if not failed:
             f.inputs[2][...] = out[0]
             f.inputs[3][...] = out[1]
             self._plan_t = t
-        if (np.abs(tau) >= self._at_limit).any():
-            self.saturated_cycles += 1
         return tau
 
     def _fallback(self, state, x_plan: np.ndarray, u_plan: np.ndarray) -> np.ndarray:  # noqa: ANN001
@@ -185,12 +206,13 @@ class MpcController:
         return np.clip(u_plan + M @ a, -self._effort, self._effort)
 
     def describe(self) -> dict[str, float | int | str]:
-        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates that
-        needed the interior point (``interior_point``), for the run summary."""
+        """Solve-time percentiles (µs), updates, iterations per update, fallbacks and the updates by the
+        subproblem's path (``active_set``, ``interior_point``, ``clamped``; :data:`~mbctl.ctrl.optimal.box_qp.PATHS`),
+        for the run summary."""
         times = np.asarray(self.solve_times) * 1e6 if self.solve_times else np.zeros(1)
         return {
             "solver": f"{self.spec.solver} (Gauss-Newton, exact box QP, {self.spec.knots} knots of {self.spec.step:g} s)",
-            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, "interior_point": self.unsettled,
+            "updates": self.cycles, "iterations_per_update": self.spec.iterations, "fallbacks": self.fallbacks, **dict(zip(PATHS, self.paths)),
             "solve_us_p50": float(np.percentile(times, 50)), "solve_us_p99": float(np.percentile(times, 99)), "solve_us_max": float(times.max()),
         }  # fmt: skip
 

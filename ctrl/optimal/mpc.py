@@ -28,7 +28,8 @@ inputs, shifted to the current time, are rolled out from the current state; then
 real-time (Gauss–Newton) iterations: every stage linearised once (``A_k``, ``B_k``, the cost's
 gradients), the box-constrained linear–quadratic subproblem solved exactly by
 :func:`~mbctl.ctrl.optimal.box_qp.solve` (Riccati recursion; active-set passes warm-started from
-the plan's own bounds, the interior point when they do not settle), and a forward pass through the
+the plan's own bounds, the interior point when they do not settle, capped, and the clamped plan
+when that does not settle either), and a forward pass through the
 nonlinear model with ``u_k = clip(û_k + K_k (x_k - x̂_k), ±effort)`` around the subproblem's
 solution ``(x̂, û)``; an input on its bound has a near-zero row of ``K`` (its stiff bound, or its
 barrier, dominates ``Q_uu``). Where no bound is met the subproblem is the unconstrained Riccati
@@ -43,7 +44,7 @@ import casadi as ca
 import numpy as np
 
 from mbctl.ctrl.optimal import box_qp
-from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS
+from mbctl.ctrl.optimal.box_ipm import IPM_ITERATIONS, START_MU
 from mbctl.ctrl.optimal.point_to_point import SMOOTHING, smooth_direction
 from mbctl.ctrl.optimal.riccati import LqStages
 from mbctl.dynamics.model.robot import RobotModel
@@ -140,19 +141,23 @@ def update_function(
     upper: np.ndarray | None = None,
     qp_iterations: int = IPM_ITERATIONS,
     step_size: float | None = None,
+    qp_passes: int = box_qp.ACTIVE_SET_PASSES,
+    qp_mu0: float = START_MU,
 ) -> ca.Function:
     """The whole update as one function (see the module docstring)::
 
-        (x0, U_guess, R_x, U_ref) -> (U, X, u0, cost)
+        (x0, U_guess, R_x, U_ref) -> (U, X, u0, cost, path)
 
     ``x0`` (2nv,) the current state, ``U_guess`` (nv, N) the inputs to start from (the previous
     plan shifted to the current time), ``R_x`` (2nv, N+1) the reference states at the
     knots, ``U_ref`` (nv, N) its feed-forward torques; ``U``, ``X`` the new plan, ``u0`` its first
-    input, ``cost`` its objective. ``effort`` (nu,) bounds ``|u|``; ``lower``, ``upper`` (nx,) bound the
-    states of knots 1..N (positions, velocities; None or ±inf: no bound). ``linearisation``
+    input, ``cost`` its objective, ``path`` the subproblem's (:data:`~mbctl.ctrl.optimal.box_qp.PATHS`; over
+    several iterations the furthest down that list). ``effort`` (nu,) bounds ``|u|``; ``lower``, ``upper``
+    (nx,) bound the states of knots 1..N (positions, velocities; None or ±inf: no bound). ``linearisation``
     (:func:`linearisation_function`) gives the stages' Jacobians; None: CasADi's differentiation of
-    ``step``. ``qp_iterations``: the subproblem's interior-point iterations when a bound is met
-    (:mod:`~mbctl.ctrl.optimal.box_qp`).
+    ``step``. ``qp_passes``, ``qp_iterations``, ``qp_mu0``: the subproblem's active-set passes after the
+    first, its interior point's iterations and start (:func:`~mbctl.ctrl.optimal.box_qp.solve`; the
+    defaults solve it exactly, a real-time update caps them).
     """
     if iterations < 1:
         raise InputError(f"must be >= 1, got {iterations}", field="iterations")
@@ -176,7 +181,7 @@ def update_function(
     X = [x0]
     for k in range(N):
         X.append(_advance(step, X[k], U[k], Rx[:, k]))
-    settled = ca.MX(1)
+    path = ca.MX(box_qp.PATH_ACTIVE_SET)
     for _ in range(iterations):
         A, B, q, r = [], [], [], []
         for k in range(N):
@@ -187,8 +192,8 @@ def update_function(
             r.append(rk)
         q.append(Wn @ (X[N] - Rx[:, N]))
         Ubar, Xbar = ca.horzcat(*U), ca.horzcat(*X)
-        dU, dX, K, solved = box_qp.solve(
-            LqStages(A, B, q, r, step_size if structured else None), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_iterations
+        dU, dX, K, taken = box_qp.solve(
+            LqStages(A, B, q, r, step_size if structured else None), W, Wn, R, -big - Ubar, big - Ubar, x_lo - Xbar, x_hi - Xbar, qp_passes, qp_iterations, qp_mu0
         )  # fmt: skip
         Xn, Un = [x0], []
         for k in range(N):
@@ -196,7 +201,7 @@ def update_function(
             Un.append(u)
             Xn.append(x_next)
         X, U = Xn, Un
-        settled = settled * solved
+        path = ca.fmax(path, taken)
     cost = 0
     for k in range(N):
         e, du = X[k] - Rx[:, k], U[k] - Uref[:, k]
@@ -204,8 +209,8 @@ def update_function(
     e = X[N] - Rx[:, N]
     cost = cost + 0.5 * e.T @ Wn @ e
     return ca.Function(
-        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost, settled],
-        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost", "settled"],
+        "mpc_update", [x0, U_prev, Rx, Uref], [ca.horzcat(*U), ca.horzcat(*X), U[0], cost, path],
+        ["x0", "U_guess", "R_x", "U_ref"], ["U", "X", "u0", "cost", "path"],
     )  # fmt: skip
 
 

@@ -290,7 +290,8 @@ def format_run(s: RunSummary) -> str:
         c = s.mpc
         lines.append(
             f"mpc: {c['solver']}; {c['updates']} updates of {c['iterations_per_update']} iteration(s), solve p50 {c['solve_us_p50']:.1f} us, "
-            f"p99 {c['solve_us_p99']:.1f} us, max {c['solve_us_max']:.1f} us; fallbacks {c['fallbacks']}"
+            f"p99 {c['solve_us_p99']:.1f} us, max {c['solve_us_max']:.1f} us; fallbacks {c['fallbacks']}; "
+            f"subproblem: active set {c['active_set']}, interior point {c['interior_point']}, clamped {c['clamped']}"
         )
     return "\n".join(lines)
 
