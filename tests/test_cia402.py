@@ -416,7 +416,7 @@ def _mbctl(*args) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "args, field",
     [(["--channel", "notachannel"], "--channel"), (["--channel", "239.74.163.2:99999"], "--channel"), (["--channel", "10.1.2.3:43113"], "--channel"),
-     (["--effort-noise", "-1"], "--effort-noise"), (["--reply-delay-us", "-5"], "--reply-delay-us")],
+     (["--ripple-permille", "-1"], "--ripple-permille"), (["--reply-delay-us", "-5"], "--reply-delay-us")],
 )  # fmt: skip
 def test_bad_emulate_options_are_one_line_and_exit_2(args, field):
     """`mbctl emulate ur5 --bus canopen` with a bad channel or timing option: one line naming it, exit 2, no

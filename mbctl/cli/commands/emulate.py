@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--garbage", type=float, default=0.0, help="probability of garbage bytes before a reply")
     p.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply, ms (ros2: before each joint state)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
-    p.add_argument("--effort-noise", type=float, default=0.0, help="canopen: the drives' current loop ripple, standard deviation in per mille of rated torque, in the torque applied and reported (0x6077) (default 0)")
+    p.add_argument("--ripple-permille", type=float, default=0.0, help="canopen: the drives' current loop ripple, standard deviation in per mille of each drive's rated torque, in the torque applied and reported (0x6077) (default 0)")
     p.add_argument("--reply-delay-us", type=float, default=250.0, help="canopen, paced: the drives send their TPDOs this many µs after the SYNC (default 250)")
     p.add_argument("--lockstep-period", type=float, help="lock-step: advance the plant by this many seconds on each sync read (canopen: each SYNC after new set-points; ros2: each command), and only then (default: follow the clock)")
     p.add_argument("--q0", help="initial joint positions of the plant, rad or m, one per actuated joint (default zeros)")
@@ -117,13 +117,13 @@ def run_canopen(args: argparse.Namespace, robot: RobotModel) -> int:
     if args.interface == "udp_multicast":
         check_udp_channel(channel)
     faults = Cia402Faults(drop_tpdo=args.drop, corrupt_tpdo=args.corrupt, seed=args.seed)
-    for option, value in (("--effort-noise", args.effort_noise), ("--reply-delay-us", args.reply_delay_us)):
+    for option, value in (("--ripple-permille", args.ripple_permille), ("--reply-delay-us", args.reply_delay_us)):
         if not value >= 0:
             raise InputError(f"must be >= 0, got {value:g}", field=option)
     done = stop_event()
     truth, plant_config = truth_model(robot)
     plant = TruthPlant(truth, q0=q0, period_s=args.lockstep_period)
-    timing = dict(reply_delay_s=args.reply_delay_us * 1e-6, effort_noise_permille=args.effort_noise, seed=args.seed)
+    timing = dict(reply_delay_s=args.reply_delay_us * 1e-6, effort_noise_permille=args.ripple_permille, seed=args.seed)
     # the serving thread inherits the scheduling policy: a paced host then gets its TPDOs in time on a busy
     # machine; no collector pauses of milliseconds between a SYNC and its TPDOs
     with realtime_priority(args.realtime_priority) as scheduling, no_gc_pauses(), Cia402Emulator(
