@@ -266,7 +266,7 @@ def _run_log(path, t, q, goal) -> None:
     log = RunLog(path, log_columns(["servo"]))
     for row in zip(t, q, goal):
         values = np.full(len(log.columns), np.nan)
-        values[[0, 3, 4, 6]] = (row[0], 1.0, row[1], row[2])  # t, read_ok, q.servo, q_ref.servo
+        values[[log.columns.index(c) for c in ("t", "read_ok", "q.servo", "q_ref.servo")]] = (row[0], 1.0, row[1], row[2])
         log.append(values)
     log.close()
 
