@@ -238,7 +238,8 @@ class CompiledCycle:
         if self._quick:
             entries = tuple(zip(self._calls_last, self._r_pointers))
             self._constants = (self._y_q, self._y_dq, self._y_effort, self._pack_s, entries, self._paced, self._rate, self._last_row, self._base,
-                               self._row_bytes, self.timing.delay_cycles, self._measured_f, self._spread, self._f, self._sample_clock)  # fmt: skip
+                               self._row_bytes, self.timing.delay_cycles, self._measured_f, self._spread, self._f, self._sample_clock, self.timing,
+                               self._status, self._tau.copy)  # fmt: skip
 
     def _reference_row(self, k: int, t_law: float) -> float:
         """Points the (last) call at the reference rows around ``t_law`` (cycle ``k`` in lock-step);
@@ -298,11 +299,13 @@ class CompiledCycle:
             # _call's work where nothing is measured (see _start): the sample at t, horizon and lead 0,
             # the backend's fixed command delay; inline, with the run's constants in one tuple, as it is
             # every cycle of a lock-step run
-            y_q, y_dq, y_effort, pack, entries, paced, rate, last_row, base, row_bytes, d, measured, spread, f, sample_clock = self._constants
+            (y_q, y_dq, y_effort, pack, entries, paced, rate, last_row, base, row_bytes, d, measured, spread, f, sample_clock, timing, status,
+             command) = self._constants  # fmt: skip
             y_q[...] = state.q
             y_dq[...] = state.dq
             y_effort[...] = state.effort
-            call, pointers = entries[self._parity]
+            p = self._parity
+            call, pointers = entries[p]
             if paced:  # _reference_row's
                 i = t * rate
                 j = max(min(int(i), last_row), 0)
@@ -311,17 +314,19 @@ class CompiledCycle:
                 j, w = (k if k < last_row else last_row), 0.0
             pointers[1] = base + j * row_bytes
             pack(t, state.t if sample_clock else t, w, tracking, k, d, 0.0, measured, spread, t, f, 0.0)
-            self.timing.t_sample = t
+            timing.t_sample = t
             if call():
                 raise RuntimeError(f"{self.functions[0].library}: evaluation failed")
-        else:
-            self._call(k, t, state, tracking)
+            if status[0] or status[1] or self.stopping:
+                return self._event(t, state)
+            self._parity = p ^ 1  # m_next carried on: the next call reads it where this one wrote it
+            return command()
+        self._call(k, t, state, tracking)
         status = self._status
         if status[0] or status[1] or self.stopping:
             return self._event(t, state)
-        self._parity ^= 1  # m_next carried on: the next call reads it where this one wrote it
-        if not self._quick:
-            self.timing.written()
+        self._parity ^= 1
+        self.timing.written()
         return self._tau.copy()
 
     def _event(self, t: float, state: JointState) -> np.ndarray | None:
