@@ -35,14 +35,16 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from functools import lru_cache
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 import casadi as ca
 import numpy as np
 
-__all__ = ["CompiledFunction", "CodegenWarning", "compile_function", "cache_dir", "CACHE_ENV", "FLAGS"]
+__all__ = ["CompiledFunction", "CodegenWarning", "Entry", "compile_function", "cache_dir", "CACHE_ENV", "FLAGS"]
 
 CACHE_ENV = "MBCTL_CODEGEN_CACHE"
 FLAGS = ("-O3", "-shared", "-fPIC")
@@ -73,6 +75,21 @@ int mbctl_checkout(void) { %(name)s_incref(); return %(name)s_checkout(); }
 
 class CodegenWarning(UserWarning):
     """A function could not be compiled and runs in CasADi's interpreter."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A way into a compiled call on pointers of its own (:meth:`CompiledFunction.entry`).
+
+    Attributes:
+        arguments: The inputs' addresses, a ctypes array: ``arguments[i] = address`` points input ``i``
+            at other float64 entries from the next call on.
+        call: Evaluates the function; returns its status (0: success).
+    """
+
+    arguments: ctypes.Array
+    call: Callable[[], int]
+    keep: tuple = field(repr=False)  # what the pointers point into: alive as long as the entry
 
 
 class _Context(ctypes.Structure):
@@ -230,6 +247,10 @@ class CompiledFunction:
         self._ctx_ref = ctypes.byref(self._ctx)
         self._lib = lib  # keeps the library loaded
         self._c_eval = lib.mbctl_eval
+        # the same entry point called with the interpreter lock held (entry): for a call of microseconds, releasing
+        # and retaking the lock costs more than it frees, and a thread that took it meanwhile could hold the
+        # caller up to the interpreter's switch interval (5 ms)
+        self._c_eval_held = ctypes.PyDLL(str(library), handle=lib._handle).mbctl_eval
 
     def eval(self) -> None:
         """Evaluate on the current :attr:`inputs`, writing :attr:`outputs`."""
@@ -248,6 +269,29 @@ class CompiledFunction:
         if not self.compiled:
             raise RuntimeError(f"{self.name}: an interpreted function reads its input buffers")
         self._arg[i] = address
+
+    def entry(self, inputs: dict[int, int] | None = None, outputs: dict[int, int] | None = None) -> Entry:
+        """Another way into the compiled call, on the same library, buffers and work space, with input
+        ``i`` read at ``inputs[i]`` and output ``j`` written at ``outputs[j]`` (addresses of float64
+        entries that outlive the calls) and every other pointer as it is now (:meth:`point_input`).
+
+        Two entries that swap an input and an output carry a call's result on to the next call without
+        a copy (the memory of a recursion, ``m -> m_next``: call them in turn). The call keeps the
+        interpreter lock (:meth:`eval` releases it): meant for calls of microseconds on a loop's
+        deadline. Compiled functions only.
+        """
+        if not self.compiled:
+            raise RuntimeError(f"{self.name}: an interpreted function has no compiled entry")
+        arg = (ctypes.c_void_p * len(self._arg))(*self._arg)
+        res = (ctypes.c_void_p * len(self._res))(*self._res)
+        for i, address in (inputs or {}).items():
+            arg[i] = address
+        for j, address in (outputs or {}).items():
+            res[j] = address
+        ctx = _Context(ctypes.cast(arg, ctypes.POINTER(ctypes.c_void_p)), ctypes.cast(res, ctypes.POINTER(ctypes.c_void_p)),
+                       self._iw.ctypes.data, self._w.ctypes.data, self._ctx.mem)  # fmt: skip
+        # a partial of the C function on its context: one C-level call, no Python frame
+        return Entry(arg, partial(self._c_eval_held, ctypes.byref(ctx)), (self, res, ctx))
 
     def instance(self) -> CompiledFunction:
         """Another callable on the same library with buffers of its own (one per thread or per

@@ -60,9 +60,11 @@ import collections
 import contextlib
 import math
 import signal
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -84,6 +86,11 @@ from mbctl.hardware.sample_timing import SampleTiming
 from mbctl.hardware.summary import RunSummary, chatter_warnings, spread
 
 __all__ = ["Controller", "Estimator", "Reference", "SafetyLimits", "LoopConfig", "RunSummary", "PHASES", "chatter_warnings", "run_loop", "log_columns", "run_footprint"]
+
+# a cycle's times (s) as float64 entries: its slot of the run's timings (period, compute, the phases), and
+# the log row's (period and compute at entries 1 and 2, the phases last)
+_TIMES, _HEAD_TIMES, _PHASES = struct.Struct(f"{2 + len(PHASES)}d"), struct.Struct("2d"), struct.Struct(f"{len(PHASES)}d")
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -162,12 +169,13 @@ def run_loop(
     summary = RunSummary(rate_hz=config.rate_hz)
     # preallocated and filled now (not lists growing by a cycle): the memory stays flat over a long run
     kept_cycles = max(cycles_total, 1)  # an open-ended hold keeps no timings past the planned cycles
-    periods, computes = np.full(kept_cycles, np.nan), np.full(kept_cycles, np.nan)
-    phases = np.full((kept_cycles, len(PHASES)), np.nan)
+    # per cycle: period, compute, then the phases (s); one row per cycle, filled in one call (below)
+    times = np.full((kept_cycles, 2 + len(PHASES)), np.nan)
+    periods, computes, phases = times[:, 0], times[:, 1], times[:, 2:]
     consecutive_failures = 0
     first_failure = ""  # the failure that began a streak of failed reads: its cause
     monitor = OverrunMonitor(config.overrun)
-    stop = threading.Event()
+    stopped = [False]  # set by a signal (a list, not an Event: checked every cycle, a list item costs least)
     stop_reason = ["completed"]
     cycle = _cycle(backend, controller, limits, config, log, reference, estimator, kept_cycles)
     # a backend whose read waits for the robot's next sample (a Franka's 1 kHz): the robot paces the loop and
@@ -176,7 +184,7 @@ def run_loop(
 
     def on_signal(signum: int, _frame: object) -> None:
         stop_reason[0] = f"signal {signal.Signals(signum).name}"
-        stop.set()
+        stopped[0] = True
 
     previous_handlers = {}
     if threading.current_thread() is threading.main_thread():
@@ -202,24 +210,26 @@ def run_loop(
         except (DriveFault, CommunicationError) as exc:
             raise StopRun(f"enabling torque failed: {exc}") from None
 
-        t0 = cycle.timing.t0 = clock.now()
+        # what every cycle uses, looked up once (the cycle's own work is a few microseconds: a lookup counts)
+        now, step, paced, sample_timing, mode = clock.now, cycle.step, config.paced, cycle.timing, config.command
+        pack_times = partial(_TIMES.pack_into, times)
+        phases_at = 8 * (len(log.columns) - len(PHASES))  # where the row's phases begin (bytes)
+        t0 = sample_timing.t0 = now()
         deadline = t0
         last_start = None
         last_log = math.nan
         while k < cycles_total or hold_on:
-            if stop.is_set():
+            if stopped[0]:
                 if hold_on and k >= cycles_run:
                     held_until = stop_reason[0]
                     break
                 raise StopRun(stop_reason[0])
-            if config.paced and not robot_paced:
+            if paced and not robot_paced:
                 clock.sleep_until(deadline)
-            start = clock.now()
-            slot = min(k, kept_cycles - 1)
-            if last_start is not None and k < kept_cycles:
-                periods[k] = start - last_start
+            start = now()
+            period_k = start - last_start if last_start is not None else math.nan
             last_start = start
-            t = (start - t0) if config.paced else k * period
+            t = (start - t0) if paced else k * period
 
             try:
                 state = backend.read()
@@ -234,45 +244,47 @@ def run_loop(
                 first_failure = str(exc) if consecutive_failures == 1 else first_failure
                 if consecutive_failures >= config.watchdog_failures:
                     raise StopRun(_watchdog_reason(consecutive_failures, first_failure, str(exc))) from None
-            read_end = clock.now()
+            read_end = now()
             if robot_paced and state is not None:
                 t_robot0 = state.t if t_robot0 is None else t_robot0
                 t = state.t - t_robot0
 
-            command = cycle.step(k, t, state, k < cycles_run)  # the end hold is not tracking
-            control_end = write_end = clock.now()
+            command = step(k, t, state, k < cycles_run)  # the end hold is not tracking
+            control_end = write_end = now()
             if command is not None:
                 try:
-                    backend.write(JointCommand(config.command, command))
+                    backend.write(JointCommand(mode, command))
                 except CommunicationError as exc:
                     raise StopRun(f"write failed: {exc}") from None
-                write_end = clock.now()
-            compute = write_end - start
-            timing = phases[slot]
-            computes[slot] = compute
-            timing[0] = read_end - start
-            if state is not None:
-                timing[1], timing[2] = control_end - read_end, write_end - control_end
-            timing[3] = last_log
-
+                write_end = now()
+            compute, read = write_end - start, read_end - start
+            control, write = (control_end - read_end, write_end - control_end) if state is not None else (math.nan, math.nan)
+            slot = k
+            if k >= kept_cycles:  # an open-ended hold past the planned cycles: the last slot again, its period kept
+                slot = kept_cycles - 1
+                period_k = periods[slot]
+                if state is None:
+                    control, write = phases[slot, 1], phases[slot, 2]
+            # the cycle's times into its slot and its log row (numpy's item assignments would cost ten times more)
+            pack_times(slot * _TIMES.size, period_k, compute, read, control, write, last_log)
             row = cycle.row
-            row[1], row[2] = periods[slot], compute
-            row[-len(PHASES) :] = timing
+            _HEAD_TIMES.pack_into(row, 8, period_k, compute)
+            _PHASES.pack_into(row, phases_at, read, control, write, last_log)
             log.append(row)
             k += 1
-            last_log = clock.now() - write_end
+            last_log = now() - write_end
             if cycle.stopping:
                 raise StopRun(cycle.stopping)
 
-            deadline += period + cycle.timing.shift  # the phase lock's move (sample_timing), 0 without one
-            if config.paced:
-                now = clock.now()
-                overran = now > deadline
+            deadline += period + sample_timing.shift  # the phase lock's move (sample_timing), 0 without one
+            if paced:
+                now_s = now()
+                overran = now_s > deadline
                 if robot_paced:
                     overran, missed = backend.missed_samples > missed, backend.missed_samples
                 if overran:
                     summary.overruns += 1
-                    deadline = t0 + math.ceil((now - t0) / period) * period
+                    deadline = t0 + math.ceil((now_s - t0) / period) * period
                 limit = monitor.record(overran)
                 if limit:
                     raise StopRun(limit)

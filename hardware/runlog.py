@@ -50,6 +50,7 @@ class RunLog:
         self.flush_every = flush_every
         self.rows = 0
         self._block = np.zeros((flush_every, len(self.columns)))
+        self._slots = list(self._block)  # the block's rows as views, made once: an append is one copy into one
         self._filled = 0
         header.write_text(json.dumps({"columns": self.columns}))
         self._header = header
@@ -57,7 +58,7 @@ class RunLog:
 
     def append(self, row: np.ndarray) -> None:
         """Add one row (len(columns) float64 values)."""
-        self._block[self._filled] = row
+        self._slots[self._filled][...] = row
         self._filled += 1
         self.rows += 1
         if self._filled == self.flush_every:
@@ -69,7 +70,7 @@ class RunLog:
 
     def rehearse(self, row: np.ndarray) -> None:
         """Go through :meth:`append`'s work for one row without adding it (the loop's warm-up)."""
-        self._block[self._filled] = row
+        self._slots[self._filled][...] = row
         self._block[: self._filled].tobytes()
 
     def discard(self) -> None:

@@ -54,6 +54,28 @@ def test_buffers_give_the_allocation_free_path(robots, tmp_path):
         f(*args[:3])
 
 
+def test_two_entries_carry_a_recursion_on_without_a_copy(tmp_path):
+    """Entries that swap the buffers of m and m_next (ping-pong), called in turn, give the recursion
+    m_k+1 = 2 m_k + u from the last call's output; an input pointed elsewhere stays pointed."""
+    m, u = ca.SX.sym("m", 3), ca.SX.sym("u", 3)
+    f = compile_function(ca.Function("step", [m, u], [2 * m + u, ca.sum1(m)]), cache=tmp_path)
+    a, b = f.inputs[0], f.outputs[0]
+    u_values = np.array([1.0, -2.0, 0.5])
+    f.point_input(1, u_values.ctypes.data)
+    entries = [f.entry(), f.entry({0: b.ctypes.data}, {0: a.ctypes.data})]
+    a[:] = [0.1, 0.2, 0.3]
+    expected = a.copy()
+    for k in range(5):
+        assert entries[k % 2].call() == 0
+        assert f.outputs[1][0] == pytest.approx(expected.sum())  # the memory this call read
+        expected = 2 * expected + u_values
+        assert np.array_equal((b, a)[k % 2], expected)
+    entries[0].arguments[1] = f.inputs[1].ctypes.data  # an entry's pointer moves alone
+    f.inputs[1][:] = 0.0
+    entries[0].call()
+    assert np.array_equal(b, 2 * a)
+
+
 SCRIPT = """
 import json, sys
 from mbctl.dynamics.codegen import compile_function

@@ -5,6 +5,8 @@ lock-step half of tests/test_backend_matrix.py.)"""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from test_loop import Faulty
@@ -13,10 +15,13 @@ from mbctl.ctrl.controllers import build_controller
 from mbctl.ctrl.tracking import TrackingController
 from mbctl.ctrl.trajectory import quintic_rest_to_rest
 from mbctl.dynamics.model.robot import load_robot
+from mbctl.hardware.clock import VirtualClock
+from mbctl.hardware.compiled_cycle import compiled_cycle
 from mbctl.hardware.estimate import LoopEstimator
-from mbctl.hardware.interface import CommunicationError
+from mbctl.hardware.interface import CommunicationError, JointState
 from mbctl.hardware.loop import LoopConfig, SafetyLimits, log_columns, run_loop
 from mbctl.hardware.runlog import RunLog
+from mbctl.hardware.sample_timing import SampleTiming
 from mbctl.hardware.session import SessionOptions, run_session
 from mbctl.hardware.sim import SimPlant, truth_model
 
@@ -152,3 +157,57 @@ def test_failed_reads_and_a_limit_breach_agree(configs, tmp_path, case):
     else:
         assert compiled[0].stop_reason.startswith("limit breach: q.j1 = ")
 
+
+
+class Late(VirtualClock):
+    """A virtual clock that wakes 0.3 ms after each deadline (a paced cycle's instant falls between two
+    rows of the reference)."""
+
+    def sleep_until(self, deadline: float) -> None:
+        self.t = max(self.t, deadline + 3e-4)
+
+
+def test_a_paced_cycle_without_a_sample_clock_logs_the_same(configs, tmp_path):
+    """Paced on a virtual clock against a backend with no sample clock (nothing measured: the compiled
+    cycle's short path), the reference interpolated between its rows: the same log and counters."""
+    robot = load_robot(configs / "scara.toml")
+    traj = quintic_rest_to_rest(SCARA_MOVE, [0.3], 1000.0, robot.joint_names)
+
+    def run(compiled: bool):
+        tracking = TrackingController(build_controller(robot, "computed-torque"), traj)
+        truth, config = truth_model(robot)
+        clock = Late(0.0)
+        # the simulated plant behind a serial-like bus: no sample clock
+        backend, path = Faulty(SimPlant(truth, 1e-3, config), at=10**9, kind="comm"), tmp_path / f"{compiled}.npz"
+        loop = LoopConfig(duration_s=0.3, paced=True, realtime_priority=None, compiled_cycle=compiled)
+        with backend:
+            summary = run_loop(backend, tracking, SafetyLimits.of(robot), loop, RunLog(path, log_columns(robot.actuated_names, estimation=True)),
+                               tracking.reference, clock=clock, estimator=LoopEstimator(robot, 1e-3))  # fmt: skip
+        return summary, np.load(path)
+
+    compiled, python = _both(run)
+    _agree(compiled, python)
+    assert compiled[0].completed and not compiled[0].sample_timing
+    assert np.allclose(compiled[1]["t"] % 1e-3, 3e-4)  # every cycle between two rows
+
+
+def test_a_lock_step_cycle_runs_no_python_function(robots):
+    """Once the estimator has started, a lock-step step of a compiled law is the copies, the packing of
+    its scalars and the generated call: no Python function runs inside it (sys.setprofile's record)."""
+    robot = robots["scara"]
+    traj = quintic_rest_to_rest(SCARA_MOVE, [0.3], 1000.0, robot.joint_names)
+    tracking, estimator = TrackingController(build_controller(robot, "computed-torque"), traj), LoopEstimator(robot, 1e-3)
+    timing = SampleTiming(1e-3, None, measured=False, delay_cycles=0)
+    cycle = compiled_cycle(tracking, SafetyLimits.of(robot), robot.joint_names, tracking.reference, estimator, logs_estimates=True, timing=timing,
+                           measured_torque=True, sample_clock=True, paced=False, rate_hz=1000.0, cycles=10)  # fmt: skip
+    assert cycle is not None
+    state = JointState(t=0.0, q=traj.q[0], dq=traj.dq[0], effort=np.zeros(robot.nv))
+    cycle.warm_up(state)
+    cycle.step(0, 0.0, state, True)
+    calls, state = [], JointState(t=1e-3, q=traj.q[1], dq=traj.dq[1], effort=np.zeros(robot.nv))
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        tau = cycle.step(1, 1e-3, state, True)
+    finally:
+        sys.setprofile(None)
+    assert calls == ["step"] and tau.shape == (robot.nv,)
