@@ -85,12 +85,12 @@ def main() -> None:
     for _ in range(args.repeat):
         fit, seconds = mbctl_fit(robot, raw)
         times.append(seconds)
-    rows["mbctl identify dynamics (consistent)"] = predict_torques(robot, fit.theta, fit.friction, test)
+    rows["mbctl identify dynamics (consistent)"] = predict_torques(robot, fit.theta, fit.friction, test, armature=fit.armature_by_joint)
     for which in ("separable", "all"):
         fit_o, _ = mbctl_fit(robot, raw, offsets=which)
-        rows[f"mbctl --offsets {which}, as the sensor reads"] = predict_torques(robot, fit_o.theta, fit_o.friction, test, fit_o.offsets)
+        rows[f"mbctl --offsets {which}, as the sensor reads"] = predict_torques(robot, fit_o.theta, fit_o.friction, test, fit_o.offsets, armature=fit_o.armature_by_joint)
     fit_s, _ = mbctl_fit(robot, raw, friction="stribeck")
-    rows["mbctl --friction stribeck"] = predict_torques(robot, fit_s.theta, fit_s.friction, test)
+    rows["mbctl --friction stribeck"] = predict_torques(robot, fit_s.theta, fit_s.friction, test, armature=fit_s.armature_by_joint)
     figaroh = {}
     try:
         from figaroh_panda import figaroh_fit

@@ -2,8 +2,10 @@
 
 The arm: ``configs/ur5.toml`` carrying a 3 kg tool its model lacks (a point mass 5 cm out on
 ``tool0``) with every joint's friction 1.5 to 2 times the model's (the ``[plant]`` table below).
-The command is given the nominal UR5 and the start pose with the upper arm upright; the wrist 3
-sweep's position loop runs at 30 Hz (its URDF has no rotor inertia: at 10 Hz it sticks and slips).
+The command is given the nominal UR5 and the start pose with the upper arm upright, and sweeps with
+its defaults at every rate (the UR5's rotor inertias hold wrist 3 under the default 10 Hz loop; the
+URDF's 0.017 kg m² alone stuck and slipped there and needed 30 Hz; at 250 Hz 15.9 Hz, the most a
+4 ms loop holds, and 16 speeds).
 
 Backends:
 
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import subprocess
@@ -53,19 +54,7 @@ from mbctl.bundled import bundled_config
 from mbctl.cli import main
 
 SCALE = {"shoulder_pan_joint": 1.5, "shoulder_lift_joint": 1.8, "elbow_joint": 2.0, "wrist_1_joint": 1.6, "wrist_2_joint": 1.7, "wrist_3_joint": 1.9}
-OPTIONS = ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", "wrist_3_joint=30"]
-
-
-def options(rate: float) -> list[str]:
-    """The command's options at ``rate`` (Hz).
-
-    Below 500 Hz wrist 3 (0.017 kg m², no rotor inertia in the URDF) needs more than the default
-    sweep: 30 Hz is more than a 4 ms loop holds (w T <= 0.4 allows 15.9 Hz at 250 Hz), and at
-    15 Hz it sticks and slips below 0.1 rad/s, so 16 speeds instead of 10 leave enough above that
-    for the Stribeck fit."""
-    if rate >= 500:
-        return list(OPTIONS)
-    return ["--start", "shoulder_lift_joint=-1.5708", "--bandwidth", f"wrist_3_joint={min(30.0, 0.4 * rate / (2 * math.pi)):.3g}", "--speeds", "16"]
+OPTIONS = ["--start", "shoulder_lift_joint=-1.5708"]
 
 
 def arm_file(folder: Path) -> Path:
@@ -136,7 +125,7 @@ def main_() -> int:
         truth = {name: tomllib.loads(arm.read_text())["plant"]["joints"][name]["friction"] for name in SCALE}
         out = args.out or folder / "out"
         rate = args.rate if args.rate is not None else (250.0 if args.backend in ("canopen", "canopen-process-lockstep") else 1000.0)
-        opts = ["--rate", f"{rate:g}", *options(rate)]
+        opts = ["--rate", f"{rate:g}", *OPTIONS]
         print(f"load average at the start {os.getloadavg()[0]:.2f}; backend {args.backend}; options {' '.join(opts)}")
         start = time.perf_counter()
         if args.backend == "lockstep":

@@ -9,6 +9,14 @@ every fixed link merged in) contributes, in its joint frame, in pinocchio's orde
 with ``m`` in kg, ``c`` the centre of mass (m) and ``I`` the rotational inertia about the
 joint frame's *origin* (kg·m², not about the centre of mass).
 
+**Armature.** A drive's rotor turns ``N`` times faster than its joint, so its inertia ``J``
+reaches the joint as ``N^2 J``, the reflected inertia (pinocchio's ``model.armature``, kg·m²,
+kg for a prismatic joint). It adds ``armature_j * ddq_j`` to joint ``j``'s own torque only,
+so with ``armature=True`` the regressor gets one more column per DOF, that DOF's own
+acceleration on its own row, and ``theta`` one more parameter per DOF after the bodies'::
+
+    tau = Y(q, dq, ddq) @ theta + diag(ddq) @ armature
+
 Not every combination of parameters moves the torques: a body's mass on a joint that
 only turns about a fixed axis, parameters of the base body, ... Those columns of ``Y``
 are zero or linearly dependent. :func:`base_parameters` finds an independent set by a
@@ -47,6 +55,7 @@ __all__ = [
     "joint_torque_regressor",
     "pseudo_inertia",
     "from_pseudo_inertia",
+    "parameter_names",
     "random_states",
 ]
 
@@ -58,13 +67,25 @@ def body_names(robot: RobotModel) -> tuple[str, ...]:
     return tuple(robot.model.names[i] for i in range(1, robot.model.njoints))
 
 
-def inertial_parameters(robot: RobotModel) -> np.ndarray:
-    """The model's inertial parameters ``theta``, shape (10 * n_bodies,), order as in the module docstring."""
-    return np.concatenate([robot.model.inertias[i].toDynamicParameters() for i in range(1, robot.model.njoints)])
+def inertial_parameters(robot: RobotModel, *, armature: bool = False) -> np.ndarray:
+    """The model's inertial parameters ``theta``, shape (10 * n_bodies,), order as in the module
+    docstring; with ``armature``, each DOF's armature after them (kg·m², kg; velocity order)."""
+    theta = np.concatenate([robot.model.inertias[i].toDynamicParameters() for i in range(1, robot.model.njoints)])
+    return np.concatenate([theta, np.asarray(robot.model.armature, dtype=float)]) if armature else theta
 
 
-def joint_torque_regressor(robot: RobotModel, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
-    """``Y`` with ``tau[k] = Y[k] @ theta`` for every sample, shape (N, nv, 10 * n_bodies).
+def parameter_names(robot: RobotModel, *, armature: bool = False) -> tuple[str, ...]:
+    """``"<body>.<parameter>"`` for every entry of :func:`inertial_parameters` (``"<joint>.armature"`` for the armature)."""
+    names = tuple(f"{b}.{p}" for b in body_names(robot) for p in INERTIAL_NAMES)
+    if not armature:
+        return names
+    by_dof = {j.idx_v: j.name for j in robot.joints}
+    return names + tuple(f"{by_dof[v]}.armature" for v in range(robot.nv))
+
+
+def joint_torque_regressor(robot: RobotModel, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray, *, armature: bool = False) -> np.ndarray:
+    """``Y`` with ``tau[k] = Y[k] @ theta`` for every sample, shape (N, nv, 10 * n_bodies), or with
+    ``armature`` (N, nv, 10 * n_bodies + nv): the armature columns ``Y[k, j, 10 nb + j] = ddq[k, j]``.
 
     Args:
         q, dq, ddq: DOF positions (rad, m), velocities and accelerations, shape (N, nv),
@@ -79,6 +100,8 @@ def joint_torque_regressor(robot: RobotModel, q: np.ndarray, dq: np.ndarray, ddq
     out = np.empty((len(q), model.nv, 10 * (model.njoints - 1)))
     for k in range(len(q)):
         out[k] = pin.computeJointTorqueRegressor(model, data, config[k], dq[k], ddq[k])
+    if armature:  # pinocchio's regressor leaves model.armature out (its RNEA keeps it)
+        out = np.concatenate([out, ddq[:, :, None] * np.eye(model.nv)], axis=2)
     return out
 
 
@@ -129,7 +152,7 @@ class BaseParameters:
 
     Attributes:
         columns: Indices into ``theta`` of the independent regressor columns, shape (nb,).
-        K: Map from full to base parameters, shape (nb, 10 * n_bodies): identity on
+        K: Map from full to base parameters, shape (nb, len(theta)): identity on
             ``columns`` plus the dependent columns regrouped onto them.
         names: ``"<body>.<parameter>"`` of each base parameter (its leading column).
         rows: Which DOF rows of the regressor the set was found for (indices into ``q``).
@@ -160,11 +183,16 @@ def base_parameters(
     seed: int = 0,
     tolerance: float = 1e-8,
     held: Mapping[int, float] | None = None,
+    armature: bool = False,
 ) -> BaseParameters:
     """Base parameters of ``robot`` for the regressor rows ``rows`` (DOF indices; default: all).
 
     ``held`` maps DOF indices to positions (rad or m) of joints that stay there at rest
-    (locked): the bodies they join then move as one and regroup accordingly.
+    (locked): the bodies they join then move as one and regroup accordingly. With
+    ``armature`` the parameters are :func:`inertial_parameters` with the armature: a
+    joint's armature is a base parameter of its own unless a body's column is the same
+    (the first joint turning about the vertical: its armature and its body's inertia about
+    the axis act alike, one base parameter).
 
     The regressor is stacked over ``samples`` random states (:func:`random_states`) and
     factored by QR with column pivoting; a column is independent when its diagonal entry
@@ -177,7 +205,8 @@ def base_parameters(
     q, dq, ddq = random_states(robot, samples, seed=seed)
     for i, position in (held or {}).items():
         q[:, i], dq[:, i], ddq[:, i] = position, 0.0, 0.0
-    Y = joint_torque_regressor(robot, q, dq, ddq)[:, rows, :].reshape(-1, 10 * (robot.model.njoints - 1))
+    Y = joint_torque_regressor(robot, q, dq, ddq, armature=armature)[:, rows, :]
+    Y = Y.reshape(-1, Y.shape[-1])
     scale = np.linalg.norm(Y, axis=0)
     usable = np.flatnonzero(scale > tolerance * scale.max())
     _, R, perm = scipy.linalg.qr(Y[:, usable], mode="economic", pivoting=True)
@@ -191,6 +220,6 @@ def base_parameters(
     K[np.arange(rank), independent] = 1.0
     K[:, dependent] = regroup
     K[np.abs(K) < 1e-10] = 0.0
-    bodies = body_names(robot)
-    names = tuple(f"{bodies[c // 10]}.{INERTIAL_NAMES[c % 10]}" for c in independent[order])
+    every = parameter_names(robot, armature=armature)
+    names = tuple(every[c] for c in independent[order])
     return BaseParameters(columns=independent[order], K=K[order], names=names, rows=rows)

@@ -5,12 +5,14 @@ exponential on its diagonal (a log-Cholesky parametrisation), so every body keep
 mass, a positive definite inertia and its triangle inequalities whatever the solver does.
 Solved by IPOPT (through CasADi):
 
-    min (1/n) |W (Y theta + F phi - tau)|^2 + lambda * sum_b D(J_b, J_b_prior)
+    min (1/n) |W (Y theta + Y_a a + F phi - tau)|^2 + lambda * sum_b D(J_b, J_b_prior)
 
 ``D(J, J0) = tr(J0^-1 J) - log det(J0^-1 J) - 4`` is the log-determinant divergence between
 pseudo-inertias: zero at the prior, free of units and scales, and infinite on the boundary
 of consistency, so no body ends as a degenerate line or plane of mass. The friction
-parameters are bounded (``fc, fv >= 0``, ``fs >= fc``). The data term is compressed to its
+parameters are bounded (``fc, fv >= 0``, ``fs >= fc``), and so is each joint's armature
+``a >= 0`` (no pull: where the logs see only its sum with a body's inertia, the body's pull
+decides the split). The data term is compressed to its
 QR factor first, so the solve does not grow with the log. The prior (the model's own
 inertials) fixes what the logs cannot see.
 """
@@ -51,6 +53,7 @@ def body_from_log_cholesky(x):  # noqa: ANN001, ANN202  (CasADi SX in and out)
 
 def consistent_fit(
     Y: np.ndarray,
+    Ya: np.ndarray,
     F: np.ndarray,
     rhs: np.ndarray,
     w: np.ndarray,
@@ -62,11 +65,13 @@ def consistent_fit(
     stribeck: bool,
     payload: bool,
     regularisation: float,
-) -> tuple[np.ndarray, np.ndarray, str]:
+    armature_start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """The physically consistent fit (module docstring): ``lambda`` = ``regularisation``.
 
     Args:
         Y: Parallel-filtered regressor columns of the free bodies, (N, n, 10 * free bodies).
+        Ya: Those of the free armatures (a joint's acceleration on its row), (N, n, m).
         F: Friction (``k`` per joint, block-diagonal) and offset columns, (N, n, n*k + offsets).
         rhs: Filtered torques minus the known bodies' share (N·m, N), (N, n).
         w: Row weight of each joint (1/sigma_j).
@@ -74,10 +79,11 @@ def consistent_fit(
         phi0: Start of the friction and offset parameters (the unconstrained estimate).
         stribeck: Columns ``(fc, fs, fv)`` per joint, with ``fs >= fc``; else ``(fc, fv)`` or none.
         payload: The free body's fit is a payload added to its prior (its own prior: none).
+        armature_start: Start of the ``m`` armatures (the model's; kg·m², kg).
 
     Returns:
-        ``(theta, phi, status)``: all bodies' parameters (the known ones as given), the
-        friction and offset parameters, IPOPT's return status.
+        ``(theta, a, phi, status)``: all bodies' parameters (the known ones as given), the free
+        armatures, the friction and offset parameters, IPOPT's return status.
 
     Raises:
         MbctlError: If IPOPT does not converge.
@@ -85,12 +91,14 @@ def consistent_fit(
     import casadi as ca
 
     N, n, p = Y.shape
-    A = np.concatenate([Y, F], axis=2) * w[None, :, None]
+    A = np.concatenate([Y, Ya, F], axis=2) * w[None, :, None]
     R = np.linalg.qr(np.column_stack([A.reshape(N * n, -1), (rhs * w).ravel()]), mode="r")
     Rz, r = R[:, :-1], R[:, -1]
     prior_free = theta_prior[free_mask].reshape(-1, 10)
     nfree = len(prior_free)
     x = ca.SX.sym("x", 10 * nfree)
+    ma = Ya.shape[2]
+    a = ca.SX.sym("a", ma)
     phi = ca.SX.sym("phi", F.shape[2])
     parts, x0, divergence = [], [], 0
     for b in range(nfree):
@@ -105,9 +113,9 @@ def consistent_fit(
         log_det_J = 2 * (x[10 * b] + x[10 * b + 4] + x[10 * b + 7] + x[10 * b + 9])
         divergence += ca.trace(ca.mtimes(ca.DM(np.linalg.inv(J0)), J)) - log_det_J + np.log(np.linalg.det(J0)) - 4
     theta_free = ca.vertcat(*parts)
-    residual = ca.mtimes(ca.DM(Rz), ca.vertcat(theta_free, phi)) - ca.DM(r)
+    residual = ca.mtimes(ca.DM(Rz), ca.vertcat(theta_free, a, phi)) - ca.DM(r)
     objective = ca.sumsqr(residual) / (N * n) + regularisation * divergence
-    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(n * k), np.full(F.shape[2] - n * k, -np.inf)]
+    lbx = np.r_[np.full(10 * nfree, -np.inf), np.zeros(ma), np.zeros(n * k), np.full(F.shape[2] - n * k, -np.inf)]
     ubx = np.full(len(lbx), np.inf)
     g, lbg = [], []
     if stribeck:  # fs >= fc; fv and fc bounded by lbx
@@ -117,14 +125,16 @@ def consistent_fit(
     solver = ca.nlpsol(
         "arm_fit",
         "ipopt",
-        {"x": ca.vertcat(x, phi), "f": objective, "g": ca.vertcat(*g)},
+        {"x": ca.vertcat(x, a, phi), "f": objective, "g": ca.vertcat(*g)},
         {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-10, "ipopt.max_iter": 3000},
     )
-    sol = solver(x0=np.r_[np.concatenate(x0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]], lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
+    x0 = np.r_[np.concatenate(x0), np.maximum(armature_start, 0.0), np.maximum(phi0[: n * k], 0.0), phi0[n * k :]]
+    sol = solver(x0=x0, lbx=lbx, ubx=ubx, lbg=lbg, ubg=np.full(len(lbg), np.inf))
     status = str(solver.stats()["return_status"])
     if status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
         raise MbctlError(f"the physically consistent fit did not converge (IPOPT: {status})")
     values = ca.Function("theta", [x], [theta_free])(sol["x"][: 10 * nfree])
     theta = theta_prior.copy()
     theta[free_mask] = np.asarray(values, dtype=float).ravel()
-    return theta, np.asarray(sol["x"][10 * nfree :], dtype=float).ravel(), status
+    rest = np.asarray(sol["x"][10 * nfree :], dtype=float).ravel()
+    return theta, rest[:ma], rest[ma:], status

@@ -2,16 +2,25 @@
 
 The measured torque of joint ``j`` at sample ``k`` is modelled as::
 
-    tau_kj = Y_kj(q, dq, ddq) @ theta + f_j(dq_kj, ddq_kj) + e_kj
+    tau_kj = Y_kj(q, dq, ddq) @ theta + a_j ddq_kj + f_j(dq_kj, ddq_kj) + e_kj
 
-with ``theta`` the ten inertial parameters of every body (:mod:`mbctl.dynamics.regressor`)
-and ``f_j`` a friction law of :mod:`mbctl.dynamics.friction.laws`:
+with ``theta`` the ten inertial parameters of every body (:mod:`mbctl.dynamics.regressor`),
+``a_j`` the joint's armature (the rotor's inertia reflected through the gear, ``N^2 J``; kg·m²,
+kg for a prismatic joint) and ``f_j`` a friction law of :mod:`mbctl.dynamics.friction.laws`:
 
 - ``coulomb-viscous``: ``fc*s + fv*dq`` with ``s = sgn(dq)`` (``sgn(ddq)`` where ``dq = 0``,
   as inverse dynamics evaluates it), linear in ``(fc, fv)``;
 - ``stribeck`` (``delta = 2``): ``[fc + (fs - fc)*exp(-(dq/vs)^2)]*s + fv*dq``, linear in
   ``(fc, fs, fv)`` for a fixed ``vs``; ``vs`` of each joint is chosen from a grid by
   minimising the residual (a separable least-squares search, joint by joint).
+
+**Armature.** Each joint's armature is one more parameter, its column the joint's own
+acceleration on its own row. Where a body's column is the same (the first joint of an arm on
+a vertical axis, and on the UR5 and the Panda the second too: the body's inertia about the
+joint's axis acts on that joint alone) the two form one base parameter, and the log tells only
+their sum: the consistent fit keeps the body near the prior (its pull) and the armature takes
+the rest. A torque measured on the link side of the gear (the Panda's joint torque sensors)
+contains no rotor inertia; its armature comes out near zero.
 
 **Parallel filtering.** Every column of the regressor and of the friction terms, and the
 measured torques, pass the same zero-phase low-pass (``parallel_cutoff_hz``, 5 Hz by
@@ -32,17 +41,18 @@ Two estimates are computed:
 2. **Physically consistent** (written back): every body keeps a positive mass, a positive
    definite inertia and its triangle inequalities, pulled toward the prior (the model's own
    inertials) by ``lambda`` (default 1e-2, stated in the report with how far each body
-   moved): :mod:`mbctl.identification.arm_consistent`.
+   moved), and every armature is >= 0: :mod:`mbctl.identification.arm_consistent`.
 
 With ``free_bodies`` only those bodies change (the others keep the model's values):
 ``free_bodies=(last,)`` and ``payload=True`` identifies a payload added to the last body,
-itself physically consistent (a mass >= 0), whose mass a full fit cannot separate.
+itself physically consistent (a mass >= 0), whose mass a full fit cannot separate; the
+armature is then the model's unless asked for.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,13 +61,13 @@ import numpy as np
 from mbctl.dynamics.friction.laws import CoulombViscous, Stribeck, motion_direction
 from mbctl.dynamics.model.robot import RobotModel
 from mbctl.dynamics.regressor import (
-    INERTIAL_NAMES,
     BaseParameters,
     about_com,
     base_parameters,
     body_names,
     inertial_parameters,
     joint_torque_regressor,
+    parameter_names,
 )
 from mbctl.errors import DataError
 from mbctl.identification.arm_consistent import consistent_fit
@@ -86,6 +96,8 @@ class ArmFitSettings:
             :data:`OFFSET_VIF_LIMIT`), e.g. a vertical first axis, where gravity never acts.
             Elsewhere an offset trades against the gravity parameters and extrapolates badly.
         parallel_cutoff_hz: Low-pass of the fit's columns and torques (Hz), see "Parallel filtering".
+        armature: Identify each joint's armature (True), keep the model's (False), or None:
+            identify it when every body is free (``free_bodies`` None), else keep it.
     """
 
     friction: Literal["coulomb-viscous", "stribeck", "none"] = "coulomb-viscous"
@@ -95,6 +107,12 @@ class ArmFitSettings:
     payload: bool = False
     offsets: Literal["none", "separable", "all"] = "none"
     parallel_cutoff_hz: float = 5.0
+    armature: bool | None = None
+
+    @property
+    def fits_armature(self) -> bool:
+        """Whether the fit identifies the armature (see ``armature``)."""
+        return self.free_bodies is None if self.armature is None else self.armature
 
     def __post_init__(self) -> None:
         if self.friction not in ARM_FRICTION_LAWS:
@@ -138,9 +156,14 @@ class ArmFit:
         joint_names: Joints whose torques were fitted.
         bodies: Body names (their joints), the order of ``theta``.
         settings: The settings used.
-        base: Base parameters of the free bodies (of the unconstrained fit).
+        base: Base parameters of the free bodies and, where fitted, the armature (of the
+            unconstrained fit), over the parameters ``(theta, armature)``.
         theta: Physically consistent inertial parameters of every body (10 per body).
         theta_prior: The model's own parameters.
+        armature: Each joint's armature (kg·m², kg), the consistent fit's where
+            ``settings.fits_armature``, else the model's.
+        armature_prior: The model's own armature of each joint.
+        dof_of_joint: Each joint's DOF index (the order of the armature in ``base``).
         friction: The consistent fit's friction law per joint (None for ``"none"``).
         beta_ols, beta_ols_stderr: Unconstrained base parameters and their standard errors.
         friction_ols: Unconstrained friction parameters per joint (name -> value).
@@ -163,6 +186,9 @@ class ArmFit:
     base: BaseParameters
     theta: np.ndarray
     theta_prior: np.ndarray
+    armature: np.ndarray
+    armature_prior: np.ndarray
+    dof_of_joint: np.ndarray
     friction: dict[str, CoulombViscous | Stribeck | None]
     beta_ols: np.ndarray
     beta_ols_stderr: np.ndarray
@@ -186,9 +212,25 @@ class ArmFit:
         return self.theta[10 * i : 10 * i + 10]
 
     @property
+    def armature_by_joint(self) -> dict[str, float]:
+        """``armature`` by joint name (kg·m², kg)."""
+        return {j: float(a) for j, a in zip(self.joint_names, self.armature)}
+
+    @property
     def beta(self) -> np.ndarray:
-        """The consistent fit's base parameters ``K @ theta``."""
-        return self.base.base(self.theta)
+        """The consistent fit's base parameters ``K @ (theta, armature)``."""
+        return self.base.base(np.concatenate([self.theta, self._by_dof(self.armature)]))
+
+    @property
+    def beta_prior(self) -> np.ndarray:
+        """The model's base parameters ``K @ (theta_prior, armature_prior)``."""
+        return self.base.base(np.concatenate([self.theta_prior, self._by_dof(self.armature_prior)]))
+
+    def _by_dof(self, per_joint: np.ndarray) -> np.ndarray:
+        """A per-joint array in the velocity order of ``theta``'s armature (``dof_of_joint``)."""
+        out = np.empty(len(per_joint))
+        out[self.dof_of_joint] = per_joint
+        return out
 
 
 def _friction_columns(law: str, dq: np.ndarray, ddq: np.ndarray, vs: float | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -213,17 +255,27 @@ def _friction_law(law: str, p: dict[str, float]) -> CoulombViscous | Stribeck | 
 
 
 def predict_torques(
-    robot: RobotModel, theta: np.ndarray, friction: dict[str, CoulombViscous | Stribeck | None], log: ConditionedLog, offsets: np.ndarray | None = None
+    robot: RobotModel,
+    theta: np.ndarray,
+    friction: dict[str, CoulombViscous | Stribeck | None],
+    log: ConditionedLog,
+    offsets: np.ndarray | None = None,
+    *,
+    armature: Mapping[str, float] | None = None,
 ) -> np.ndarray:
-    """Torques the model ``(theta, friction)`` predicts along ``log``, shape (N, len(log.joint_names)),
-    plus ``offsets`` (per joint of the log) to predict what a biased sensor reads."""
+    """Torques the model ``(theta, armature, friction)`` predicts along ``log``, shape (N, len(log.joint_names)),
+    plus ``offsets`` (per joint of the log) to predict what a biased sensor reads. ``armature``
+    (kg·m², kg) by joint name; a joint it does not name has the robot's own (``robot.model.armature``)."""
     idx = [robot.joint(j).idx_v for j in log.joint_names]
     if len(idx) != robot.nv:
         raise DataError("the log must hold every DOF of the robot", file=log.source)
     q = np.empty((len(log), robot.nv))
     dq, ddq = np.empty_like(q), np.empty_like(q)
     q[:, idx], dq[:, idx], ddq[:, idx] = log.q, log.dq, log.ddq
-    tau = (joint_torque_regressor(robot, q, dq, ddq) @ theta)[:, idx]
+    a = np.array(robot.model.armature, dtype=float)
+    for name, value in (armature or {}).items():
+        a[robot.joint(name).idx_v] = value
+    tau = (joint_torque_regressor(robot, q, dq, ddq) @ theta + ddq * a)[:, idx]
     for c, j in enumerate(log.joint_names):
         law = friction.get(j)
         if law is not None:
@@ -270,8 +322,11 @@ def fit_arm(
     for b in free:
         if b not in bodies:
             raise DataError(f"no body {b!r} (bodies are named by their joints: {', '.join(bodies)})", field="free_bodies")
-    free_mask = np.repeat([b in free for b in bodies], 10)
-    theta_prior = inertial_parameters(robot)
+    nth = 10 * len(bodies)
+    fit_armature = settings.fits_armature
+    # the parameters (theta, armature): every body's ten, then each DOF's armature (velocity order)
+    free_mask = np.concatenate([np.repeat([b in free for b in bodies], 10), np.full(robot.nv, fit_armature)])
+    prior = inertial_parameters(robot, armature=True)
     n = len(joints)
 
     q = np.concatenate([lg.q for lg in logs])
@@ -282,8 +337,8 @@ def fit_arm(
     cutoff = settings.parallel_cutoff_hz
     Y_full = _parallel_filter(_regressor(robot, idx, q, dq, ddq), logs, cutoff)
     tau = _parallel_filter(tau, logs, cutoff)
-    rhs = tau - Y_full[:, :, ~free_mask] @ theta_prior[~free_mask]
-    base = base_parameters(robot) if settings.free_bodies is None else _free_base(free_mask, bodies)
+    rhs = tau - Y_full[:, :, ~free_mask] @ prior[~free_mask]
+    base = _base(robot, free_mask, fit_armature) if settings.free_bodies is None else _free_base(free_mask, parameter_names(robot, armature=True))
 
     # friction columns, block-diagonal over joints
     law = settings.friction
@@ -316,19 +371,24 @@ def fit_arm(
     rms_ols = np.sqrt(np.mean((A @ z_ols - rhs) ** 2, axis=0))
 
     # 2. physically consistent
-    theta, phi, status = consistent_fit(
-        Y_full[:, :, free_mask],
+    body_mask, armature_mask = free_mask[:nth], free_mask[nth:]
+    theta, armature_free, phi, status = consistent_fit(
+        Y_full[:, :, :nth][:, :, body_mask],
+        Y_full[:, :, nth:][:, :, armature_mask],
         F,
         rhs,
         w,
-        theta_prior,
-        free_mask,
+        prior[:nth],
+        body_mask,
         z_ols[nb:],
         k,
         stribeck=law == "stribeck",
         payload=settings.payload,
         regularisation=settings.regularisation,
+        armature_start=prior[nth:][armature_mask],
     )
+    armature = prior[nth:].copy()  # by DOF
+    armature[armature_mask] = np.maximum(armature_free, 0.0)  # IPOPT may leave it a round-off below its bound
     friction_fit = {}
     friction_ols = {}
     for c, j in enumerate(joints):
@@ -340,7 +400,8 @@ def fit_arm(
         friction_ols[j] = {key: float(v) for key, v in p_ols.items()}
     offsets = np.zeros(n)
     offsets[offset_joints] = phi[n * k :]
-    rms_consistent = np.sqrt(np.mean((Y_full @ theta + F @ phi - tau) ** 2, axis=0))
+    rms_consistent = np.sqrt(np.mean((Y_full @ np.concatenate([theta, armature]) + F @ phi - tau) ** 2, axis=0))
+    theta_prior = prior[:nth]
     changes = tuple(_body_change(b, theta_prior[10 * i : 10 * i + 10], theta[10 * i : 10 * i + 10]) for i, b in enumerate(bodies) if b in free)
     payload_mass = payload_com = None
     if settings.payload:
@@ -355,6 +416,9 @@ def fit_arm(
         base=base,
         theta=theta,
         theta_prior=theta_prior,
+        armature=armature[idx],
+        armature_prior=prior[nth:][idx],
+        dof_of_joint=np.asarray(idx),
         friction=friction_fit,
         beta_ols=z_ols[:nb],
         beta_ols_stderr=stderr[:nb],
@@ -421,18 +485,27 @@ def _parallel_filter(x: np.ndarray, logs: Sequence[ConditionedLog], cutoff_hz: f
 
 
 def _regressor(robot: RobotModel, idx: list[int], q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
-    """The regressor with rows (and samples' columns) in the logs' joint order ``idx``."""
+    """The regressor of ``(theta, armature)`` with rows (and samples' columns) in the logs' joint order ``idx``."""
     full = [np.empty((len(q), robot.nv)) for _ in range(3)]
     for x, logged in zip(full, (q, dq, ddq)):
         x[:, idx] = logged
-    return joint_torque_regressor(robot, *full)[:, idx, :]
+    return joint_torque_regressor(robot, *full, armature=True)[:, idx, :]
 
 
-def _free_base(free_mask: np.ndarray, bodies: Sequence[str]) -> BaseParameters:
-    """The free bodies' own parameters as the 'base' set (the others are known)."""
+def _base(robot: RobotModel, free_mask: np.ndarray, armature: bool) -> BaseParameters:
+    """The robot's base parameters over ``(theta, armature)``; without ``armature`` the armature
+    columns are known (zero in ``K``)."""
+    base = base_parameters(robot, armature=armature)
+    if armature:
+        return base
+    return BaseParameters(columns=base.columns, K=np.pad(base.K, ((0, 0), (0, len(free_mask) - base.K.shape[1]))), names=base.names, rows=base.rows)
+
+
+def _free_base(free_mask: np.ndarray, names: Sequence[str]) -> BaseParameters:
+    """The free parameters themselves as the 'base' set (the others are known)."""
     columns = np.flatnonzero(free_mask)
     K = np.eye(len(free_mask))[columns]
-    return BaseParameters(columns=columns, K=K, names=tuple(f"{bodies[c // 10]}.{INERTIAL_NAMES[c % 10]}" for c in columns), rows=())
+    return BaseParameters(columns=columns, K=K, names=tuple(names[c] for c in columns), rows=())
 
 
 def _stribeck_speeds(Yb: np.ndarray, logs: Sequence[ConditionedLog], rhs: np.ndarray, cutoff_hz: float) -> np.ndarray:

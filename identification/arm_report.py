@@ -1,13 +1,14 @@
 """Whole-arm identification results as text, JSON and a written-back robot TOML.
 
 The robot copy keeps the original text line for line, except each identified joint's
-``inertial`` and ``friction`` (replaced in place or added), with a comment at the top
-naming the logs; it must parse to the original document with only those changed and
+``inertial``, ``armature`` and ``friction`` (replaced in place or added), with a comment at
+the top naming the logs; it must parse to the original document with only those changed and
 load as a robot, or nothing is written (as every write-back of :mod:`mbctl.identification.report`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,17 @@ import numpy as np
 
 from mbctl.dynamics.regressor import about_com
 from mbctl.identification.arm_fit import ArmFit
-from mbctl.identification.report import _fmt, _inline, _replace_subtable, _write_edited_copy, check_copy_target, friction_table
+from mbctl.identification.report import (
+    _ANY_HEADER,
+    _fmt,
+    _header_pattern,
+    _inline,
+    _key,
+    _replace_subtable,
+    _write_edited_copy,
+    check_copy_target,
+    friction_table,
+)
 
 __all__ = ["arm_fit_json", "format_arm_fit", "inertial_values", "write_arm_robot_copy"]
 
@@ -36,8 +47,37 @@ def _inertial_lines(values: dict) -> list[str]:
     return [f"mass = {_fmt(values['mass'])}\n", f"com = {_vector(values['com'])}\n", f"inertia = {_vector(values['inertia'])}\n"]
 
 
+def _set_joint_value(text: str, joint: str, key: str, value: str) -> str:
+    """The TOML text with ``key = value`` in ``[joints.<joint>]`` (replaced in place, added at the
+    table's end, or a new table at the end of the file)."""
+    lines = text.splitlines(keepends=True)
+    header = _header_pattern("joints", joint)
+    for i, line in enumerate(lines):
+        if header.match(line):
+            end = next((k for k in range(i + 1, len(lines)) if _ANY_HEADER.match(lines[k])), len(lines))
+            for k in range(i + 1, end):
+                if re.match(rf"^\s*{re.escape(key)}\s*=", lines[k]):
+                    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+                    lines[k] = f"{indent}{key} = {value}\n"
+                    return "".join(lines)
+            insert = end
+            while insert > i + 1 and (not lines[insert - 1].strip() or lines[insert - 1].lstrip().startswith("#")):
+                insert -= 1
+            lines.insert(insert, f"{key} = {value}\n")
+            return "".join(lines)
+    # no [joints.<joint>] table: one just before the joint's first subtable, else at the end
+    for i, line in enumerate(lines):
+        header = re.match(r"^\s*\[([^\[\]]*)\]", line)
+        parts = [part.strip().strip("\"'") for part in header.group(1).split(".")] if header else []
+        if len(parts) > 2 and parts[:2] == ["joints", joint]:
+            return "".join(lines[:i] + [f"[joints.{_key(joint)}]\n", f"{key} = {value}\n"] + lines[i:])
+    tail = "" if text.endswith("\n") or not text else "\n"
+    return text + tail + f"\n[joints.{_key(joint)}]\n{key} = {value}\n"
+
+
 def write_arm_robot_copy(config: Path, out: Path, fit: ArmFit, logs: Sequence[Path], *, force: bool = False) -> None:
-    """Write ``config`` with the fit's inertials and friction to ``out`` (module docstring).
+    """Write ``config`` with the fit's inertials, armature (where it identified it) and friction
+    to ``out`` (module docstring).
 
     Raises:
         InputError: If ``out`` is ``config`` itself, exists (without ``force``), or the copy
@@ -53,9 +93,13 @@ def write_arm_robot_copy(config: Path, out: Path, fit: ArmFit, logs: Sequence[Pa
     for joint, law in fit.friction.items():
         if law is not None:
             new = _replace_subtable(new, joint, "friction", friction_table(joint, law).splitlines(keepends=True)[1:], _inline(law))
+    armature = fit.armature_by_joint if fit.settings.fits_armature else {}
+    for joint, value in armature.items():
+        new = _set_joint_value(new, joint, "armature", _fmt(value))
     names = ", ".join(Path(p).name for p in logs)
+    what = "Inertials, armature and friction" if armature else "Inertials and friction"
     header = (
-        f"# Inertials and friction identified by `mbctl identify dynamics` from {names}\n"
+        f"# {what} identified by `mbctl identify dynamics` from {names}\n"
         f"# ({fit.settings.friction} friction, physically consistent, pull toward the prior lambda = {fit.settings.regularisation:g}).\n"
     )
 
@@ -66,8 +110,10 @@ def write_arm_robot_copy(config: Path, out: Path, fit: ArmFit, logs: Sequence[Pa
         for joint, law in fit.friction.items():
             if law is not None:
                 joints.setdefault(joint, {})["friction"] = {"law": law.name, **{k: float(_fmt(v)) for k, v in law.parameters().items()}}
+        for joint, value in armature.items():
+            joints.setdefault(joint, {})["armature"] = float(_fmt(value))
 
-    _write_edited_copy(config, out, text, header + new, edit, "inertials and friction", "the identified inertials and friction")
+    _write_edited_copy(config, out, text, header + new, edit, what.lower(), f"the identified {what.lower()}")
 
 
 def format_arm_fit(fit: ArmFit) -> str:
@@ -85,6 +131,7 @@ def format_arm_fit(fit: ArmFit) -> str:
         text = "none" if law is None else ", ".join(f"{k} {v:.4g}" for k, v in law.parameters().items() if k != "delta")
         offset = (f"{fit.offsets[c]:>10.4g} {unit(j):<4}" if j in fit.offset_joints else f"{'-':>10}     ") if s.offsets != "none" else ""
         lines.append(f"  {j:<16}{fit.sigma[c]:>8.4g} {unit(j):<4}{fit.rms_consistent[c]:>11.4g} {unit(j):<4}{fit.rms_ols[c]:>14.4g} {unit(j):<4}{offset}   {text}")
+    lines += _armature_lines(fit)
     lines.append(f"  bodies moved from the prior (pull lambda = {s.regularisation:g}; mass kg, centre-of-mass shift mm, inertia change relative):")
     for ch in sorted(fit.changes, key=lambda c: -abs(c.mass - c.mass_prior) / max(c.mass_prior, 1e-9)):
         lines.append(
@@ -97,13 +144,34 @@ def format_arm_fit(fit: ArmFit) -> str:
     return "\n".join(lines)
 
 
+def _armature_lines(fit: ArmFit) -> list[str]:
+    """Each joint's identified armature, with its unconstrained estimate where it is a base parameter
+    of its own, else the base parameter it is part of."""
+    if not fit.settings.fits_armature:
+        return []
+    lines = ["  armature (reflected rotor inertia, kg·m²): consistent; unconstrained ± standard error"]
+    first = 10 * len(fit.bodies)
+    for c, j in enumerate(fit.joint_names):
+        col = first + int(fit.dof_of_joint[c])
+        where = np.flatnonzero(fit.base.columns == col)
+        if where.size:
+            i = where[0]
+            how = f"{fit.beta_ols[i]:.4g} ± {fit.beta_ols_stderr[i]:.2g}"
+        else:
+            rows = np.flatnonzero(fit.base.K[:, col])
+            how = f"in {fit.base.names[rows[0]]} (one base parameter: the log sees their sum)" if rows.size else "not excited"
+        lines.append(f"    {j:<16}{fit.armature[c]:>10.4g}   {how}")
+    return lines
+
+
 def arm_fit_json(fit: ArmFit, validation: dict[str, dict[str, list[float]]] | None = None) -> dict:
     """Everything of the fit as plain JSON types (SI units)."""
     return {
         "joints": list(fit.joint_names),
         "bodies": list(fit.bodies),
         "settings": {"friction": fit.settings.friction, "regularisation": fit.settings.regularisation, "weighting": fit.settings.weighting,
-                     "free_bodies": None if fit.settings.free_bodies is None else list(fit.settings.free_bodies), "payload": fit.settings.payload, "offsets": fit.settings.offsets},
+                     "free_bodies": None if fit.settings.free_bodies is None else list(fit.settings.free_bodies), "payload": fit.settings.payload, "offsets": fit.settings.offsets,
+                     "armature": fit.settings.fits_armature},
         "samples": fit.samples,
         "seconds": fit.seconds,
         "solver_status": fit.solver_status,
@@ -118,6 +186,8 @@ def arm_fit_json(fit: ArmFit, validation: dict[str, dict[str, list[float]]] | No
             "unconstrained_stderr": fit.beta_ols_stderr.tolist(),
         },
         "inertials": {c.body: inertial_values(fit.body(c.body)) for c in fit.changes},
+        "armature": fit.armature_by_joint if fit.settings.fits_armature else None,
+        "armature_prior": dict(zip(fit.joint_names, fit.armature_prior.tolist())),
         "friction": {j: None if law is None else {"law": law.name, **law.parameters()} for j, law in fit.friction.items()},
         "friction_unconstrained": fit.friction_ols,
         "body_changes": [vars(c) for c in fit.changes],

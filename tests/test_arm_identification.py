@@ -20,21 +20,30 @@ from mbctl.identification.arm_log import ArmLog, Conditioning, condition_log, re
 ROOT = Path(__file__).resolve().parent.parent
 PANDA_LOG = ROOT / "data" / "panda-excitation" / "train.csv"
 
+TRUTH_ARMATURE = {"shoulder_pan_joint": 0.5, "shoulder_lift_joint": 0.7, "elbow_joint": 0.45, "wrist_1_joint": 0.26, "wrist_2_joint": 0.17, "wrist_3_joint": 0.24}
+"""The simulated arm's rotor inertias (kg m^2), each 15 to 30 % off the bundled UR5's (0.61, 0.21)."""
+
 TRUTH = """
 urdf = "example-robot-data:ur5"
 gravity = [0.0, 0.0, -9.81]
 [joints.shoulder_pan_joint]
+armature = 0.5
 friction = { law = "coulomb-viscous", fc = 4.0, fv = 6.0 }
 [joints.shoulder_lift_joint]
+armature = 0.7
 friction = { law = "coulomb-viscous", fc = 4.5, fv = 6.5 }
 [joints.elbow_joint]
+armature = 0.45
 friction = { law = "coulomb-viscous", fc = 3.5, fv = 5.0 }
 inertial = { mass = 2.9, com = [0.0, 0.01, 0.22], inertia = [0.05, 0.05, 0.006, 0.0, 0.0, 0.001] }
 [joints.wrist_1_joint]
+armature = 0.26
 friction = { law = "coulomb-viscous", fc = 1.2, fv = 1.0 }
 [joints.wrist_2_joint]
+armature = 0.17
 friction = { law = "coulomb-viscous", fc = 1.2, fv = 1.0 }
 [joints.wrist_3_joint]
+armature = 0.24
 friction = { law = "coulomb-viscous", fc = 1.1, fv = 0.9 }
 inertial = { mass = 0.6, com = [0.0, 0.03, 0.01], inertia = [0.0008, 0.0006, 0.0009, 0.0, 0.0, 0.0] }
 [control.computed-torque]
@@ -50,7 +59,7 @@ velocity = "difference"
 
 @pytest.fixture(scope="module")
 def simulated_runs(tmp_path_factory):
-    """Lock-step runs of a perturbed UR5 (inertials, friction) along a designed excitation, without and with an unmodelled payload."""
+    """Lock-step runs of a perturbed UR5 (inertials, rotor inertias, friction) along a designed excitation, without and with an unmodelled payload."""
     from mbctl.cli import main
 
     d = tmp_path_factory.mktemp("armsim")
@@ -75,12 +84,12 @@ def _fit(robot, log_path, **settings):
 
 @pytest.mark.slow
 def test_simulated_truth_recovered_within_four_standard_errors(simulated_runs):
-    """A run of a perturbed UR5 gives back the truth's base parameters within 4 standard errors, and its friction."""
+    """A run of a perturbed UR5 gives back the truth's base parameters (armature included) within 4 standard errors, and its friction."""
     truth_toml, log = simulated_runs["truth"]
     nominal = load_robot("ur5")
     fit = _fit(nominal, log)
-    beta_truth = fit.base.base(inertial_parameters(load_robot(truth_toml)))
-    beta_nominal = fit.base.base(inertial_parameters(nominal))
+    beta_truth = fit.base.base(inertial_parameters(load_robot(truth_toml), armature=True))
+    beta_nominal = fit.base.base(inertial_parameters(nominal, armature=True))
     z = (fit.beta_ols - beta_truth) / fit.beta_ols_stderr
     assert np.abs(z).max() < 4.0, dict(zip(fit.base.names, z.round(1)))
     assert np.abs((fit.beta - beta_truth) / fit.beta_ols_stderr).max() < 4.0
@@ -90,6 +99,22 @@ def test_simulated_truth_recovered_within_four_standard_errors(simulated_runs):
     for j in nominal.joint_names:
         law, true_law = fit.friction[j], truth.joint(j).friction.law
         assert law.fc == pytest.approx(true_law.fc, rel=0.05) and law.fv == pytest.approx(true_law.fv, rel=0.1)
+
+
+@pytest.mark.slow
+def test_simulated_armature_recovered_within_its_interval(simulated_runs):
+    """Each armature that is a base parameter of its own (elbow and wrists) comes back within its 95 % interval, unconstrained and consistent."""
+    truth_toml, log = simulated_runs["truth"]
+    fit = _fit(load_robot("ur5"), log)
+    own = [j for j in fit.joint_names if f"{j}.armature" in fit.base.names]
+    assert own == ["elbow_joint", "wrist_1_joint", "wrist_2_joint", "wrist_3_joint"]
+    for j in own:
+        i = fit.base.names.index(f"{j}.armature")
+        half = 1.96 * fit.beta_ols_stderr[i]
+        assert abs(fit.beta_ols[i] - TRUTH_ARMATURE[j]) < half, (j, fit.beta_ols[i], half)
+        assert abs(fit.armature_by_joint[j] - TRUTH_ARMATURE[j]) < half, (j, fit.armature_by_joint[j], half)
+        # and the interval is narrow enough to tell the truth from the bundled UR5's estimate
+        assert abs(fit.armature_prior[fit.joint_names.index(j)] - TRUTH_ARMATURE[j]) > 2 * half
 
 
 @pytest.mark.slow
@@ -147,9 +172,11 @@ def test_write_back_is_what_feedforward_predicts(cli, simulated_runs, tmp_path):
     predicted = predict_torques(copy, inertial_parameters(copy), {j.name: j.friction.law for j in copy.joints}, log_c)
     written = np.loadtxt(tmp_path / "tau.csv", delimiter=",", skiprows=1)[:, 1 : 1 + copy.nv]
     assert np.abs(written - predicted).max() < 1e-9
-    # and the copy's numbers are the fit's (six significant digits)
+    # and the copy's numbers are the fit's (six significant digits), the armature too
     for j, values in fit["inertials"].items():
         assert copy.model.inertias[copy.model.getJointId(j)].mass == pytest.approx(values["mass"], rel=1e-6)
+    for j, value in fit["armature"].items():
+        assert copy.model.armature[copy.joint(j).idx_v] == pytest.approx(value, rel=1e-6, abs=1e-12)
 
 
 def test_conditioning_of_an_irregular_log_matches_derivatives(tmp_path):
@@ -176,7 +203,7 @@ def test_panda_fit_beats_the_urdf_on_held_out_motion():
     test = condition_log(raw).split(0.7)[1]
     fit = fit_arm(robot, [train], ArmFitSettings())
     rms = lambda e: np.sqrt(np.mean(e**2, axis=0))  # noqa: E731
-    identified = rms(predict_torques(robot, fit.theta, fit.friction, test) - test.tau)
+    identified = rms(predict_torques(robot, fit.theta, fit.friction, test, armature=fit.armature_by_joint) - test.tau)
     urdf = rms(predict_torques(robot, fit.theta_prior, {}, test) - test.tau)
     assert np.all(identified < urdf), (identified, urdf)
     # the URDF's last body carries the hand; the arm in the log evidently did not: the fit shows it
@@ -184,12 +211,25 @@ def test_panda_fit_beats_the_urdf_on_held_out_motion():
     assert last.mass < 0.8 * last.mass_prior
 
 
+def test_panda_link_side_torques_show_no_rotor_inertia():
+    """The Panda's torques are measured on the link side of its gears: no armature is above zero by two standard errors,
+    and the consistent fit puts every one below 1e-3 kg m^2 (Franka gives 0.2 to 0.6 for its drives' rotors)."""
+    robot = load_robot("panda_arm")
+    log = condition_log(read_arm_log(PANDA_LOG, robot.joint_names), Conditioning(acceleration_cutoff_hz=20.0))
+    fit = fit_arm(robot, [log], ArmFitSettings())
+    for j in fit.joint_names:
+        if f"{j}.armature" in fit.base.names:
+            i = fit.base.names.index(f"{j}.armature")
+            assert fit.beta_ols[i] < 2 * fit.beta_ols_stderr[i], (j, fit.beta_ols[i], fit.beta_ols_stderr[i])
+    assert fit.armature.max() < 1e-3, fit.armature_by_joint
+
+
 def test_bundled_identified_panda_is_what_the_command_writes(cli, tmp_path):
     """configs/panda_arm_identified.toml holds what `mbctl identify dynamics panda_arm train.csv` writes today."""
     r = cli("identify", "dynamics", "panda_arm", PANDA_LOG, "--write-back", tmp_path / "copy.toml")
     assert r.code == 0, r.err
     mine, bundled = load_robot(tmp_path / "copy.toml"), load_robot("panda_arm_identified")
-    assert np.allclose(inertial_parameters(mine), inertial_parameters(bundled), rtol=1e-4, atol=1e-6)
+    assert np.allclose(inertial_parameters(mine, armature=True), inertial_parameters(bundled, armature=True), rtol=1e-4, atol=1e-6)
     for j in mine.joints:
         assert j.friction.law == bundled.joint(j.name).friction.law
 

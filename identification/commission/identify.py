@@ -56,4 +56,4 @@ def identify_arm(c: Commission, results: dict[str, dict]) -> dict:
         c.say(f"identify: {ch.body} mass {ch.mass_prior:.4g} -> {ch.mass:.4g} kg, centre of mass moved {1e3 * ch.com_shift:.3g} mm")
     c.say(f"identify: {len(fit.base)} base parameters, condition number {fit.condition_number:.4g}, IPOPT {fit.solver_status}")
     return {"candidate": CANDIDATE, "friction": "fixed from the friction step (subtracted; not refitted)", "fit": arm_fit_json(fit),
-            "base_parameters_nominal": fit.base.base(fit.theta_prior).tolist()}
+            "base_parameters_nominal": fit.beta_prior.tolist()}

@@ -156,7 +156,7 @@ def plot_arm_fit(robot: RobotModel, fit: ArmFit, logs: Sequence[ConditionedLog],
     names = logs[0].joint_names
     fig, axes = grid(len(names), title or "measured (grey) and identified model (colour) torques")
     for log in logs:
-        tau = predict_torques(robot, fit.theta, fit.friction, log)
+        tau = predict_torques(robot, fit.theta, fit.friction, log, armature=fit.armature_by_joint)
         for c, ax in enumerate(axes):
             ax.plot(log.t, log.tau[:, c], color="0.6", lw=1.0)
             ax.plot(log.t, tau[:, c], lw=0.9)

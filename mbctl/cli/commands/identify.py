@@ -129,7 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "each joint's friction to logs of the arm's motion (CSV: t, q.<joint>, optional dq.<joint>, tau.<joint>; "
         "an mbctl run log .npz; or a ROS 2 bag of sensor_msgs/msg/JointState: directory, .mcap or .db3). The logs are resampled, filtered (zero phase) and differentiated first. Prints the "
         "fit against the unconstrained least squares; --write-back writes a copy of the robot with the identified "
-        "[joints.<joint>.inertial] and [joints.<joint>.friction]. Model: mbctl.identification.arm_fit.",
+        "[joints.<joint>.inertial], [joints.<joint>] armature and [joints.<joint>.friction]. Model: mbctl.identification.arm_fit.",
     )
     d.add_argument("config", type=robot_config, help="robot TOML file or bundled robot name: its inertials are the prior")
     add_xacro_option(d)
@@ -144,6 +144,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "are separable from gravity, or on all",
     )
     d.add_argument("--payload", action="store_true", help="identify only a payload on the last body; the rest of the arm keeps the robot's inertials")
+    d.add_argument(
+        "--armature", choices=("fit", "keep"),
+        help="each joint's reflected rotor inertia: identify it (the default, but with --payload) or keep the robot's",
+    )
     d.add_argument("--rate", type=float, default=1000.0, help="resampling rate, Hz (default 1000)")
     d.add_argument("--cutoff", type=float, default=20.0, help="low-pass of q, dq and tau, Hz (default 20)")
     d.add_argument(
@@ -435,6 +439,7 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
         how = Conditioning(rate_hz=args.rate, cutoff_hz=args.cutoff, acceleration_cutoff_hz=args.cutoff, velocity=args.velocity)
         settings = ArmFitSettings(
             friction=args.friction, regularisation=args.regularisation, parallel_cutoff_hz=args.fit_cutoff, offsets=args.offsets,
+            armature=None if args.armature is None else args.armature == "fit",
         )
     except DataError as exc:
         option = {"rate_hz": "--rate", "cutoff_hz": "--cutoff", "acceleration_cutoff_hz": "--fit-cutoff", "regularisation": "--regularisation",
@@ -468,8 +473,9 @@ def fit_arm_logs(args: argparse.Namespace) -> int:
     validation = {}
     for name, log in held_out:
         errors = {
-            "consistent": predict_torques(robot, fit.theta, fit.friction, log) - log.tau,
-            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets) - log.tau} if settings.offsets != "none" else {}),
+            "consistent": predict_torques(robot, fit.theta, fit.friction, log, armature=fit.armature_by_joint) - log.tau,
+            **({"consistent + offsets": predict_torques(robot, fit.theta, fit.friction, log, fit.offsets, armature=fit.armature_by_joint) - log.tau}
+               if settings.offsets != "none" else {}),
             "prior": predict_torques(robot, fit.theta_prior, {j.name: j.friction.law if j.friction else None for j in robot.joints}, log) - log.tau,
         }
         validation[name] = {k: np.sqrt(np.mean(e**2, axis=0)).tolist() for k, e in errors.items()}
