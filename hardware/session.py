@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ from mbctl.hardware.plant_process import PlantProcess
 from mbctl.hardware.realtime import DEFAULT_PRIORITY
 from mbctl.hardware.runlog import RunLog
 from mbctl.hardware.sim import SimPlant, TruthPlant, truth_model
+from mbctl.processes import interrupt
 
 __all__ = ["POSITION", "GoalPositions", "SessionOptions", "run_session", "open_backend", "enable_and_run", "check_udp_channel", "START_TOLERANCE"]
 
@@ -304,13 +304,7 @@ def child_process(cmd: Sequence[str], ready: str, what: str, env: dict[str, str]
             raise HardwareError(f"{what} did not start: {err[-1] if err else 'no output'}")
         yield first
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        interrupt(proc)
         errors.close()
 
 

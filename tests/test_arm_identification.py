@@ -172,11 +172,11 @@ def test_write_back_is_what_feedforward_predicts(cli, simulated_runs, tmp_path):
     predicted = predict_torques(copy, inertial_parameters(copy), {j.name: j.friction.law for j in copy.joints}, log_c)
     written = np.loadtxt(tmp_path / "tau.csv", delimiter=",", skiprows=1)[:, 1 : 1 + copy.nv]
     assert np.abs(written - predicted).max() < 1e-9
-    # and the copy's numbers are the fit's (six significant digits), the armature too
+    # and the copy's numbers are the fit's to six significant digits (half a unit of the sixth: 5e-6 relative), the armature too
     for j, values in fit["inertials"].items():
-        assert copy.model.inertias[copy.model.getJointId(j)].mass == pytest.approx(values["mass"], rel=1e-6)
+        assert copy.model.inertias[copy.model.getJointId(j)].mass == pytest.approx(values["mass"], rel=5e-6)
     for j, value in fit["armature"].items():
-        assert copy.model.armature[copy.joint(j).idx_v] == pytest.approx(value, rel=1e-6, abs=1e-12)
+        assert copy.model.armature[copy.joint(j).idx_v] == pytest.approx(value, rel=5e-6, abs=1e-12)
 
 
 def test_conditioning_of_an_irregular_log_matches_derivatives(tmp_path):

@@ -35,6 +35,7 @@ from mbctl.hardware.ros2.realtime import RealtimeOptions  # noqa: E402
 from mbctl.hardware.ros2.runtime import Ros2Runtime  # noqa: E402
 from mbctl.hardware.session import SessionOptions, run_session  # noqa: E402
 from mbctl.hardware.sim import truth_model  # noqa: E402
+from mbctl.processes import interrupt  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 START = np.array([0.3, 0.5])
@@ -65,16 +66,6 @@ def serve(cmd: list[str], ready: str) -> subprocess.Popen:
     line = proc.stdout.readline()
     assert ready in line, line
     return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def controller_states(spec: Ros2Spec) -> dict[str, str]:
@@ -124,7 +115,7 @@ def test_ten_runs_against_one_emulated_controller_manager(tmp_path, cli, ros_dom
         summaries = runs(robot, tmp_path, 10, 250.0, lambda q: [q + np.array([0.3, -0.3]), q], lockstep=True)
         states = controller_states(robot.spec.ros2)
     finally:
-        stop(emulator)
+        interrupt(emulator)
     assert "controllers: forward_effort_controller was active" in summaries[0].sensing
     for s in summaries[1:]:
         assert "controllers: switched from hold to forward_effort_controller" in s.sensing, s.sensing
@@ -153,7 +144,7 @@ def test_runs_against_the_independent_robot_node(tmp_path, cli, configs, ros_dom
     try:
         summaries = runs(robot, tmp_path, 3, 500.0, lambda q: [q + np.array([-0.2, 0.3, -0.3, 0.3, 0.2, 0.2]), q])
     finally:
-        stop(node)
+        interrupt(node)
     stats = json.loads((tmp_path / "node.json").read_text())
     assert stats["switches"] == 6 and stats["active"][HOLDING] and not stats["active"]["forward_effort_controller"], stats
     for s in summaries:

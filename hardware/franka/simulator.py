@@ -14,7 +14,6 @@ import contextlib
 import importlib.util
 import random
 import selectors
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 
 from mbctl.hardware.franka.serve import READY
 from mbctl.hardware.interface import HardwareError
+from mbctl.processes import interrupt
 
 __all__ = ["FrankySim", "franky_sim_available", "franky_sim_process", "loopback_address"]
 
@@ -64,19 +64,6 @@ def _start(address: str, q0: Sequence[float], errors: object) -> tuple[subproces
         return proc, ""
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT (franky-sim closes its sockets), a kill after 10 s."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
-
-
 @contextlib.contextmanager
 def franky_sim_process(q0: Sequence[float], address: str | None = None) -> Iterator[FrankySim]:
     """franky-sim's FR3 starting at ``q0`` (rad) in a child process, on ``address`` or a random loopback
@@ -94,7 +81,7 @@ def franky_sim_process(q0: Sequence[float], address: str | None = None) -> Itera
             proc, first = _start(where, q0, errors)
             if READY in first:
                 break
-            _stop(proc)
+            interrupt(proc)
         else:
             errors.seek(0)
             lines = errors.read().strip().splitlines()
@@ -102,4 +89,4 @@ def franky_sim_process(q0: Sequence[float], address: str | None = None) -> Itera
         try:
             yield FrankySim(address=first.split(READY, 1)[1].strip(), process=proc)
         finally:
-            _stop(proc)
+            interrupt(proc)

@@ -129,7 +129,8 @@ def check_run_size(args: argparse.Namespace, duration_s: float, joints: int, end
     where = {"field": "--duration" if args.duration is not None else "--trajectory"}
     if hold_s > duration_s:  # the hold makes the size
         where = {"file": source, "field": "control.end.hold_s"}
-    what = f"the run ({format_count(cycles)} cycles at {args.rate:g} Hz{', the end hold included' if hold_s else ''})"
+    # both knobs named: the time (the field above) and the rate, which may be what was mistyped
+    what = f"the run ({format_count(cycles)} cycles at --rate {args.rate:g} Hz{', the end hold included' if hold_s else ''})"
     check_memory(memory, budget(args), what=what, **where)
     check_disk(disk, args.log, what=what, **where)
 
