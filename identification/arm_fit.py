@@ -71,12 +71,12 @@ from mbctl.dynamics.regressor import (
 )
 from mbctl.errors import DataError
 from mbctl.identification.arm_consistent import consistent_fit
+from mbctl.identification.arm_friction import friction_matrix, parallel_filter, stribeck_speeds
 from mbctl.identification.arm_log import ConditionedLog
 
 __all__ = ["ARM_FRICTION_LAWS", "OFFSET_VIF_LIMIT", "ArmFit", "ArmFitSettings", "BodyChange", "fit_arm", "predict_torques"]
 
 ARM_FRICTION_LAWS = ("coulomb-viscous", "stribeck", "none")
-STRIBECK_VS_GRID = np.geomspace(0.02, 0.5, 15)  # rad/s (m/s); a slower bump is lost in the 5 Hz parallel filter
 
 
 @dataclass(frozen=True)
@@ -233,17 +233,6 @@ class ArmFit:
         return out
 
 
-def _friction_columns(law: str, dq: np.ndarray, ddq: np.ndarray, vs: float | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Columns of one joint's friction, shape (N, k), and the parameter names."""
-    s = motion_direction(dq, ddq)
-    if law == "coulomb-viscous":
-        return np.column_stack([s, dq]), ("fc", "fv")
-    if law == "stribeck":
-        bump = np.exp(-((dq / vs) ** 2))
-        return np.column_stack([s * (1 - bump), s * bump, dq]), ("fc", "fs", "fv")
-    return np.zeros((len(dq), 0)), ()
-
-
 def _friction_law(law: str, p: dict[str, float]) -> CoulombViscous | Stribeck | None:
     # IPOPT may leave a bounded parameter a round-off below its bound (bound relaxation)
     if law == "coulomb-viscous":
@@ -335,15 +324,15 @@ def fit_arm(
     tau = np.concatenate([lg.tau for lg in logs])  # type: ignore[misc]
     N = len(q)
     cutoff = settings.parallel_cutoff_hz
-    Y_full = _parallel_filter(_regressor(robot, idx, q, dq, ddq), logs, cutoff)
-    tau = _parallel_filter(tau, logs, cutoff)
+    Y_full = parallel_filter(_regressor(robot, idx, q, dq, ddq), logs, cutoff)
+    tau = parallel_filter(tau, logs, cutoff)
     rhs = tau - Y_full[:, :, ~free_mask] @ prior[~free_mask]
     base = _base(robot, free_mask, fit_armature) if settings.free_bodies is None else _free_base(free_mask, parameter_names(robot, armature=True))
 
     # friction columns, block-diagonal over joints
     law = settings.friction
-    vs = _stribeck_speeds(base.reduce(Y_full), logs, rhs, cutoff) if law == "stribeck" else np.full(n, np.nan)
-    F, names = _friction_matrix(law, logs, vs, cutoff)
+    vs = stribeck_speeds(base.reduce(Y_full), logs, rhs, cutoff) if law == "stribeck" else np.full(n, np.nan)
+    F, names = friction_matrix(law, logs, vs, cutoff)
     k = len(names)
     offset_joints = _offset_joints(settings.offsets, np.concatenate([base.reduce(Y_full), F], axis=2))
     if offset_joints:  # one constant column per such joint: the torque sensor's bias
@@ -459,31 +448,6 @@ def _offset_joints(which: str, A: np.ndarray) -> list[int]:
     return out
 
 
-def _friction_matrix(law: str, logs: Sequence[ConditionedLog], vs: np.ndarray, cutoff_hz: float) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Friction columns, block-diagonal over joints, shape (N, n, n*k), parallel-filtered, and the parameter names."""
-    parts = []
-    for log in logs:
-        n = len(log.joint_names)
-        blocks = [_friction_columns(law, log.dq[:, c], log.ddq[:, c], vs[c]) for c in range(n)]
-        names = blocks[0][1]
-        k = len(names)
-        F = np.zeros((len(log), n, n * k))
-        for c, (cols, _) in enumerate(blocks):
-            F[:, c, c * k : (c + 1) * k] = cols
-        parts.append(F)
-    return _parallel_filter(np.concatenate(parts), logs, cutoff_hz), names
-
-
-def _parallel_filter(x: np.ndarray, logs: Sequence[ConditionedLog], cutoff_hz: float) -> np.ndarray:
-    """Each log's stretch of ``x`` (samples along axis 0) through a zero-phase low-pass at ``cutoff_hz``."""
-    out, start = np.empty_like(x), 0
-    for log in logs:
-        stop = start + len(log)
-        out[start:stop] = log.conditioning.smooth(x[start:stop], cutoff_hz) if x.shape[-1] else x[start:stop]
-        start = stop
-    return out
-
-
 def _regressor(robot: RobotModel, idx: list[int], q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
     """The regressor of ``(theta, armature)`` with rows (and samples' columns) in the logs' joint order ``idx``."""
     full = [np.empty((len(q), robot.nv)) for _ in range(3)]
@@ -506,24 +470,3 @@ def _free_base(free_mask: np.ndarray, names: Sequence[str]) -> BaseParameters:
     columns = np.flatnonzero(free_mask)
     K = np.eye(len(free_mask))[columns]
     return BaseParameters(columns=columns, K=K, names=tuple(names[c] for c in columns), rows=())
-
-
-def _stribeck_speeds(Yb: np.ndarray, logs: Sequence[ConditionedLog], rhs: np.ndarray, cutoff_hz: float) -> np.ndarray:
-    """Each joint's Stribeck velocity (rad/s, m/s) from :data:`STRIBECK_VS_GRID`.
-
-    The rigid part is taken from a Coulomb–viscous fit; then, joint by joint, the
-    grid speed whose linear Stribeck fit leaves the smallest residual wins.
-    """
-    N, n, nb = Yb.shape
-    F, _ = _friction_matrix("coulomb-viscous", logs, np.full(n, np.nan), cutoff_hz)
-    A = np.concatenate([Yb, F], axis=2)
-    z, *_ = np.linalg.lstsq(A.reshape(N * n, -1), rhs.ravel(), rcond=None)
-    rest = rhs - Yb @ z[:nb]
-    errors = np.empty((len(STRIBECK_VS_GRID), n))
-    for i, vs in enumerate(STRIBECK_VS_GRID):
-        F, _ = _friction_matrix("stribeck", logs, np.full(n, vs), cutoff_hz)
-        for c in range(n):
-            B = F[:, c, 3 * c : 3 * c + 3]
-            x, *_ = np.linalg.lstsq(B, rest[:, c], rcond=None)
-            errors[i, c] = np.sum((B @ x - rest[:, c]) ** 2)
-    return STRIBECK_VS_GRID[np.argmin(errors, axis=0)]

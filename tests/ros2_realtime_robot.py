@@ -6,8 +6,8 @@ The arm: example-robot-data's UR5 in pinocchio (the URDF found through the packa
 on substeps of at most ``SUBSTEP_S`` (``M^-1`` taken once per update): viscous friction implicit,
 dry friction (Stribeck: ``fc + (fs - fc) exp(-|v/vs|^delta)``, at most ``fs`` at rest) as the
 torques within those bounds that stop what they can over the substep (time-stepping friction,
-solved by projected Gauss-Seidel). The friction numbers are those of
-configs/ur5.toml, written out here by hand.
+solved by projected Gauss-Seidel). The friction numbers and the joints' rotor inertias (armature,
+on the diagonal of the mass matrix) are those of configs/ur5.toml, written out here by hand.
 
 The robot's loop, on its own clock (a thread on absolute deadlines at ``--rate``, ``SCHED_FIFO``
 where the OS grants it): at each update it advances the arm by the time that actually elapsed since
@@ -51,7 +51,11 @@ TYPES = {"joint_state_broadcaster": "joint_state_broadcaster/JointStateBroadcast
          COMMANDING: "forward_command_controller/ForwardCommandController"}
 SUBSTEP_S = 5e-4
 PGS_SWEEPS = 8  # projected Gauss-Seidel sweeps of the dry friction per substep
-MAX_ADVANCE_S = 0.02  # a longer stall of this process is not simulated (counted)
+SLIP_S = 0.02  # an update this late is a slip of this process (counted)
+# a stall is simulated whole, as a real arm moves on under its last command, so the stamps and the motion
+# agree (cut at 20 ms, as this node once did, the arm froze while its clock ran: a false 10-120 N·m); only
+# a stall beyond this is cut short (counted)
+MAX_ADVANCE_S = 1.0
 # configs/ur5.toml's friction, by hand: fc, fs (N m), vs (rad/s), delta, fv (N m s/rad)
 FRICTION = {
     "shoulder_pan_joint": (4.0, 5.0, 0.05, 2.0, 6.0),
@@ -61,6 +65,8 @@ FRICTION = {
     "wrist_2_joint": (1.2, 1.5, 0.05, 2.0, 1.0),
     "wrist_3_joint": (1.1, 1.4, 0.05, 2.0, 0.9),
 }
+# configs/ur5.toml's armature (reflected rotor inertia), by hand: kg m^2
+ARMATURE = {"shoulder_pan_joint": 0.61, "shoulder_lift_joint": 0.61, "elbow_joint": 0.61, "wrist_1_joint": 0.21, "wrist_2_joint": 0.21, "wrist_3_joint": 0.21}
 TOML = "\n".join([
     "[ros2]",
     f"command_joints = {json.dumps(list(COMMAND_ORDER))}",
@@ -81,8 +87,9 @@ class Ur5:
 
     def __init__(self, urdf: Path, q0: np.ndarray):
         self.model = pin.buildModelFromUrdf(str(urdf))
-        self.data = self.model.createData()
         assert tuple(self.model.names[1:]) == ARM, self.model.names
+        self.model.armature = np.array([ARMATURE[j] for j in ARM])  # one revolute joint a velocity, in ARM order
+        self.data = self.model.createData()
         self.q, self.v = q0.astype(float).copy(), np.zeros(6)
         self.limits = np.array(self.model.effortLimit)
         fr = np.array([FRICTION[j] for j in ARM])
@@ -146,7 +153,7 @@ class Robot:
         self.lock = threading.Lock()
         self.active = {"joint_state_broadcaster": True, HOLDING: True, COMMANDING: False}
         self.newest: np.ndarray | None = None  # the command buffer (a queue of one)
-        self.stats = {"updates": 0, "late_max_s": 0.0, "skipped": 0, "slips": 0, "commands": 0, "ignored": 0, "switches": 0, "applied_again": 0}
+        self.stats = {"updates": 0, "late_max_s": 0.0, "skipped": 0, "slips": 0, "cut": 0, "commands": 0, "ignored": 0, "switches": 0, "applied_again": 0}
         self.motion_s = 0.0
         self.stop = threading.Event()
         self.context = rclpy.Context()
@@ -227,7 +234,8 @@ class Robot:
             now = time.monotonic()
             stamp = time.time_ns()
             elapsed, last = now - last, now
-            self.stats["slips"] += elapsed > MAX_ADVANCE_S
+            self.stats["slips"] += elapsed > SLIP_S
+            self.stats["cut"] += elapsed > MAX_ADVANCE_S
             dt = min(elapsed, MAX_ADVANCE_S)
             with self.lock:
                 holding = self.active[HOLDING]

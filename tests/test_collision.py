@@ -145,10 +145,12 @@ def test_real_panda_log_free_motion_and_a_torque_bump(cli, tmp_path):
         ("[plant.contact]\nframe = \"tool0\"\nforce = [0.0, 0.0, 1.0]\nstart = 0.1\nduration = 0.0", "plant.contact.duration"),
         ("[plant.contact]\nframe = \"no_such_frame\"\nforce = [0.0, 0.0, 1.0]\nstart = 0.1\nduration = 0.1", "plant.contact.frame"),
         ("[plant]\nencoder_counts = { elbow_joint = -3 }", "plant.encoder_counts.elbow_joint"),
+        ("[plant.contact]\nframe = \"tool0\"\nstart = 0.1\nduration = 0.1", "plant.contact.force"),
     ],
 )
 def test_bad_plant_tables_name_the_field(cli, tmp_path, hold_still, table, field):
-    """A bad contact or encoder table: one line naming the field, exit 2, nothing written."""
+    """A bad contact or encoder table (a contact with neither force nor torque among them): one line naming the
+    field, exit 2, nothing written."""
     path = tmp_path / "bad.toml"
     path.write_text(load_robot("ur5").source.read_text() + "\n" + table + "\n")
     r = cli("run", path, "--trajectory", hold_still, "--lockstep", "--log", tmp_path / "x.npz", "--summary", tmp_path / "x.json")

@@ -81,6 +81,8 @@ class FrankaArm(JointInterface):
     """:meth:`read` blocks until the robot's next state: the loop does not sleep, and counts as overruns the
     cycles after which the robot's clock stepped by more than a period (:attr:`missed_samples`)."""
     disable_action = "torque control ended (motion_finished): the robot holds its position under its own joint impedance"
+    opened = False
+    """A robot was connected in this process (``mbctl``'s entry point then ends the process at once when done)."""
 
     def __init__(self, joint_names: Sequence[str], spec: FrankaSpec, *, mbctl_gravity: Callable[[np.ndarray], np.ndarray] | None = None,
                  gravity_vector: Sequence[float] = STANDARD_GRAVITY, period_s: float = 1e-3):  # fmt: skip
@@ -125,6 +127,7 @@ class FrankaArm(JointInterface):
         try:
             with kept_scheduling():
                 self._robot = plf.Robot(spec.address, config)
+            FrankaArm.opened = True
         except (plf.FrankaException, RuntimeError) as exc:
             raise InputError(f"cannot connect to a Franka at {spec.address}: {' '.join(str(exc).split())} (FCI activated in Desk? franky-sim running?)",
                              file=spec.file, field="franka.address") from None  # fmt: skip

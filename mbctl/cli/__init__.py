@@ -112,13 +112,20 @@ def _take_budget(argv: list[str]) -> tuple[list[str], str | None]:
     return rest, size
 
 
+# the robot clients whose class says, in ``opened``, that this process used them: (module, class)
+_ROBOT_CLIENTS = (("mbctl.hardware.ros2.runtime", "Ros2Runtime"), ("mbctl.hardware.franka.arm", "FrankaArm"))
+
+
+def _used_a_robot_client() -> bool:
+    return any(getattr(getattr(sys.modules.get(module), name, None), "opened", False) for module, name in _ROBOT_CLIENTS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     code = _main(sys.argv[1:] if argv is None else list(argv))
-    ros2 = sys.modules.get("mbctl.hardware.ros2.runtime")
-    if argv is None and ros2 is not None and ros2.Ros2Runtime.opened:
-        # a process of its own that used ROS 2, its results written: end it now. The interpreter's own
-        # teardown (Fast DDS's and the C++ modules' destructors) takes 0.2-0.8 s, which a run that
-        # stopped on a dead robot must not spend before its exit
+    if argv is None and _used_a_robot_client():
+        # a process of its own that talked to a robot through a C++ client, its results written: end it
+        # now. The interpreter's own teardown (Fast DDS's, libfranka's and the C++ modules' destructors)
+        # takes 0.2-0.8 s, which a run that stopped on a dead robot must not spend before its exit
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -140,8 +140,10 @@ def _contact(t: Table) -> ContactSpec:
         raise t.error("start", "must be >= 0 s")
     if not duration > 0:
         raise t.error("duration", "must be > 0 s")
-    force = tuple(float(x) for x in t.vector("force", 3))
+    force = tuple(float(x) for x in t.vector("force", 3, [0.0, 0.0, 0.0]))
     torque = tuple(float(x) for x in t.vector("torque", 3, [0.0, 0.0, 0.0]))
+    if "force" not in t and "torque" not in t:
+        raise t.error("force", "give force (N) or torque (N·m), or both")
     return ContactSpec(frame=t.string("frame"), force=force, torque=torque, start_s=start, duration_s=duration)
 
 
