@@ -36,6 +36,7 @@ import numpy as np
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.franka.simulator import franky_sim_available, franky_sim_process
+from mbctl.hardware.loop_support import log_columns
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
 
@@ -122,7 +123,7 @@ def killed(robot, timeout_ms: float | None, tmp: Path) -> dict:
     toml = tmp / "fr3-kill.toml"
     toml.write_text(text)
     log, summary_path = tmp / "kill.npz", tmp / "kill.json"
-    columns = 4 + 8 * 7 + 4
+    columns = len(log_columns(robot.actuated_names, estimation=True))  # the run log's row: 8 bytes a column
     with franky_sim_process(START) as sim:
         killer = subprocess.Popen([sys.executable, "-c", KILLER, str(log) + ".partial", str(500 * columns * 8), str(sim.process.pid)], stdout=subprocess.PIPE, text=True)
         cmd = [sys.executable, "-m", "mbctl.cli", "run", str(toml), "--bus", "franka", "--robot-ip", sim.address, "--trajectory", str(tmp / "kill.csv"),

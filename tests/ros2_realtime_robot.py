@@ -135,7 +135,7 @@ class Robot:
 
     def __init__(self, args: argparse.Namespace):
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
@@ -165,7 +165,7 @@ class Robot:
         self.ControllerState = interface_type("controller_manager_msgs", "msg", "ControllerState")
         self.node.create_service(interface_type("controller_manager_msgs", "srv", "ListControllers"), "/controller_manager/list_controllers", self.on_list)
         self.node.create_service(interface_type("controller_manager_msgs", "srv", "SwitchController"), "/controller_manager/switch_controller", self.on_switch)
-        self.executor = MultiThreadedExecutor(context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)  # rclpy's multi-threaded one holds the interpreter lock far longer
         self.executor.add_node(self.node)
         self.order = [COMMAND_ORDER.index(j) for j in ARM]
 

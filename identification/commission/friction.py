@@ -19,7 +19,9 @@ per joint (:func:`~mbctl.identification.config.identification_settings` with the
 - the loops: :class:`~mbctl.identification.experiments.ExperimentController` with ``coupled=True``,
   its PD through the nominal mass matrix, so that the held joints hold at long periods (4 ms) as
   well as at 1 ms; the bandwidth at most :func:`~mbctl.identification.commission.context.max_bandwidth`
-  of the rate (the default 10 Hz lowered to it, with a line saying so).
+  of the rate, and a default one (the 10 Hz of :data:`SWEEP_DEFAULTS`) at most the well-damped
+  :data:`~mbctl.identification.commission.context.DAMPED_LOOP_PHASE` of it (6 Hz at 250 Hz), with a
+  line saying so.
 
 Every sweep is planned, and checked against the robot's keep-out from the start pose, before the
 commissioning moves the arm (:func:`plan_sweeps`); each is checked again from where the arm is when
@@ -43,7 +45,7 @@ from mbctl.ctrl.keepout import check_keepout
 from mbctl.dynamics.friction.laws import CoulombViscous, LuGre, Stribeck
 from mbctl.errors import DataError, InputError
 from mbctl.hardware.session import open_backend
-from mbctl.identification.commission.context import MAX_LOOP_PHASE, Commission, StepStopped, max_bandwidth
+from mbctl.identification.commission.context import DAMPED_LOOP_PHASE, MAX_LOOP_PHASE, Commission, StepStopped, max_bandwidth
 from mbctl.identification.commission.runs import summary_json
 from mbctl.identification.config import IdentificationSettings, identification_settings
 from mbctl.identification.experiments import ExperimentController, presliding_timeline, run_experiment
@@ -211,8 +213,9 @@ def _sweep(c: Commission, joint: str) -> Sweep:
     elif bandwidth > top and "bandwidth_hz" in fields:
         raise InputError(f"{bandwidth:g} Hz is more than a loop at {c.options.rate_hz:g} Hz holds (at most {top:.3g} Hz: 2 pi f / rate <= {MAX_LOOP_PHASE:g})",
                          file=ident.file, field=fields["bandwidth_hz"][1])
-    elif bandwidth > top:
-        bandwidth, note = top, f"loop bandwidth {top:.3g} Hz, the most a loop at {c.options.rate_hz:g} Hz holds (instead of {settings.gains.bandwidth_hz:g} Hz)"
+    elif "bandwidth_hz" not in fields and bandwidth > (damped := max_bandwidth(c.options.rate_hz, DAMPED_LOOP_PHASE)):
+        bandwidth, note = damped, (f"loop bandwidth {damped:.3g} Hz, well damped at {c.options.rate_hz:g} Hz with a drive's delay "
+                                   f"(instead of {settings.gains.bandwidth_hz:g} Hz; --bandwidth up to {top:.3g} Hz)")
     return Sweep(dataclasses.replace(settings, gains=dataclasses.replace(settings.gains, bandwidth_hz=bandwidth)), note)
 
 
