@@ -119,7 +119,9 @@ def killed(robot, timeout_ms: float | None, tmp: Path) -> dict:
     write_trajectory(tmp / "kill.csv", traj)
     text = Path(robot.source).read_text().replace('urdf = "fr3/fr3.urdf"', f'urdf = "{Path(robot.source).parent / "fr3" / "fr3.urdf"}"')
     if timeout_ms is not None:
-        text = "\n".join(line for line in text.splitlines() if not line.startswith("state_timeout_ms")) + f"\nstate_timeout_ms = {timeout_ms:g}\n"
+        lines = [line for line in text.splitlines() if not line.startswith("state_timeout_ms")]
+        at = lines.index("[franka]") + 1  # in its table, wherever the file's last table is
+        text = "\n".join([*lines[:at], f"state_timeout_ms = {timeout_ms:g}", *lines[at:]]) + "\n"
     toml = tmp / "fr3-kill.toml"
     toml.write_text(text)
     log, summary_path = tmp / "kill.npz", tmp / "kill.json"
@@ -134,6 +136,9 @@ def killed(robot, timeout_ms: float | None, tmp: Path) -> dict:
             said = said or (time.monotonic() if line.startswith("stop reason:") else None)
         code = run.wait(timeout=120)
         exited = time.monotonic()
+        if killer.poll() is None:  # the run ended before its 500th cycle: no kill
+            killer.kill()
+            raise SystemExit(f"the run ended before the kill (exit {code})")
         kill_at = float(killer.communicate(timeout=10)[0])
     summary = json.loads(summary_path.read_text())
     return {"code": code, "stop": summary["stop_reason"], "kill_to_stop_s": said - kill_at, "kill_to_exit_s": exited - kill_at}
