@@ -35,8 +35,7 @@ import numpy as np
 
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
-from mbctl.hardware.franka.simulator import franky_sim_available, franky_sim_process
-from mbctl.hardware.loop_support import log_columns
+from mbctl.hardware.franka.simulator import franky_sim_available, franky_sim_process, kill_when_logged
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
 
@@ -103,16 +102,6 @@ def print_block(title: str, runs: list[dict], names) -> np.ndarray:
     return rms
 
 
-KILLER = """
-import os, signal, sys, time
-raw, size, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-while not os.path.exists(raw) or os.path.getsize(raw) < size:
-    time.sleep(0.001)
-os.kill(pid, signal.SIGKILL)
-print(time.monotonic(), flush=True)
-"""
-
-
 def killed(robot, timeout_ms: float | None, tmp: Path) -> dict:
     """mbctl run against franky-sim, which is killed after 500 logged cycles: exit code, reason, kill-to-exit time."""
     traj = quintic_rest_to_rest(np.array([START, START + MOVES["A"]]), [4.0], 1000.0, robot.joint_names)
@@ -125,9 +114,8 @@ def killed(robot, timeout_ms: float | None, tmp: Path) -> dict:
     toml = tmp / "fr3-kill.toml"
     toml.write_text(text)
     log, summary_path = tmp / "kill.npz", tmp / "kill.json"
-    columns = len(log_columns(robot.actuated_names, estimation=True))  # the run log's row: 8 bytes a column
     with franky_sim_process(START) as sim:
-        killer = subprocess.Popen([sys.executable, "-c", KILLER, str(log) + ".partial", str(500 * columns * 8), str(sim.process.pid)], stdout=subprocess.PIPE, text=True)
+        killer = kill_when_logged(log, 500, sim.process.pid)
         cmd = [sys.executable, "-m", "mbctl.cli", "run", str(toml), "--bus", "franka", "--robot-ip", sim.address, "--trajectory", str(tmp / "kill.csv"),
                "--log", str(log), "--summary", str(summary_path), "--max-overrun-fraction", "1", "--max-consecutive-overruns", "0"]  # fmt: skip
         run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

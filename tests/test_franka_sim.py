@@ -13,8 +13,6 @@ import dataclasses
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ import pytest
 from mbctl.ctrl.trajectory import quintic_rest_to_rest, write_trajectory
 from mbctl.dynamics.model.robot import load_robot
 from mbctl.hardware.franka.arm import FrankaArm
-from mbctl.hardware.franka.simulator import franky_sim_available, franky_sim_process
+from mbctl.hardware.franka.simulator import franky_sim_available, franky_sim_process, kill_when_logged
 from mbctl.hardware.interface import JointCommand
 from mbctl.hardware.overrun import OverrunPolicy
 from mbctl.hardware.session import SessionOptions, run_session
@@ -110,22 +108,6 @@ def test_gravity_is_removed_as_the_robot_adds_it(fr3):
     assert error.max() < 0.05, error.max(axis=0)  # N·m: the arm moves a hair between a command and its step
 
 
-KILLER = """
-import os, signal, sys, time
-raw, rows, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-while not os.path.exists(raw) or os.path.getsize(raw) < rows:
-    time.sleep(0.005)
-os.kill(pid, signal.SIGKILL)
-print(time.monotonic(), flush=True)
-"""
-
-
-def kill_when_logged(raw: Path, cycles: int, columns: int, pid: int) -> subprocess.Popen:
-    """A process that kills ``pid`` once the run's raw log holds ``cycles`` rows; it prints the kill's
-    CLOCK_MONOTONIC time."""
-    return subprocess.Popen([sys.executable, "-c", KILLER, str(raw), str(cycles * columns * 8), str(pid)], stdout=subprocess.PIPE, text=True)
-
-
 def test_a_killed_simulator_stops_the_run(fr3, tmp_path, cli):
     """franky-sim killed mid-run: mbctl run exits 1, its stop reason names libfranka's reason, and the log keeps
     the cycles before."""
@@ -136,7 +118,7 @@ def test_a_killed_simulator_stops_the_run(fr3, tmp_path, cli):
     text = Path(fr3.source).read_text().replace('urdf = "fr3/fr3.urdf"', f'urdf = "{Path(fr3.source).parent / "fr3" / "fr3.urdf"}"')
     toml.write_text(re.sub(r"(?m)^state_timeout_ms = .*$", "state_timeout_ms = 1000", text))
     with franky_sim_process(START) as sim:
-        killer = kill_when_logged(tmp_path / "run.npz.partial", 500, 4 + 8 * 7 + 4, sim.process.pid)
+        killer = kill_when_logged(tmp_path / "run.npz", 500, sim.process.pid)
         r = cli("run", toml, "--bus", "franka", "--robot-ip", sim.address, "--trajectory", csv, "--log", tmp_path / "run.npz",
                 "--summary", tmp_path / "s.json", "--max-overrun-fraction", "1", "--max-consecutive-overruns", "0")  # fmt: skip
         if killer.poll() is None:  # the run ended before its 500th cycle: no kill

@@ -20,12 +20,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from mbctl.hardware.franka.serve import READY
 from mbctl.hardware.interface import HardwareError
+from mbctl.hardware.runlog import raw_paths
 from mbctl.processes import interrupt
 
-__all__ = ["FrankySim", "franky_sim_available", "franky_sim_process", "loopback_address"]
+__all__ = ["FrankySim", "franky_sim_available", "franky_sim_process", "kill_when_logged", "loopback_address"]
 
 START_TIMEOUT_S = 120.0  # importing MuJoCo and pinocchio on a busy machine
 ATTEMPTS = 3  # addresses tried (a taken one fails to bind)
@@ -90,3 +92,25 @@ def franky_sim_process(q0: Sequence[float], address: str | None = None) -> Itera
             yield FrankySim(address=first.split(READY, 1)[1].strip(), process=proc)
         finally:
             interrupt(proc)
+
+
+# run apart, so that the kill does not wait on this process's interpreter lock (libfranka holds it)
+_KILLER = """
+import json, os, signal, sys, time
+raw, header, rows, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+while not os.path.exists(header):
+    time.sleep(0.001)
+size = rows * 8 * len(json.loads(open(header).read())["columns"])
+while not os.path.exists(raw) or os.path.getsize(raw) < size:
+    time.sleep(0.001)
+os.kill(pid, signal.SIGKILL)
+print(time.monotonic(), flush=True)
+"""
+
+
+def kill_when_logged(log: Path, rows: int, pid: int) -> subprocess.Popen:
+    """A process that kills ``pid`` with SIGKILL (a simulator dying mid-run) once the run writing ``log``
+    has logged ``rows`` cycles (its raw file, :func:`~mbctl.hardware.runlog.raw_paths`); it prints the
+    kill's CLOCK_MONOTONIC time (s). It waits for ever if the run ends before: kill it then."""
+    raw, header = raw_paths(log)
+    return subprocess.Popen([sys.executable, "-c", _KILLER, str(raw), str(header), str(rows), str(pid)], stdout=subprocess.PIPE, text=True)
