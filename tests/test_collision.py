@@ -165,3 +165,13 @@ def test_bad_collision_settings_name_the_field(cli, tmp_path, hold_still):
         path.write_text(load_robot("ur5").source.read_text().replace(old, new))
         r = cli("observe", path, tmp_path / "none.csv", "--out", tmp_path / "o.csv")
         assert r.code == 2 and field in r.err, r.err
+
+
+def test_a_contact_may_be_a_torque_alone(tmp_path):
+    """The control case of the refusal above: a contact with a torque and no force is read, its force zero."""
+    from mbctl.config.robot import read_robot_spec
+
+    path = tmp_path / "torque.toml"
+    path.write_text(load_robot("ur5").source.read_text() + '\n[plant.contact]\nframe = "tool0"\ntorque = [0.0, 0.0, 2.0]\nstart = 0.1\nduration = 0.1\n')
+    contact = read_robot_spec(path).plant.config.contact
+    assert contact.force == (0.0, 0.0, 0.0) and contact.torque == (0.0, 0.0, 2.0)

@@ -315,3 +315,16 @@ def test_parsed_options_are_kept_in_order(arm):
 
     assert joint_values("j2=0.25, j1=-1e-3", "--start") == {"j2": 0.25, "j1": -0.001}
     assert list(joint_values("j2=1,j1=2", "--start")) == ["j2", "j1"]
+
+
+@pytest.mark.parametrize("rate, given, expected", [(250.0, None, 0.15 * 250 / (2 * np.pi)), (1000.0, None, 10.0), (250.0, 12.0, 12.0)])
+def test_the_default_sweep_loop_is_well_damped_at_the_rate(tmp_path, rate, given, expected):
+    """The sweeps' default 10 Hz, lowered to 0.15 rate / 2 pi where that is less (6 Hz at 250 Hz: a drive's own
+    delay left 10 Hz ringing), with a line saying so; kept at 1 kHz; a --bandwidth up to the 15.9 Hz limit kept."""
+    from mbctl.identification.commission.friction import _sweep
+
+    settings = CommissionSettings(start={"shoulder_lift_joint": -1.5708}, bandwidth_hz={} if given is None else {"elbow_joint": given})
+    c = Commission(load_robot("ur5"), SessionOptions(lockstep=True, rate_hz=rate), settings, tmp_path / "out")
+    sweep = _sweep(c, "elbow_joint")
+    assert sweep.settings.gains.bandwidth_hz == pytest.approx(expected)
+    assert ("well damped" in sweep.note) == (given is None and rate == 250.0), sweep.note
